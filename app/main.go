@@ -1,0 +1,33 @@
+// Package app wires the appliance together: configuration, the commands of
+// the binary, start-up and graceful shutdown.
+package app
+
+import (
+	"fmt"
+	"io"
+)
+
+// Main runs the command named by args[0] and returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return 2
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "appliance: unknown command %q\n\n%s\n", args[0], usage)
+		return 2
+	}
+	return cmd(args[1:], stdout, stderr)
+}
+
+const usage = `usage: appliance <command> [arguments]
+
+commands:
+  serve       run the server (defaults: 127.0.0.1:8080, ./data, workspace ./examples)
+  worker      run a remote worker (--config worker-config.yaml)
+  validate    check a workspace directory: appliance validate DIR
+  schema      print the JSON Schema of the workflow format`
+
+// commands maps a command name to its implementation.
+var commands = map[string]func(args []string, stdout, stderr io.Writer) int{}

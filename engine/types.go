@@ -1,0 +1,244 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/appliance-sh/appliance/engine/workflow"
+)
+
+// Job statuses.
+const (
+	JobPending   = "pending"
+	JobRunning   = "running"
+	JobCompleted = "completed"
+	JobFailed    = "failed"
+	JobCancelled = "cancelled"
+	JobSkipped   = "skipped" // scheduler concurrency: skip
+)
+
+// Step statuses.
+const (
+	StepPending   = "pending"
+	StepReady     = "ready"
+	StepRunning   = "running"
+	StepWaiting   = "waiting" // approval steps
+	StepCompleted = "completed"
+	StepFailed    = "failed"
+	StepSkipped   = "skipped"
+	StepCancelled = "cancelled"
+)
+
+// Job source types.
+const (
+	SourceAPI     = "api"
+	SourceUser    = "user"
+	SourceTrigger = "trigger"
+	SourceWebhook = "webhook"
+	SourceHook    = "hook"
+	SourceTask    = "task"
+)
+
+// Worker statuses.
+const (
+	WorkerActive   = "active"
+	WorkerInactive = "inactive"
+)
+
+// ServerStep is the step name of server-side events in a job's log.
+const ServerStep = "_server"
+
+// Sentinel errors; api maps them to HTTP statuses in one place.
+var (
+	ErrNotFound = errors.New("not found")         // 404
+	ErrConflict = errors.New("conflict")          // 409
+	ErrInvalid  = errors.New("invalid input")     // 400
+	ErrStopped  = errors.New("engine is stopped") // 503
+)
+
+// Job is one execution of a task. JSON tags are the interface's field names.
+type Job struct {
+	ID          string         `json:"job_id"`
+	Workspace   string         `json:"workspace"`
+	TaskName    string         `json:"task_name"`
+	Mode        string         `json:"mode"`
+	Status      string         `json:"status"`
+	SourceType  string         `json:"source_type"`
+	SourceID    *string        `json:"source_id"`
+	Revision    string         `json:"revision"`
+	Input       map[string]any `json:"input"`
+	Output      map[string]any `json:"output"` // {sink_step: output}, once terminal
+	ParentJobID string         `json:"parent_job_id,omitempty"`
+	ParentStep  string         `json:"parent_step,omitempty"`
+	Depth       int            `json:"depth,omitempty"` // child job nesting level, 0 for top-level jobs
+	CreatedAt   time.Time      `json:"created_at"`
+	StartedAt   *time.Time     `json:"started_at"`
+	CompletedAt *time.Time     `json:"completed_at"`
+	Deadline    *time.Time     `json:"deadline,omitempty"` // task timeout
+}
+
+// Terminal reports whether the job can no longer change.
+func (j *Job) Terminal() bool { return JobTerminal(j.Status) }
+
+// JobTerminal reports whether a job status is final.
+func JobTerminal(status string) bool {
+	switch status {
+	case JobCompleted, JobFailed, JobCancelled, JobSkipped:
+		return true
+	}
+	return false
+}
+
+// Step is one step record of a job. A for_each step has one record of its
+// own (aggregating) plus one per instance, named `<step>[<index>]`.
+type Step struct {
+	JobID        string         `json:"job_id"`
+	Name         string         `json:"step_name"`
+	FlowStep     string         `json:"flow_step"`   // the flow step this record belongs to
+	Index        int            `json:"index"`       // for_each instance index, -1 otherwise
+	Seq          int            `json:"seq"`         // display order within the job
+	ActionName   string         `json:"action_name"` // for inline actions, the step name
+	ActionType   string         `json:"action_type"`
+	Runner       string         `json:"runner"` // local, docker, pod, or none (server-side)
+	Input        map[string]any `json:"input"`  // resolved when the step becomes ready
+	Output       any            `json:"output"` // object, aggregated array (for_each) or null
+	Status       string         `json:"status"`
+	WorkerID     *string        `json:"worker_id"`
+	ReadyAt      *time.Time     `json:"ready_at,omitempty"`
+	StartedAt    *time.Time     `json:"started_at"`
+	CompletedAt  *time.Time     `json:"completed_at"`
+	ErrorMessage *string        `json:"error_message"`
+	RequiredTags []string       `json:"required_tags,omitempty"`
+	Deadline     *time.Time     `json:"deadline,omitempty"` // step timeout, set when claimed
+}
+
+// StepTerminal reports whether a step status is final.
+func StepTerminal(status string) bool {
+	switch status {
+	case StepCompleted, StepFailed, StepSkipped, StepCancelled:
+		return true
+	}
+	return false
+}
+
+// Worker is a registered worker, remote or in-process.
+type Worker struct {
+	ID           string    `json:"id"`
+	Name         string    `json:"name"`
+	Tags         []string  `json:"tags"`
+	Status       string    `json:"status"`
+	LastSeen     time.Time `json:"last_seen"`
+	RegisteredAt time.Time `json:"registered_at"`
+	InProcess    bool      `json:"in_process"`
+}
+
+// WorkerStep is a step a worker ran, as listed in the worker detail.
+type WorkerStep struct {
+	JobID        string     `json:"job_id"`
+	Workspace    string     `json:"workspace"`
+	TaskName     string     `json:"task_name"`
+	JobStatus    string     `json:"job_status"`
+	StepName     string     `json:"step_name"`
+	ActionType   string     `json:"action_type"`
+	Status       string     `json:"status"`
+	StartedAt    *time.Time `json:"started_at"`
+	CompletedAt  *time.Time `json:"completed_at"`
+	ErrorMessage *string    `json:"error_message"`
+}
+
+// LogLine is one line of a job's JSONL log.
+type LogLine struct {
+	TS     time.Time `json:"ts"`
+	Stream string    `json:"stream"` // stdout or stderr
+	Step   string    `json:"step"`
+	Line   string    `json:"line"`
+}
+
+// Claim is a step handed to a worker, with its action rendered in the step's scope.
+type Claim struct {
+	JobID      string
+	Workspace  string
+	Revision   string
+	StepName   string
+	ActionName string
+	ActionType string
+	Runner     string
+	Image      string           // docker and pod actions
+	Spec       *workflow.Action // templates rendered
+	Input      map[string]any
+	Timeout    time.Duration // 0 = none; the worker kills the step at its deadline
+}
+
+// StepResult is a worker's report of a finished step.
+type StepResult struct {
+	Output   map[string]any
+	ExitCode int
+	Error    *string
+}
+
+// CreateJob asks for a new job of a task.
+type CreateJob struct {
+	Workspace  string
+	Task       string
+	Input      map[string]any
+	SourceType string
+	SourceID   *string
+}
+
+// JobFilter selects a page of jobs, newest first.
+type JobFilter struct {
+	Workspace string // optional
+	TaskName  string // optional; requires Workspace
+	Limit     int
+	Offset    int
+}
+
+// Batch is every record one group commit writes.
+type Batch struct {
+	Jobs    []*Job
+	Steps   []*Step
+	Workers []*Worker
+}
+
+// Store persists the engine's records. Commit must be durable (fsync'd)
+// before it returns; it is called only from the orchestrator goroutine, and
+// must not keep references to the records after it returns. Reads may run
+// concurrently with Commit.
+type Store interface {
+	Commit(ctx context.Context, b *Batch) error
+	// LoadActive returns every non-terminal job with all its steps, and all workers.
+	LoadActive(ctx context.Context) (jobs []*Job, steps []*Step, workers []*Worker, err error)
+
+	Job(ctx context.Context, id string) (*Job, error)         // ErrNotFound
+	Steps(ctx context.Context, jobID string) ([]*Step, error) // ordered by Seq
+	Jobs(ctx context.Context, f JobFilter) ([]*Job, int, error)
+	Worker(ctx context.Context, id string) (*Worker, error) // ErrNotFound
+	Workers(ctx context.Context, limit, offset int) ([]*Worker, int, error)
+	// WorkerSteps returns the newest steps a worker claimed, at most limit, and their total.
+	WorkerSteps(ctx context.Context, workerID string, limit int) ([]*WorkerStep, int, error)
+}
+
+// Workspaces gives the engine the loaded workspaces.
+type Workspaces interface {
+	// Current returns the active revision of a workspace.
+	Current(name string) (*workflow.Workspace, bool)
+	// Revision returns a given revision if it is still loaded (running jobs finish on theirs).
+	Revision(name, revision string) (*workflow.Workspace, bool)
+}
+
+// LogSink receives the engine's server-side log lines (step `_server`).
+type LogSink interface {
+	Append(jobID string, lines []LogLine) error
+}
+
+// Clock is the engine's source of time, injected so tests need not sleep.
+type Clock interface {
+	Now() time.Time
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// Timer is a pending AfterFunc call.
+type Timer interface {
+	Stop() bool
+}

@@ -1,0 +1,61 @@
+// Package runners is the worker side: the worker loop (register, heartbeat,
+// claim, run, report, push logs), the workspace cache, and the runners that
+// execute a step (local process, docker, pod).
+package runners
+
+import (
+	"context"
+	"time"
+
+	"github.com/appliance-sh/appliance/engine/workflow"
+)
+
+// Server is what a worker needs from the server. Two transports implement
+// it: an HTTP client for remote workers and a direct adapter onto the engine
+// for the in-process pool.
+type Server interface {
+	Register(ctx context.Context, name string, tags []string) (workerID string, err error)
+	Heartbeat(ctx context.Context, workerID string) error // ErrUnknownWorker when the server forgot it
+	// Claim long-polls for a step; nil without error means no work.
+	Claim(ctx context.Context, workerID string, tags []string) (*Assignment, error)
+	Start(ctx context.Context, workerID, jobID, step string) error
+	Complete(ctx context.Context, workerID, jobID, step string, res Result) error
+	// PushLogs appends lines to the job's log and reports whether the job was cancelled.
+	PushLogs(ctx context.Context, jobID, step string, lines []LogLine) (cancelled bool, err error)
+	// Cancelled long-polls until the job is cancelled or wait ends.
+	Cancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error)
+	// Workspace returns a local directory holding the workspace's files at
+	// the given revision (downloaded and cached by remote workers).
+	Workspace(ctx context.Context, workspace, revision string) (dir string, err error)
+}
+
+// Assignment is a claimed step: the body of POST /worker/jobs/claim.
+// With no work, JobID and StepName are empty and ActionSpec is nil.
+type Assignment struct {
+	JobID       string           `json:"job_id"`
+	Workspace   string           `json:"workspace"`
+	Revision    string           `json:"revision"`
+	StepName    string           `json:"step_name"`
+	ActionName  string           `json:"action_name"`
+	ActionType  string           `json:"action_type"`
+	ActionImage *string          `json:"action_image"`
+	Runner      string           `json:"runner"`
+	ActionSpec  *workflow.Action `json:"action_spec"`
+	Input       map[string]any   `json:"input"`
+	TimeoutSecs float64          `json:"timeout_secs,omitempty"` // 0 = none
+}
+
+// Result is the body of POST /worker/jobs/{id}/steps/{step}/complete.
+type Result struct {
+	WorkerID string         `json:"worker_id,omitempty"`
+	Output   map[string]any `json:"output"`
+	ExitCode int            `json:"exit_code"`
+	Error    *string        `json:"error"`
+}
+
+// LogLine is one pushed line; the step name travels once per push.
+type LogLine struct {
+	TS     time.Time `json:"ts"`
+	Stream string    `json:"stream"`
+	Line   string    `json:"line"`
+}
