@@ -230,6 +230,9 @@ type Workspaces interface {
 // LogSink receives the engine's server-side log lines (step `_server`).
 type LogSink interface {
 	Append(jobID string, lines []LogLine) error
+	// Finish is called once a job is terminal and committed: its log is
+	// complete, so live viewers can be told the stream has ended.
+	Finish(jobID string)
 }
 
 // Clock is the engine's source of time, injected so tests need not sleep.
