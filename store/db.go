@@ -1,0 +1,96 @@
+// Package store persists the engine's records in bbolt and keeps each job's log as a JSONL file.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/appliance-sh/appliance/engine"
+)
+
+var _ engine.Store = (*DB)(nil)
+
+// lockTimeout bounds the wait for bbolt's file lock: a second server on the
+// same data dir should fail fast with a clear message, not hang.
+const lockTimeout = time.Second
+
+// defaultLimit is the page size when a caller passes limit <= 0.
+const defaultLimit = 50
+
+// Bucket names. Index buckets hold keys only (values are empty unless noted),
+// so pagination walks small keys and decodes just the records of one page.
+var (
+	bucketJobs        = []byte("jobs")        // job id -> job JSON
+	bucketSteps       = []byte("steps")       // job id \0 seq name -> step JSON
+	bucketWorkers     = []byte("workers")     // worker id -> worker JSON
+	bucketByTime      = []byte("idx_time")    // time id
+	bucketByWorkspace = []byte("idx_ws")      // workspace \0 time id
+	bucketByTask      = []byte("idx_task")    // workspace \0 task \0 time id
+	bucketBySource    = []byte("idx_source")  // source type \0 source id \0 time id
+	bucketActive      = []byte("idx_active")  // job id (non-terminal jobs only)
+	bucketWorkerSteps = []byte("idx_wsteps")  // worker id \0 time job id \0 step -> steps key
+	bucketWorkerOrder = []byte("idx_workers") // registered time id
+	bucketCounts      = []byte("counts")      // counter name -> uint64
+	allBuckets        = [][]byte{bucketJobs, bucketSteps, bucketWorkers, bucketByTime, bucketByWorkspace, bucketByTask, bucketBySource, bucketActive, bucketWorkerSteps, bucketWorkerOrder, bucketCounts}
+)
+
+// DB is the bbolt implementation of engine.Store.
+type DB struct {
+	bolt *bolt.DB
+}
+
+// Open opens (creating if needed) the database file at path.
+func Open(path string) (*DB, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	// Sync stays on (bbolt's default): the engine acknowledges a decision
+	// only after Commit returns, so Commit must be durable.
+	b, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:      lockTimeout,
+		FreelistType: bolt.FreelistMapType,
+	})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("open %s: data dir is in use by another process: %w", path, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	err = b.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return fmt.Errorf("create bucket %s: %w", name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return &DB{bolt: b}, nil
+}
+
+// Close releases the file and its lock.
+func (db *DB) Close() error {
+	if err := db.bolt.Close(); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	return nil
+}
+
+// view runs a read transaction unless ctx is already done. bbolt readers
+// never block the single writer.
+func (db *DB) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return db.bolt.View(fn)
+}

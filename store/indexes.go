@@ -1,0 +1,114 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/appliance-sh/appliance/engine"
+)
+
+// indexEntry is one key a record has in an index bucket; a nil key means
+// the record is absent from that index (a terminal job in the active index).
+type indexEntry struct {
+	bucket []byte
+	key    []byte
+	val    []byte // usually empty: index keys carry all they need
+	count  []byte // counter kept in step with the index, or nil
+}
+
+// jobIndexes lists a job's index keys in a fixed order, so an update can
+// compare the old and new lists position by position.
+func jobIndexes(j *engine.Job) []indexEntry {
+	tid := jobTimeID(j)
+	var active []byte
+	if !engine.JobTerminal(j.Status) {
+		active = []byte(j.ID)
+	}
+	return []indexEntry{
+		{bucket: bucketByTime, key: tid, count: []byte(countJobs)},
+		{bucket: bucketByWorkspace, key: joinKey(workspacePrefix(j.Workspace), tid), count: countWorkspace(j.Workspace)},
+		{bucket: bucketByTask, key: joinKey(taskPrefix(j.Workspace, j.TaskName), tid), count: countTask(j.Workspace, j.TaskName)},
+		{bucket: bucketBySource, key: joinKey(sourcePrefix(j.SourceType, sourceID(j)), tid)},
+		{bucket: bucketActive, key: active},
+	}
+}
+
+// moveIndexes turns the old entries into the new ones, touching only those
+// that changed. old is nil for an insert.
+func moveIndexes(tx *bolt.Tx, old, cur []indexEntry) error {
+	for i, n := range cur {
+		var o indexEntry
+		if old != nil {
+			o = old[i]
+		}
+		if o.key != nil && bytes.Equal(o.key, n.key) && bytes.Equal(o.val, n.val) {
+			continue
+		}
+		if o.key != nil {
+			if err := tx.Bucket(o.bucket).Delete(o.key); err != nil {
+				return fmt.Errorf("delete index %s: %w", o.bucket, err)
+			}
+			if err := addCount(tx, o.count, -1); err != nil {
+				return err
+			}
+		}
+		if n.key != nil {
+			if err := tx.Bucket(n.bucket).Put(n.key, n.val); err != nil {
+				return fmt.Errorf("put index %s: %w", n.bucket, err)
+			}
+			if err := addCount(tx, n.count, 1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// stepIndexes mirrors the step's one worker_id: when a recovered step is
+// claimed again, it moves to the new holder's list.
+func stepIndexes(s *engine.Step) []indexEntry {
+	var count []byte
+	if s.WorkerID != nil {
+		count = countWorkerSteps(*s.WorkerID)
+	}
+	// The entry's value is the step's key, so WorkerSteps fetches the record
+	// without scanning the job's steps.
+	return []indexEntry{{bucket: bucketWorkerSteps, key: workerStepKey(s), val: stepKey(s.JobID, s.Seq, s.Name), count: count}}
+}
+
+func workerIndexes(w *engine.Worker) []indexEntry {
+	return []indexEntry{{bucket: bucketWorkerOrder, key: workerOrderKey(w), count: []byte(countWorkers)}}
+}
+
+// addCount adjusts a maintained counter; a counter that reaches zero is
+// deleted so per-workspace and per-worker keys do not pile up.
+func addCount(tx *bolt.Tx, name []byte, delta int64) error {
+	if name == nil {
+		return nil
+	}
+	b := tx.Bucket(bucketCounts)
+	n := int64(readCount(b, name)) + delta
+	if n <= 0 {
+		if err := b.Delete(name); err != nil {
+			return fmt.Errorf("delete counter: %w", err)
+		}
+		return nil
+	}
+	var v [8]byte
+	binary.BigEndian.PutUint64(v[:], uint64(n))
+	if err := b.Put(name, v[:]); err != nil {
+		return fmt.Errorf("put counter: %w", err)
+	}
+	return nil
+}
+
+func readCount(b *bolt.Bucket, name []byte) uint64 {
+	v := b.Get(name)
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}

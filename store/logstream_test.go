@@ -1,0 +1,207 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// receive reads one chunk, failing the test instead of hanging; a timeout
+// reports the channel as closed so callers in other goroutines stop too.
+func receive(t *testing.T, ch <-chan []byte) ([]byte, bool) {
+	t.Helper()
+	select {
+	case c, ok := <-ch:
+		return c, ok
+	case <-time.After(10 * time.Second):
+		t.Error("no chunk and no close within 10s")
+		return nil, false
+	}
+}
+
+// drain collects chunks until the channel is closed.
+func drain(t *testing.T, ch <-chan []byte) []byte {
+	t.Helper()
+	var all []byte
+	for {
+		c, ok := receive(t, ch)
+		if !ok {
+			return all
+		}
+		all = append(all, c...)
+	}
+}
+
+func lineTexts(t *testing.T, data []byte) []string {
+	t.Helper()
+	var out []string
+	for _, raw := range strings.SplitAfter(string(data), "\n") {
+		if raw == "" {
+			continue
+		}
+		var ll wireLine
+		if err := json.Unmarshal([]byte(raw), &ll); err != nil {
+			t.Fatalf("bad line %q: %v", raw, err)
+		}
+		out = append(out, ll.Line)
+	}
+	return out
+}
+
+func TestSubscribeMidStreamSeesEveryLineExactlyOnce(t *testing.T) {
+	l := openLogs(t)
+	const n, tail, viewers = 2000, 100, 4
+	l.subBuffer = n // this test is about gaps, not about dropping slow viewers
+	release := make([]chan struct{}, viewers)
+	subscribed := make(chan struct{}, viewers)
+	for i := range release {
+		release[i] = make(chan struct{})
+	}
+	type result struct{ backfill, updates []byte }
+	results := make([]result, viewers)
+	var wg sync.WaitGroup
+	for v := range viewers {
+		wg.Go(func() {
+			<-release[v]
+			backfill, updates, cancel, err := l.Subscribe("j")
+			subscribed <- struct{}{}
+			if err != nil {
+				t.Errorf("Subscribe: %v", err)
+				return
+			}
+			defer cancel()
+			results[v] = result{backfill, drain(t, updates)}
+		})
+	}
+	// Viewer v is released before line v*n/viewers while the writer keeps
+	// appending; the last tail lines wait until all have subscribed, so
+	// every viewer joins strictly mid-stream.
+	for i := range n {
+		if i%(n/viewers) == 0 {
+			close(release[i/(n/viewers)])
+		}
+		if i == n-tail {
+			for range viewers {
+				<-subscribed
+			}
+		}
+		appendLines(t, l, "j", line("s", fmt.Sprint(i)))
+	}
+	l.Finish("j")
+	wg.Wait()
+
+	for v, r := range results {
+		back, upd := lineTexts(t, r.backfill), lineTexts(t, r.updates)
+		if len(back) < v*n/viewers || len(upd) < tail {
+			t.Errorf("viewer %d: %d backfill + %d update lines; want >= %d + >= %d", v, len(back), len(upd), v*n/viewers, tail)
+		}
+		got := append(back, upd...)
+		if len(got) != n {
+			t.Errorf("viewer %d saw %d lines, want %d", v, len(got), n)
+			continue
+		}
+		for i, text := range got {
+			if text != fmt.Sprint(i) {
+				t.Errorf("viewer %d: line %d is %q, want %d (gap or duplicate)", v, i, text, i)
+				break
+			}
+		}
+	}
+}
+
+func TestSlowSubscriberIsDroppedWithoutBlockingAppendOrOthers(t *testing.T) {
+	l := openLogs(t)
+	l.subBuffer = 4
+	_, slow, cancelSlow, err := l.Subscribe("j")
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	defer cancelSlow()
+	_, fast, cancelFast, err := l.Subscribe("j")
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	defer cancelFast()
+
+	const appends = 10
+	for i := range appends {
+		// Append returns although slow never reads: it cannot block.
+		appendLines(t, l, "j", line("s", fmt.Sprint(i)))
+		c, ok := receive(t, fast)
+		if !ok || !strings.Contains(string(c), fmt.Sprintf(`"line":"%d"`, i)) {
+			t.Fatalf("fast viewer chunk %d = %q (open %v)", i, c, ok)
+		}
+	}
+	if got := lineTexts(t, drain(t, slow)); strings.Join(got, ",") != "0,1,2,3" {
+		t.Errorf("slow viewer got %v before being dropped, want its buffer [0 1 2 3]", got)
+	}
+	l.Finish("j")
+	if c, ok := receive(t, fast); ok {
+		t.Errorf("fast viewer got %q after Finish, want closed", c)
+	}
+}
+
+func TestFinishClosesSubscriptionsAfterDeliveringEveryChunk(t *testing.T) {
+	l := openLogs(t)
+	appendLines(t, l, "j", line("s", "old"))
+	backfill, updates, cancel, err := l.Subscribe("j")
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	for i := range 3 {
+		appendLines(t, l, "j", line("s", fmt.Sprint(i)))
+	}
+	l.Finish("j")
+	if got := lineTexts(t, backfill); strings.Join(got, ",") != "old" {
+		t.Errorf("backfill = %v, want [old]", got)
+	}
+	if got := lineTexts(t, drain(t, updates)); strings.Join(got, ",") != "0,1,2" {
+		t.Errorf("updates = %v, want [0 1 2] then closed", got)
+	}
+	cancel()
+	cancel() // idempotent, also after Finish
+}
+
+func TestCancelStopsUpdatesAndForgetsAnUnwrittenJob(t *testing.T) {
+	l := openLogs(t)
+	backfill, updates, cancel, err := l.Subscribe("quiet")
+	if err != nil || len(backfill) != 0 {
+		t.Fatalf("Subscribe = %q, %v; want empty backfill", backfill, err)
+	}
+	cancel()
+	if _, ok := receive(t, updates); ok {
+		t.Error("channel still open after cancel")
+	}
+	l.mu.Lock()
+	left := len(l.jobs)
+	l.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d job entries left after the only viewer cancelled", left)
+	}
+	appendLines(t, l, "quiet", line("s", "later")) // no subscriber to feed: must not panic
+}
+
+func TestCloseEndsEverySubscription(t *testing.T) {
+	l := openLogs(t)
+	var chans []<-chan []byte
+	for _, id := range []string{"a", "b"} {
+		appendLines(t, l, id, line("s", id))
+		_, ch, cancel, err := l.Subscribe(id)
+		if err != nil {
+			t.Fatalf("Subscribe: %v", err)
+		}
+		defer cancel()
+		chans = append(chans, ch)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for i, ch := range chans {
+		if _, ok := receive(t, ch); ok {
+			t.Errorf("subscription %d still open after Close", i)
+		}
+	}
+}
