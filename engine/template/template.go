@@ -1,54 +1,143 @@
 // Package template renders the workflow format's {{ }} expressions (Jinja
 // syntax, strict undefined) and evaluates `when` conditions.
+//
+// It is gonja v2 with these choices:
+//   - Undefined variables, attributes and items are errors, except under
+//     `default`: `{{ input.nope | default("x") }}` is "x".
+//   - Nothing is HTML-escaped, and the source's trailing newline is kept
+//     (scripts are templates). CRLF line ends become LF.
+//   - In text, values read the way shell users expect rather than as Python
+//     reprs: booleans are true/false, nil is the empty string, integral
+//     numbers have no fraction (3, not 3.0), and maps and lists are compact
+//     JSON with sorted keys (what `tojson` gives): `{"a":1}`.
+//   - A template that is exactly one {{ expression }} (whitespace around it
+//     allowed) evaluates, through Eval, to the expression's native value:
+//     map[string]any, []any, int, float64, bool, string or nil.
+//   - Templates cannot read files (include, import, extends are absent) and
+//     cannot change their variables: methods that mutate (append, update,
+//     pop...) are absent, and a template assigning into an object renders on
+//     a copy of its variables.
+//   - Filters added to gonja's: tojson (json_encode), fromjson, and join and
+//     trim that write values as text does.
 package template
 
-import "errors"
+import (
+	"strings"
 
-// errUnimplemented marks the skeleton; the template work replaces it.
-var errUnimplemented = errors.New("template: not implemented yet")
+	"github.com/nikolalohinski/gonja/v2/exec"
+	"github.com/nikolalohinski/gonja/v2/nodes"
+)
 
 // Template is a parsed template, safe for concurrent rendering.
 type Template struct {
 	src string
+	tpl *exec.Template
+	// raw is a copy of the only {{ }} of a single-expression template, taken
+	// before prepare rewrote it for text; nil otherwise.
+	raw *nodes.Output
+	// assigns is set when the template assigns into objects, so it renders
+	// on a copy of its variables.
+	assigns bool
 }
 
 // Parse parses src once; render it many times.
-func Parse(src string) (*Template, error) { return nil, errUnimplemented }
+func Parse(src string) (t *Template, err error) {
+	defer recoverError(src, &err)
+	tpl, err := exec.NewTemplate(rootID, gonjaConfig, rootLoader{src: src}, environment)
+	if err != nil {
+		return nil, parseError(src, err)
+	}
+	t = &Template{src: src, tpl: tpl}
+	if o := singleOutput(tpl.Root()); o != nil {
+		raw := *o
+		t.raw = &raw
+	}
+	t.assigns = prepare(tpl.Root())
+	return t, nil
+}
 
 // Render renders the template to text with vars as its variables.
 // An undefined variable is an error.
-func (t *Template) Render(vars map[string]any) (string, error) { return "", errUnimplemented }
+func (t *Template) Render(vars map[string]any) (out string, err error) {
+	defer recoverError(t.src, &err)
+	out, err = t.tpl.ExecuteToString(t.context(vars))
+	if err != nil {
+		return "", templateError(t.src, err)
+	}
+	return out, nil
+}
 
 // Eval renders like Render, except that a template that is exactly one
 // `{{ expression }}` yields the expression's native value (map, slice,
 // number, bool, nil) rather than its text.
-func (t *Template) Eval(vars map[string]any) (any, error) { return nil, errUnimplemented }
+func (t *Template) Eval(vars map[string]any) (v any, err error) {
+	if t.raw == nil {
+		return t.Render(vars)
+	}
+	defer recoverError(t.src, &err)
+	e := &exec.Evaluator{
+		Config: gonjaConfig,
+		Environment: &exec.Environment{
+			Context:           environment.Context.Inherit().Update(t.context(vars)),
+			Filters:           environment.Filters,
+			Tests:             environment.Tests,
+			ControlStructures: environment.ControlStructures,
+			Methods:           environment.Methods,
+		},
+		Loader: rootLoader{src: t.src},
+	}
+	value, err := evalOutput(e, t.raw)
+	if err != nil {
+		return nil, templateError(t.src, err)
+	}
+	if v, err = native(value); err != nil {
+		return nil, templateError(t.src, err)
+	}
+	return v, nil
+}
+
+// evalOutput evaluates `{{ x }}`, `{{ x if c }}` and `{{ x if c else y }}`
+// as gonja's renderer does; a false condition without else yields nil.
+func evalOutput(e *exec.Evaluator, o *nodes.Output) (*exec.Value, error) {
+	if o.Condition != nil {
+		cond := e.Eval(o.Condition)
+		if cond.IsError() {
+			return nil, cond
+		}
+		if cond.IsNil() || !cond.IsTrue() {
+			if o.Alternative == nil {
+				return exec.AsValue(nil), nil
+			}
+			return checked(e.Eval(o.Alternative))
+		}
+	}
+	return checked(e.Eval(o.Expression))
+}
+
+func checked(v *exec.Value) (*exec.Value, error) {
+	if v.IsError() {
+		return nil, v
+	}
+	return v, nil
+}
+
+func (t *Template) context(vars map[string]any) *exec.Context {
+	if t.assigns {
+		vars = deepCopy(vars, 0).(map[string]any)
+	}
+	if vars == nil {
+		vars = map[string]any{}
+	}
+	return exec.NewContext(vars)
+}
 
 // IsTemplate reports whether s contains template syntax at all; plain
-// strings need no parsing or rendering.
-func IsTemplate(s string) bool { return false }
-
-// Truthy applies the spec's `when` rule to a rendered value: empty, "false",
-// "0", "null" and "none" (case-insensitive) are false; everything else is true.
-func Truthy(v any) bool { return false }
-
-// Set caches parsed templates by source text: one Set per workspace revision.
-// Safe for concurrent use.
-type Set struct{}
-
-// NewSet returns an empty cache.
-func NewSet() *Set { return &Set{} }
-
-// Parse returns the cached template for src, parsing it on first use.
-func (s *Set) Parse(src string) (*Template, error) { return Parse(src) }
-
-// Eval parses (cached) and evaluates src with vars. A string without
-// template syntax is returned unchanged.
-func (s *Set) Eval(src string, vars map[string]any) (any, error) { return nil, errUnimplemented }
-
-// Render parses (cached) and renders src to text.
-func (s *Set) Render(src string, vars map[string]any) (string, error) { return "", errUnimplemented }
-
-// EvalValue walks v (maps, slices, scalars as decoded from YAML or JSON)
-// and evaluates every string in it, returning a new value; v is not changed.
-func (s *Set) EvalValue(v any, vars map[string]any) (any, error) { return nil, errUnimplemented }
+// strings need no parsing or rendering. A comment opener counts only when a
+// closer follows: shell's `${#array[@]}` alone leaves a script plain.
+func IsTemplate(s string) bool {
+	if strings.Contains(s, "{{") || strings.Contains(s, "{%") {
+		return true
+	}
+	open := strings.Index(s, "{#")
+	return open >= 0 && strings.Contains(s[open+2:], "#}")
+}

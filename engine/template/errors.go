@@ -1,0 +1,103 @@
+package template
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/nikolalohinski/gonja/v2/exec"
+)
+
+// ErrUndefined is wrapped by every error about a variable, attribute or
+// item that does not exist.
+var ErrUndefined = errors.New("undefined variable")
+
+// maxQuoted bounds how much of a template an error message quotes: scripts
+// can be long, and the start is enough to find them.
+const maxQuoted = 80
+
+var (
+	// gonja flattens an error that passes through a filter into text, so
+	// these match anywhere in the message.
+	undefinedName = regexp.MustCompile(`Unable to evaluate name "([^"]*)"`)
+	undefinedPath = regexp.MustCompile(`(?i:unable to evaluate) ([^\s:]+): (?:attribute '[^']*'|item .*?) not found`)
+	lineNumber    = regexp.MustCompile(`(?i)at line (\d+)`)
+)
+
+// templateError names the template (its start) and, for multi-line ones,
+// the line, then says what failed in gonja's innermost words, or as
+// `undefined variable "input.nme"` when a variable is missing.
+func templateError(src string, err error) error {
+	where := fmt.Sprintf("template %s", quote(src))
+	if strings.Contains(src, "\n") {
+		if m := lineNumber.FindStringSubmatch(err.Error()); m != nil {
+			where += " line " + m[1]
+		}
+	}
+	cause := rootCause(err)
+	msg := cause.Error()
+	if m := undefinedName.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("%s: %w %q", where, ErrUndefined, m[1])
+	}
+	if m := undefinedPath.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("%s: %w %q", where, ErrUndefined, m[1])
+	}
+	if strings.HasPrefix(msg, textFilterCall) {
+		return fmt.Errorf("%s: %s", where, strings.TrimPrefix(msg, textFilterCall))
+	}
+	return fmt.Errorf("%s: %w", where, cause)
+}
+
+// textFilterCall prefixes errors passing through textFilter, which users
+// never wrote.
+const textFilterCall = "invalid call to filter '" + textFilter + "': "
+
+// parseError drops gonja's wrapper, which quotes the whole source again.
+func parseError(src string, err error) error {
+	if inner := errors.Unwrap(err); inner != nil {
+		err = inner
+	}
+	if strings.Contains(err.Error(), "unclosed comment") {
+		return fmt.Errorf("template %s: %w (\"{#\" opens a template comment: write shell's ${#x} as ${{ '{#' }}x} or wrap the text in {%% raw %%}...{%% endraw %%})", quote(src), err)
+	}
+	return fmt.Errorf("template %s: %w", quote(src), err)
+}
+
+// rootCause digs through gonja's wrapping (pkg/errors wrappers around
+// *exec.Value holding the error) down to the first error raised.
+func rootCause(err error) error {
+	for range 100 {
+		if v, ok := err.(*exec.Value); ok {
+			inner, isErr := v.Interface().(error)
+			if !isErr || inner == err {
+				return err
+			}
+			err = inner
+			continue
+		}
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
+	return err
+}
+
+func quote(src string) string {
+	if utf8.RuneCountInString(src) <= maxQuoted {
+		return fmt.Sprintf("%q", src)
+	}
+	runes := []rune(src)
+	return fmt.Sprintf("%q", string(runes[:maxQuoted])+"…")
+}
+
+// recoverError turns a panic inside gonja into an error: no template, however
+// broken, may take the server down.
+func recoverError(src string, errp *error) {
+	if r := recover(); r != nil {
+		*errp = fmt.Errorf("template %s: internal error: %v", quote(src), r)
+	}
+}
