@@ -1,0 +1,152 @@
+// Package api serves the HTTP interface: the public /api endpoints, the
+// worker protocol under /worker, and the live log stream over WebSocket.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/workflow"
+)
+
+// Orchestrator is the part of the engine the API drives; *engine.Engine
+// implements it.
+type Orchestrator interface {
+	CreateJob(ctx context.Context, req engine.CreateJob) (*engine.Job, error)
+	CancelJob(ctx context.Context, jobID string) error
+	Job(ctx context.Context, id string) (*engine.Job, []*engine.Step, error)
+	Jobs(ctx context.Context, f engine.JobFilter) ([]*engine.Job, int, error)
+	JobDone(ctx context.Context, jobID string) (<-chan struct{}, error)
+
+	RegisterWorker(ctx context.Context, name string, tags []string, inProcess bool) (string, error)
+	Heartbeat(ctx context.Context, workerID string) error
+	Claim(ctx context.Context, workerID string, tags []string, wait time.Duration) (*engine.Claim, error)
+	StartStep(ctx context.Context, workerID, jobID, step string) error
+	CompleteStep(ctx context.Context, workerID, jobID, step string, res engine.StepResult) error
+	WaitCancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error)
+	Workers(ctx context.Context, limit, offset int) ([]*engine.Worker, int, error)
+	Worker(ctx context.Context, id string) (*engine.Worker, []*engine.WorkerStep, int, error)
+}
+
+// Workspaces is the workspace registry; *workflow.Registry implements it.
+type Workspaces interface {
+	List() []workflow.Status
+	Current(name string) (*workflow.Workspace, bool)
+	Revision(name, revision string) (*workflow.Workspace, bool)
+}
+
+// LogStore holds job logs; *store.Logs implements it.
+type LogStore interface {
+	Append(jobID string, lines []engine.LogLine) error
+	Read(jobID, step string) (string, error)
+	Subscribe(jobID string) (backfill []byte, updates <-chan []byte, cancel func(), err error)
+}
+
+// Config wires the API.
+type Config struct {
+	Engine     Orchestrator
+	Workspaces Workspaces
+	Logs       LogStore
+	// WorkerToken is the shared bearer token of the worker endpoints; when
+	// empty they refuse every request.
+	WorkerToken string
+	Version     string
+	Logger      *slog.Logger // nil = slog.Default()
+	// ClaimWaitMax caps a worker's claim long-poll (default 30s).
+	ClaimWaitMax time.Duration
+	// StreamWriteTimeout is how long one log stream frame may wait for a
+	// viewer that stopped reading before the viewer is disconnected
+	// (default 10s).
+	StreamWriteTimeout time.Duration
+	// Now is the clock for trigger next_runs and log timestamps (nil = time.Now).
+	Now func() time.Time
+}
+
+// server holds the handlers' dependencies.
+type server struct {
+	cfg      Config
+	log      *slog.Logger
+	tarballs *tarballCache
+}
+
+// New returns the HTTP handler of the API. The caller may add routes (the
+// UI, webhooks) to the returned echo instance.
+func New(cfg Config) *echo.Echo {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ClaimWaitMax <= 0 {
+		cfg.ClaimWaitMax = 30 * time.Second
+	}
+	if cfg.StreamWriteTimeout <= 0 {
+		cfg.StreamWriteTimeout = 10 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &server{cfg: cfg, log: cfg.Logger, tarballs: newTarballCache(tarballsKept)}
+
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(s.recoverPanics, limitBody)
+
+	e.GET("/healthz", func(c echo.Context) error {
+		return c.JSON(http.StatusOK, statusOK)
+	})
+
+	a := e.Group("/api")
+	a.GET("/config", s.getConfig)
+	a.GET("/workspaces", s.listWorkspaces)
+	a.GET("/workspaces/:ws/tasks", s.listTasks)
+	a.GET("/workspaces/:ws/tasks/:name", s.getTask)
+	a.POST("/workspaces/:ws/tasks/:name/execute", s.executeTask)
+	a.GET("/workspaces/:ws/triggers", s.listTriggers)
+	a.GET("/jobs", s.listJobs)
+	a.GET("/jobs/:id", s.getJob)
+	a.POST("/jobs/:id/cancel", s.cancelJob)
+	a.GET("/jobs/:id/logs", s.jobLogs)
+	a.GET("/jobs/:id/steps/:step/logs", s.stepLogs)
+	a.GET("/jobs/:id/logs/stream", s.streamLogs)
+	a.GET("/workers", s.listWorkers)
+	a.GET("/workers/:id", s.getWorker)
+
+	w := e.Group("/worker", s.requireWorkerToken)
+	w.POST("/register", s.registerWorker)
+	w.POST("/heartbeat", s.heartbeat)
+	w.POST("/jobs/claim", s.claim)
+	w.POST("/jobs/:id/steps/:step/start", s.startStep)
+	w.POST("/jobs/:id/steps/:step/complete", s.completeStep)
+	w.POST("/jobs/:id/logs", s.pushLogs)
+	w.GET("/jobs/:id/cancelled", s.waitCancelled)
+	w.POST("/jobs/:id/complete", s.completeJob)
+	w.GET("/workspace/:file", s.workspaceTarball)
+	return e
+}
+
+// statusOK is the body of the worker endpoints that only acknowledge.
+var statusOK = map[string]string{"status": "ok"}
+
+// configResponse is GET /api/config; auth fills it in once it exists.
+type configResponse struct {
+	AuthRequired    bool           `json:"auth_required"`
+	HasInternalAuth bool           `json:"has_internal_auth"`
+	OIDCProviders   []oidcProvider `json:"oidc_providers"`
+	ACLEnabled      bool           `json:"acl_enabled"`
+	Version         string         `json:"version"`
+}
+
+type oidcProvider struct {
+	ID          string `json:"id"`
+	DisplayName string `json:"display_name"`
+}
+
+func (s *server) getConfig(c echo.Context) error {
+	return c.JSON(http.StatusOK, configResponse{OIDCProviders: []oidcProvider{}, Version: s.cfg.Version})
+}

@@ -1,0 +1,144 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/appliance-sh/appliance/engine"
+)
+
+// errorBody is every error response: one field, as the interface fixes.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+// handleError is the one place errors become HTTP statuses: the engine's
+// sentinels by kind, echo's own errors by their code, anything else 500
+// with a generic message (the details go to the log, not the client).
+func (s *server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	if c.Request().Context().Err() != nil {
+		// The client hung up (a worker ending its long-poll): nobody is
+		// left to answer, and it is no server failure.
+		s.log.Debug("request abandoned", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+		return
+	}
+	status, msg := s.classify(err)
+	if status >= http.StatusInternalServerError && status != http.StatusServiceUnavailable {
+		s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+	}
+	if c.Request().Method == http.MethodHead {
+		err = c.NoContent(status)
+	} else {
+		err = c.JSON(status, errorBody{Error: msg})
+	}
+	if err != nil {
+		s.log.Debug("write error response", "err", err)
+	}
+}
+
+func (s *server) classify(err error) (int, string) {
+	var he *echo.HTTPError
+	switch {
+	case errors.Is(err, engine.ErrNotFound):
+		return http.StatusNotFound, err.Error()
+	case errors.Is(err, engine.ErrConflict):
+		return http.StatusConflict, err.Error()
+	case errors.Is(err, engine.ErrInvalid):
+		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, engine.ErrStopped):
+		return http.StatusServiceUnavailable, "server is shutting down"
+	case errors.As(err, &he):
+		return he.Code, httpErrorMessage(he)
+	}
+	return http.StatusInternalServerError, "internal server error"
+}
+
+// httpErrorMessage words echo's errors (unknown route, wrong method, body
+// too large) in our lowercase style; our own HTTPErrors keep their text.
+func httpErrorMessage(he *echo.HTTPError) string {
+	if msg, ok := he.Message.(string); ok && msg != http.StatusText(he.Code) {
+		return msg
+	}
+	switch he.Code {
+	case http.StatusNotFound:
+		return "no such endpoint"
+	case http.StatusMethodNotAllowed:
+		return "method not allowed on this endpoint"
+	case http.StatusRequestEntityTooLarge:
+		return errBodyTooLarge.Message.(string)
+	case http.StatusUnauthorized:
+		return "missing or invalid token"
+	}
+	if he.Code >= http.StatusInternalServerError {
+		return "internal server error"
+	}
+	return strings.ToLower(http.StatusText(he.Code))
+}
+
+// badRequest is a 400 with a message naming what is wrong.
+func badRequest(format string, args ...any) error {
+	return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf(format, args...))
+}
+
+// notFound is a 404 with a message naming the missing thing.
+func notFound(format string, args ...any) error {
+	return fmt.Errorf(format+": %w", append(args, engine.ErrNotFound)...)
+}
+
+// decodeJSON reads a JSON object body into v. An empty body leaves v as
+// it is, so endpoints whose fields are all optional accept no body at all.
+func decodeJSON(c echo.Context, v any) error {
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return errBodyTooLarge
+		}
+		return badRequest("read request body: %v", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return badRequest("field %s: expected %s, got JSON %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
+		}
+		if errors.As(err, &te) {
+			return badRequest("request body must be a JSON object, got JSON %s", te.Value)
+		}
+		return badRequest("malformed JSON body: %v", err)
+	}
+	if dec.More() {
+		return badRequest("malformed JSON body: unexpected data after the object")
+	}
+	return nil
+}
+
+// jsonKind names a Go kind the way a JSON author thinks of it.
+func jsonKind(kind string) string {
+	switch kind {
+	case "map", "struct":
+		return "an object"
+	case "slice", "array":
+		return "an array"
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "ptr", "interface":
+		return "a value"
+	}
+	return "a number"
+}

@@ -1,0 +1,99 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/appliance-sh/appliance/engine"
+)
+
+func (s *server) listJobs(c echo.Context) error {
+	limit, offset, err := page(c)
+	if err != nil {
+		return err
+	}
+	f := engine.JobFilter{Workspace: c.QueryParam("workspace"), TaskName: c.QueryParam("task_name"), Limit: limit, Offset: offset}
+	if f.TaskName != "" && f.Workspace == "" {
+		return badRequest("task_name requires workspace")
+	}
+	jobs, total, err := s.cfg.Engine.Jobs(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	out := list[jobItem]{Items: make([]jobItem, len(jobs)), Total: total}
+	for i, j := range jobs {
+		out.Items[i] = jobItemOf(j)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// job loads the job named by the `id` path parameter.
+func (s *server) job(c echo.Context) (*engine.Job, []*engine.Step, error) {
+	id, err := jobIDParam(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.cfg.Engine.Job(c.Request().Context(), id)
+}
+
+func (s *server) getJob(c echo.Context) error {
+	job, steps, err := s.job(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, jobDetailOf(job, steps))
+}
+
+func (s *server) cancelJob(c echo.Context) error {
+	id, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.Engine.CancelJob(c.Request().Context(), id); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": engine.JobCancelled})
+}
+
+// logsResponse is the body of both log endpoints.
+type logsResponse struct {
+	Logs string `json:"logs"`
+}
+
+func (s *server) jobLogs(c echo.Context) error {
+	job, _, err := s.job(c)
+	if err != nil {
+		return err
+	}
+	logs, err := s.cfg.Logs.Read(job.ID, "")
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, logsResponse{Logs: logs})
+}
+
+func (s *server) stepLogs(c echo.Context) error {
+	job, steps, err := s.job(c)
+	if err != nil {
+		return err
+	}
+	step := c.Param("step")
+	if step != engine.ServerStep && !hasStep(steps, step) {
+		return notFound("step %q in job %s", step, job.ID)
+	}
+	logs, err := s.cfg.Logs.Read(job.ID, step)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, logsResponse{Logs: logs})
+}
+
+func hasStep(steps []*engine.Step, name string) bool {
+	for _, s := range steps {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}

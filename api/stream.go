@@ -1,0 +1,123 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/labstack/echo/v4"
+
+	"github.com/appliance-sh/appliance/engine"
+)
+
+// Timing of the live log stream.
+const (
+	// streamFinishGrace is how long after the job ends the stream waits
+	// for the log store to flush and close it before closing by itself.
+	streamFinishGrace = 5 * time.Second
+)
+
+// streamLogs serves GET /api/jobs/{id}/logs/stream: the log so far as the
+// first text frame (skipped when empty), then each appended chunk of JSONL
+// lines as one text frame. It closes with 1000 once the job is terminal and
+// its log complete, and with 1013 (try again later) when the viewer fell
+// too far behind; reconnecting gives a fresh backfill.
+func (s *server) streamLogs(c echo.Context) error {
+	id, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	// Answer 404 as JSON before upgrading: a refused upgrade is just HTTP.
+	if _, _, err := s.cfg.Engine.Job(ctx, id); err != nil {
+		return err
+	}
+	done, err := s.cfg.Engine.JobDone(ctx, id)
+	if err != nil {
+		return err
+	}
+	conn, err := websocket.Accept(c.Response(), c.Request(), nil)
+	if err != nil {
+		// Accept has written the handshake error itself.
+		s.log.Debug("websocket accept", "job", id, "err", err)
+		return nil
+	}
+	defer conn.CloseNow()
+	// Viewers send nothing; reading only notices their hang-up.
+	ctx = conn.CloseRead(ctx)
+
+	code, reason := s.pump(ctx, conn, id, done)
+	if code != 0 {
+		_ = conn.Close(code, reason)
+	}
+	return nil
+}
+
+// pump sends the backfill and the live chunks, and returns the close code
+// (0 when the viewer went away first).
+func (s *server) pump(ctx context.Context, conn *websocket.Conn, id string, done <-chan struct{}) (websocket.StatusCode, string) {
+	// Subscribing first, then checking the job, leaves no gap: a job that
+	// ended before the subscription has its whole log in the backfill.
+	backfill, updates, cancel, err := s.cfg.Logs.Subscribe(id)
+	if err != nil {
+		s.log.Error("subscribe to job log", "job", id, "err", err)
+		return websocket.StatusInternalError, "cannot read the job log"
+	}
+	defer cancel()
+	if len(backfill) > 0 {
+		if err := s.write(ctx, conn, backfill); err != nil {
+			return 0, ""
+		}
+	}
+	if s.terminal(ctx, id) {
+		return websocket.StatusNormalClosure, "job finished"
+	}
+
+	var grace <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return 0, ""
+		case <-done:
+			done = nil
+			timer := time.NewTimer(streamFinishGrace)
+			defer timer.Stop()
+			grace = timer.C
+		case <-grace:
+			return websocket.StatusNormalClosure, "job finished"
+		case chunk, ok := <-updates:
+			if !ok {
+				// Closed either because the log is complete or because this
+				// viewer fell behind; the job's state tells which.
+				if s.terminal(ctx, id) {
+					return websocket.StatusNormalClosure, "job finished"
+				}
+				return websocket.StatusTryAgainLater, "viewer too slow; reconnect for the full log"
+			}
+			if err := s.write(ctx, conn, chunk); err != nil {
+				return 0, ""
+			}
+		}
+	}
+}
+
+func (s *server) write(ctx context.Context, conn *websocket.Conn, data []byte) error {
+	// A viewer that stops reading is dropped by the log store anyway; the
+	// timeout frees this goroutine.
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StreamWriteTimeout)
+	defer cancel()
+	return conn.Write(ctx, websocket.MessageText, data)
+}
+
+// terminal reports whether the job has ended, as committed.
+func (s *server) terminal(ctx context.Context, id string) bool {
+	job, _, err := s.cfg.Engine.Job(ctx, id)
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			s.log.Warn("job state for log stream", "job", id, "err", err)
+		}
+		return false
+	}
+	return engine.JobTerminal(job.Status)
+}

@@ -1,0 +1,173 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// viewer is a WebSocket client of a job's log stream.
+type viewer struct {
+	t    *testing.T
+	conn *websocket.Conn
+}
+
+func (f *fixture) watch(jobID string) *viewer {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	url := "ws" + strings.TrimPrefix(f.url, "http") + "/api/jobs/" + jobID + "/logs/stream"
+	conn, _, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		f.t.Fatalf("dial log stream: %v", err)
+	}
+	conn.SetReadLimit(-1)
+	f.t.Cleanup(func() { conn.CloseNow() })
+	return &viewer{t: f.t, conn: conn}
+}
+
+// next reads one frame; it fails the test on a close or timeout.
+func (v *viewer) next() string {
+	v.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	typ, data, err := v.conn.Read(ctx)
+	if err != nil {
+		v.t.Fatalf("read log stream: %v", err)
+	}
+	if typ != websocket.MessageText {
+		v.t.Fatalf("frame type %v, want text", typ)
+	}
+	return string(data)
+}
+
+// closeStatus reads frames until the stream closes and returns its code
+// with the text of the frames read on the way.
+func (v *viewer) closeStatus() (websocket.StatusCode, string) {
+	v.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var text strings.Builder
+	for {
+		_, data, err := v.conn.Read(ctx)
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				v.t.Fatal("the log stream did not close")
+			}
+			return websocket.CloseStatus(err), text.String()
+		}
+		text.Write(data)
+	}
+}
+
+func TestLogStreamSendsBackfillThenLiveChunksAndClosesWhenTheJobEnds(t *testing.T) {
+	f := newFixture(t)
+	w := f.register("w")
+	id := f.execute("x")
+	f.claimStep(w, id, "say")
+	f.pushLogs(id, "say", "before connect")
+
+	v := f.watch(id)
+	if got := v.next(); !strings.Contains(got, `"line":"before connect"`) || strings.Count(got, "\n") != 1 {
+		t.Fatalf("backfill = %q", got)
+	}
+	f.pushLogs(id, "say", "live one", "live two")
+	got := v.next()
+	if !strings.Contains(got, `"line":"live one"`) || !strings.Contains(got, `"line":"live two"`) || strings.Contains(got, "before connect") {
+		t.Fatalf("live chunk = %q, want both pushed lines and nothing else", got)
+	}
+	second := f.watch(id)
+	if got := second.next(); strings.Count(got, "\n") != 3 {
+		t.Fatalf("a second viewer's backfill = %q, want all 3 lines", got)
+	}
+
+	f.worker("POST", "/worker/jobs/"+id+"/steps/say/complete", map[string]any{"worker_id": w, "output": nil, "exit_code": 0, "error": nil}).expect(200)
+	f.runStep(w, id, "after", nil)
+	for _, viewer := range []*viewer{v, second} {
+		if code, _ := viewer.closeStatus(); code != websocket.StatusNormalClosure {
+			t.Fatalf("close status = %v, want 1000", code)
+		}
+	}
+}
+
+func TestLogStreamOfAFinishedJobSendsTheLogAndCloses(t *testing.T) {
+	f := newFixture(t)
+	id := f.execute("x")
+	w := f.register("w")
+	f.claimStep(w, id, "say")
+	f.pushLogs(id, "say", "the only line")
+	f.api("POST", "/api/jobs/"+id+"/cancel", nil).expect(200)
+
+	code, text := f.watch(id).closeStatus()
+	if code != websocket.StatusNormalClosure || !strings.Contains(text, "the only line") {
+		t.Fatalf("close %v after %q, want 1000 after the whole log", code, text)
+	}
+}
+
+func TestLogStreamViewerThatHangsUpIsForgotten(t *testing.T) {
+	f := newFixture(t)
+	id := f.execute("x")
+	w := f.register("w")
+	f.claimStep(w, id, "say")
+	v := f.watch(id)
+	v.conn.Close(websocket.StatusGoingAway, "bye")
+	// Pushing after the viewer left must neither fail nor block.
+	for i := range 10 {
+		f.pushLogs(id, "say", fmt.Sprint("line ", i))
+	}
+}
+
+func TestSlowViewerDoesNotBlockLogPushes(t *testing.T) {
+	f := newFixture(t)
+	id := f.execute("x")
+	w := f.register("w")
+	f.claimStep(w, id, "say")
+
+	slow := f.watch(id) // never reads until the end
+	fast := f.watch(id)
+	var fastBytes int
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		for {
+			_, data, err := fast.conn.Read(ctx)
+			if err != nil {
+				return
+			}
+			fastBytes += len(data)
+		}
+	}()
+
+	// Far more than the socket buffers and the store's per-viewer queue
+	// hold: the slow viewer must be dropped instead of stalling the writer.
+	line := strings.Repeat("x", 32<<10)
+	const pushes = 600
+	start := time.Now()
+	for i := range pushes {
+		f.pushLogs(id, "say", fmt.Sprint(i, line))
+	}
+	d := time.Since(start)
+	t.Logf("%d pushes took %s", pushes, d)
+	if d > 30*time.Second {
+		t.Fatalf("%d pushes took %s", pushes, d)
+	}
+
+	code, _ := slow.closeStatus()
+	if code != websocket.StatusTryAgainLater {
+		t.Fatalf("slow viewer closed with %v, want 1013 (try again later)", code)
+	}
+	f.api("POST", "/api/jobs/"+id+"/cancel", nil).expect(200)
+	wg.Wait()
+	if fastBytes < pushes*len(line) {
+		t.Fatalf("the fast viewer got %d bytes, want all %d", fastBytes, pushes*len(line))
+	}
+}

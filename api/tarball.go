@@ -1,0 +1,189 @@
+package api
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/appliance-sh/appliance/engine/workflow"
+)
+
+// tarballsKept bounds the cache: the current revision of a few workspaces,
+// plus the previous ones that running jobs still use.
+const tarballsKept = 8
+
+// tarballSuffix ends the workspace download path.
+const tarballSuffix = ".tar.gz"
+
+func (s *server) workspaceTarball(c echo.Context) error {
+	file := c.Param("file")
+	name, ok := strings.CutSuffix(file, tarballSuffix)
+	if !ok || name == "" {
+		return notFound("workspace download %q (want /worker/workspace/<name>.tar.gz)", file)
+	}
+	ws, ok := s.cfg.Workspaces.Current(name)
+	if !ok {
+		return notFound("workspace %q", name)
+	}
+	rev := ws.Revision
+	if want := c.QueryParam("revision"); want != "" && want != rev {
+		if _, ok := s.cfg.Workspaces.Revision(name, want); !ok {
+			return notFound("revision %q of workspace %q", want, name)
+		}
+		rev = want
+	}
+	etag := `"` + rev + `"`
+	h := c.Response().Header()
+	h.Set("X-Revision", rev)
+	h.Set("ETag", etag)
+	if etagMatches(c.Request().Header.Get("If-None-Match"), rev) {
+		return c.NoContent(http.StatusNotModified)
+	}
+	data, err := s.tarballs.get(name, rev, func() ([]byte, error) {
+		// Only the revision in use is on disk: an older one is served
+		// only while its tarball is still cached.
+		if rev != ws.Revision {
+			return nil, notFound("revision %q of workspace %q is no longer available for download", rev, name)
+		}
+		return buildTarball(ws)
+	})
+	if err != nil {
+		return err
+	}
+	return c.Blob(http.StatusOK, "application/gzip", data)
+}
+
+// etagMatches applies If-None-Match: a list of tags, quoted or not, weak or
+// strong, or `*`.
+func etagMatches(header, rev string) bool {
+	for _, tag := range strings.Split(header, ",") {
+		tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
+		if tag == "*" || (tag != "" && strings.Trim(tag, `"`) == rev) {
+			return true
+		}
+	}
+	return false
+}
+
+// tarballEpoch stamps every entry, so a revision's tarball is the same
+// bytes whenever and wherever it is built.
+var tarballEpoch = time.Unix(0, 0).UTC()
+
+// buildTarball packs exactly the files the revision hashes.
+func buildTarball(ws *workflow.Workspace) ([]byte, error) {
+	files, err := workflow.ShippedFiles(ws.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("list files of workspace %q: %w", ws.Name, err)
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for _, rel := range files {
+		if err := addFile(tw, ws.Dir, rel); err != nil {
+			return nil, fmt.Errorf("pack workspace %q: %w", ws.Name, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, fmt.Errorf("pack workspace %q: %w", ws.Name, err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("pack workspace %q: %w", ws.Name, err)
+	}
+	return buf.Bytes(), nil
+}
+
+func addFile(tw *tar.Writer, dir, rel string) error {
+	f, err := os.Open(filepath.Join(dir, filepath.FromSlash(rel)))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", rel)
+	}
+	// Only the executable bit matters to a worker running scripts.
+	mode := int64(0o644)
+	if st.Mode()&0o111 != 0 {
+		mode = 0o755
+	}
+	hdr := &tar.Header{Name: rel, Mode: mode, Size: st.Size(), ModTime: tarballEpoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	// A file that grew since Stat is cut to the size in the header; one
+	// that shrank fails, rather than ship a tarball that lies.
+	if _, err := io.CopyN(tw, f, st.Size()); err != nil {
+		return fmt.Errorf("read %s: %w", rel, err)
+	}
+	return nil
+}
+
+// tarballCache keeps the most recently used tarballs, each built once even
+// when many workers ask for it at the same moment.
+type tarballCache struct {
+	mu      sync.Mutex
+	max     int
+	entries []*tarballEntry // most recently used last
+}
+
+type tarballEntry struct {
+	key  string
+	once sync.Once
+	data []byte
+	err  error
+}
+
+func newTarballCache(max int) *tarballCache { return &tarballCache{max: max} }
+
+func (tc *tarballCache) get(workspace, rev string, build func() ([]byte, error)) ([]byte, error) {
+	key := workspace + "\x00" + rev
+	tc.mu.Lock()
+	var e *tarballEntry
+	for i, x := range tc.entries {
+		if x.key == key {
+			e = x
+			tc.entries = append(tc.entries[:i], tc.entries[i+1:]...)
+			break
+		}
+	}
+	if e == nil {
+		e = &tarballEntry{key: key}
+	}
+	tc.entries = append(tc.entries, e)
+	if len(tc.entries) > tc.max {
+		tc.entries = tc.entries[len(tc.entries)-tc.max:]
+	}
+	tc.mu.Unlock()
+
+	e.once.Do(func() { e.data, e.err = build() })
+	if e.err != nil {
+		// A failure is not cached: the next request tries again.
+		tc.drop(e)
+	}
+	return e.data, e.err
+}
+
+func (tc *tarballCache) drop(e *tarballEntry) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	for i, x := range tc.entries {
+		if x == e {
+			tc.entries = append(tc.entries[:i], tc.entries[i+1:]...)
+			return
+		}
+	}
+}

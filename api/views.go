@@ -1,0 +1,199 @@
+package api
+
+import (
+	"time"
+
+	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/runners"
+)
+
+// The views below are the interface's wire shapes. They are separate from
+// the engine's records so internal fields (ready_at, required_tags, seq)
+// never leak and every timestamp is written in UTC.
+
+type jobItem struct {
+	JobID       string     `json:"job_id"`
+	Workspace   string     `json:"workspace"`
+	TaskName    string     `json:"task_name"`
+	Mode        string     `json:"mode"`
+	Status      string     `json:"status"`
+	SourceType  string     `json:"source_type"`
+	SourceID    *string    `json:"source_id"`
+	Revision    string     `json:"revision"`
+	CreatedAt   time.Time  `json:"created_at"`
+	StartedAt   *time.Time `json:"started_at"`
+	CompletedAt *time.Time `json:"completed_at"`
+}
+
+type jobDetail struct {
+	jobItem
+	Input  map[string]any `json:"input"`
+	Output map[string]any `json:"output"`
+	Steps  []stepView     `json:"steps"`
+}
+
+type stepView struct {
+	StepName     string         `json:"step_name"`
+	ActionName   string         `json:"action_name"`
+	ActionType   string         `json:"action_type"`
+	Runner       string         `json:"runner"`
+	Input        map[string]any `json:"input"`
+	Output       any            `json:"output"`
+	Status       string         `json:"status"`
+	WorkerID     *string        `json:"worker_id"`
+	StartedAt    *time.Time     `json:"started_at"`
+	CompletedAt  *time.Time     `json:"completed_at"`
+	ErrorMessage *string        `json:"error_message"`
+}
+
+type workerItem struct {
+	ID       string    `json:"id"`
+	Name     string    `json:"name"`
+	Tags     []string  `json:"tags"`
+	Status   string    `json:"status"`
+	LastSeen time.Time `json:"last_seen"`
+}
+
+type workerDetail struct {
+	workerItem
+	Steps workerSteps `json:"steps"`
+}
+
+type workerSteps struct {
+	Items []workerStepView `json:"items"`
+	Total int              `json:"total"`
+}
+
+type workerStepView struct {
+	JobID        string     `json:"job_id"`
+	Workspace    string     `json:"workspace"`
+	TaskName     string     `json:"task_name"`
+	JobStatus    string     `json:"job_status"`
+	StepName     string     `json:"step_name"`
+	ActionType   string     `json:"action_type"`
+	Status       string     `json:"status"`
+	StartedAt    *time.Time `json:"started_at"`
+	CompletedAt  *time.Time `json:"completed_at"`
+	ErrorMessage *string    `json:"error_message"`
+}
+
+// page of items with the total matching the query.
+type list[T any] struct {
+	Items []T `json:"items"`
+	Total int `json:"total"`
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// object keeps absent maps as {} on the wire where the interface says object.
+func object(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+func jobItemOf(j *engine.Job) jobItem {
+	return jobItem{
+		JobID:       j.ID,
+		Workspace:   j.Workspace,
+		TaskName:    j.TaskName,
+		Mode:        j.Mode,
+		Status:      j.Status,
+		SourceType:  j.SourceType,
+		SourceID:    j.SourceID,
+		Revision:    j.Revision,
+		CreatedAt:   j.CreatedAt.UTC(),
+		StartedAt:   utcPtr(j.StartedAt),
+		CompletedAt: utcPtr(j.CompletedAt),
+	}
+}
+
+func jobDetailOf(j *engine.Job, steps []*engine.Step) jobDetail {
+	d := jobDetail{jobItem: jobItemOf(j), Input: object(j.Input), Output: j.Output, Steps: make([]stepView, len(steps))}
+	for i, s := range steps {
+		d.Steps[i] = stepView{
+			StepName:     s.Name,
+			ActionName:   s.ActionName,
+			ActionType:   s.ActionType,
+			Runner:       s.Runner,
+			Input:        object(s.Input),
+			Output:       s.Output,
+			Status:       s.Status,
+			WorkerID:     s.WorkerID,
+			StartedAt:    utcPtr(s.StartedAt),
+			CompletedAt:  utcPtr(s.CompletedAt),
+			ErrorMessage: s.ErrorMessage,
+		}
+	}
+	return d
+}
+
+func workerItemOf(w *engine.Worker) workerItem {
+	tags := w.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	return workerItem{ID: w.ID, Name: w.Name, Tags: tags, Status: w.Status, LastSeen: w.LastSeen.UTC()}
+}
+
+func workerStepOf(s *engine.WorkerStep) workerStepView {
+	return workerStepView{
+		JobID:        s.JobID,
+		Workspace:    s.Workspace,
+		TaskName:     s.TaskName,
+		JobStatus:    s.JobStatus,
+		StepName:     s.StepName,
+		ActionType:   s.ActionType,
+		Status:       s.Status,
+		StartedAt:    utcPtr(s.StartedAt),
+		CompletedAt:  utcPtr(s.CompletedAt),
+		ErrorMessage: s.ErrorMessage,
+	}
+}
+
+// AssignmentOf is the wire form of a claimed step, shared by the HTTP
+// claim endpoint and the in-process transport.
+func AssignmentOf(c *engine.Claim) *runners.Assignment {
+	a := &runners.Assignment{
+		JobID:       c.JobID,
+		Workspace:   c.Workspace,
+		Revision:    c.Revision,
+		StepName:    c.StepName,
+		ActionName:  c.ActionName,
+		ActionType:  c.ActionType,
+		Runner:      c.Runner,
+		ActionSpec:  c.Spec,
+		Input:       object(c.Input),
+		TimeoutSecs: c.Timeout.Seconds(),
+	}
+	if c.Image != "" {
+		img := c.Image
+		a.ActionImage = &img
+	}
+	return a
+}
+
+// LogLinesOf stamps pushed lines with their step; a line without a
+// timestamp gets the time it arrived.
+func LogLinesOf(step string, lines []runners.LogLine) []engine.LogLine {
+	return logLinesAt(step, lines, time.Now())
+}
+
+func logLinesAt(step string, lines []runners.LogLine, now time.Time) []engine.LogLine {
+	out := make([]engine.LogLine, len(lines))
+	for i, l := range lines {
+		ts := l.TS
+		if ts.IsZero() {
+			ts = now
+		}
+		out[i] = engine.LogLine{TS: ts.UTC(), Stream: l.Stream, Step: step, Line: l.Line}
+	}
+	return out
+}

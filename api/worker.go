@@ -1,0 +1,237 @@
+package api
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/runners"
+)
+
+// Long-poll bounds of the worker endpoints.
+const (
+	defaultClaimWait     = 20 * time.Second
+	defaultCancelledWait = 30 * time.Second
+	maxCancelledWait     = 60 * time.Second
+)
+
+// requireWorkerToken guards /worker with the shared token. Both sides are
+// hashed first so the comparison takes the same time whatever the length
+// of the guess.
+func (s *server) requireWorkerToken(next echo.HandlerFunc) echo.HandlerFunc {
+	want := sha256.Sum256([]byte(s.cfg.WorkerToken))
+	return func(c echo.Context) error {
+		if s.cfg.WorkerToken == "" {
+			return echo.NewHTTPError(http.StatusUnauthorized, "worker endpoints are disabled: the server has no worker_token")
+		}
+		token, ok := bearer(c.Request())
+		if !ok {
+			return echo.NewHTTPError(http.StatusUnauthorized, "missing worker token (Authorization: Bearer <worker_token>)")
+		}
+		got := sha256.Sum256([]byte(token))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			return echo.NewHTTPError(http.StatusUnauthorized, "invalid worker token")
+		}
+		return next(c)
+	}
+}
+
+// bearer returns the token of an `Authorization: Bearer` header.
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get(echo.HeaderAuthorization)
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+type registerRequest struct {
+	Name string   `json:"name"`
+	Tags []string `json:"tags"`
+}
+
+func (s *server) registerWorker(c echo.Context) error {
+	var req registerRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.Name) == "" {
+		return badRequest("name is required")
+	}
+	if req.Tags == nil {
+		req.Tags = []string{}
+	}
+	id, err := s.cfg.Engine.RegisterWorker(c.Request().Context(), req.Name, req.Tags, false)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]string{"worker_id": id})
+}
+
+// workerRequest is the body of the endpoints that only name the worker.
+type workerRequest struct {
+	WorkerID string `json:"worker_id"`
+}
+
+// workerID decodes a body carrying a required worker_id.
+func workerID(c echo.Context) (string, error) {
+	var req workerRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return "", err
+	}
+	if req.WorkerID == "" {
+		return "", badRequest("worker_id is required")
+	}
+	return req.WorkerID, nil
+}
+
+func (s *server) heartbeat(c echo.Context) error {
+	id, err := workerID(c)
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.Engine.Heartbeat(c.Request().Context(), id); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, statusOK)
+}
+
+type claimRequest struct {
+	WorkerID string   `json:"worker_id"`
+	Tags     []string `json:"tags"`
+}
+
+// noWork is the claim answer when nothing is ready, as the interface fixes it.
+var noWork = map[string]any{"job_id": nil, "step_name": nil, "action_spec": nil}
+
+func (s *server) claim(c echo.Context) error {
+	wait, err := waitParam(c, defaultClaimWait, s.cfg.ClaimWaitMax)
+	if err != nil {
+		return err
+	}
+	var req claimRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if req.WorkerID == "" {
+		return badRequest("worker_id is required")
+	}
+	// The request context ends when the worker hangs up; the engine then
+	// stops waiting, and hands back a step it could not deliver.
+	cl, err := s.cfg.Engine.Claim(c.Request().Context(), req.WorkerID, req.Tags, wait)
+	if err != nil {
+		return err
+	}
+	if cl == nil {
+		return c.JSON(http.StatusOK, noWork)
+	}
+	return c.JSON(http.StatusOK, AssignmentOf(cl))
+}
+
+func (s *server) startStep(c echo.Context) error {
+	jobID, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	id, err := workerID(c)
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.Engine.StartStep(c.Request().Context(), id, jobID, c.Param("step")); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, statusOK)
+}
+
+func (s *server) completeStep(c echo.Context) error {
+	jobID, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	var req runners.Result
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	err = s.cfg.Engine.CompleteStep(c.Request().Context(), req.WorkerID, jobID, c.Param("step"), engine.StepResult{
+		Output: req.Output, ExitCode: req.ExitCode, Error: req.Error,
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, statusOK)
+}
+
+type pushLogsRequest struct {
+	StepName string            `json:"step_name"`
+	Lines    []runners.LogLine `json:"lines"`
+}
+
+type pushLogsResponse struct {
+	Status    string `json:"status"`
+	Cancelled bool   `json:"cancelled"`
+}
+
+func (s *server) pushLogs(c echo.Context) error {
+	job, steps, err := s.job(c)
+	if err != nil {
+		return err
+	}
+	var req pushLogsRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if req.StepName == "" {
+		return badRequest("step_name is required")
+	}
+	// Workers write only their own steps' lines; `_server` is the
+	// orchestrator's voice.
+	if !hasStep(steps, req.StepName) {
+		return notFound("step %q in job %s", req.StepName, job.ID)
+	}
+	for i, l := range req.Lines {
+		if l.Stream != "stdout" && l.Stream != "stderr" {
+			return badRequest("lines[%d].stream must be stdout or stderr, got %q", i, l.Stream)
+		}
+	}
+	if err := s.cfg.Logs.Append(job.ID, logLinesAt(req.StepName, req.Lines, s.cfg.Now())); err != nil {
+		return err
+	}
+	cancelled, err := s.cfg.Engine.WaitCancelled(c.Request().Context(), job.ID, 0)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, pushLogsResponse{Status: "ok", Cancelled: cancelled})
+}
+
+func (s *server) waitCancelled(c echo.Context) error {
+	jobID, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	wait, err := waitParam(c, defaultCancelledWait, maxCancelledWait)
+	if err != nil {
+		return err
+	}
+	cancelled, err := s.cfg.Engine.WaitCancelled(c.Request().Context(), jobID, wait)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]bool{"cancelled": cancelled})
+}
+
+// completeJob is the interface's local execution mode, where a worker runs
+// a whole DAG itself. This server always orchestrates steps itself, so it
+// refuses the report rather than let a worker overwrite step records.
+func (s *server) completeJob(c echo.Context) error {
+	if _, err := jobIDParam(c); err != nil {
+		return err
+	}
+	return badRequest("local execution mode is not supported: this server orchestrates every step; report steps through /worker/jobs/{id}/steps/{step}/complete")
+}

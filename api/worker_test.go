@@ -1,0 +1,240 @@
+package api_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestWorkerEndpointsRequireTheToken(t *testing.T) {
+	f := newFixture(t)
+	tests := []struct {
+		name   string
+		header map[string]string
+	}{
+		{"missing", nil},
+		{"wrong", map[string]string{"Authorization": "Bearer nope"}},
+		{"prefix of the right one", map[string]string{"Authorization": "Bearer " + workerToken[:4]}},
+		{"not a bearer", map[string]string{"Authorization": "Basic " + workerToken}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f.in(t).do("POST", "/worker/register", map[string]any{"name": "w"}, tt.header).expect(401).errorMessage()
+			f.in(t).do("GET", "/worker/workspace/main.tar.gz", nil, tt.header).expect(401).errorMessage()
+		})
+	}
+}
+
+func TestWorkerEndpointsAreClosedWithoutAServerToken(t *testing.T) {
+	f := newFixture(t, withoutWorkerToken())
+	f.do("POST", "/worker/register", map[string]any{"name": "w"}, map[string]string{"Authorization": "Bearer "}).expect(401)
+	f.worker("POST", "/worker/register", map[string]any{"name": "w"}).expectError(401, "worker_token")
+}
+
+func TestRegisterHeartbeatAndWorkerListing(t *testing.T) {
+	f := newFixture(t)
+	f.worker("POST", "/worker/register", map[string]any{"tags": []string{"gpu"}}).expectError(400, "name")
+	f.worker("POST", "/worker/register", `{"name": `).expectError(400, "malformed JSON")
+	id := f.register("builder", "gpu", "linux")
+
+	hb := f.worker("POST", "/worker/heartbeat", map[string]any{"worker_id": id}).expect(200).object()
+	assertKeys(t, "heartbeat", hb, "status")
+	if hb["status"] != "ok" {
+		t.Fatalf("heartbeat = %v", hb)
+	}
+	f.worker("POST", "/worker/heartbeat", map[string]any{"worker_id": "00000000-0000-4000-8000-000000000000"}).expect(404).errorMessage()
+	f.worker("POST", "/worker/heartbeat", map[string]any{}).expectError(400, "worker_id")
+
+	list := f.api("GET", "/api/workers", nil).expect(200).object()
+	assertKeys(t, "worker list", list, "items", "total")
+	items := list["items"].([]any)
+	if list["total"] != 1.0 || len(items) != 1 {
+		t.Fatalf("workers = %v", list)
+	}
+	w := items[0].(map[string]any)
+	assertKeys(t, "worker item", w, "id", "name", "tags", "status", "last_seen")
+	if w["id"] != id || w["name"] != "builder" || w["status"] != "active" || !strings.HasSuffix(w["last_seen"].(string), "Z") {
+		t.Fatalf("worker = %v", w)
+	}
+	if tags := w["tags"].([]any); len(tags) != 2 || tags[0] != "gpu" {
+		t.Fatalf("tags = %v", tags)
+	}
+	f.api("GET", "/api/workers?limit=nope", nil).expectError(400, "limit")
+
+	job := f.execute("x")
+	f.runStep(id, job, "say", map[string]any{"greeting": "hi"})
+	d := f.api("GET", "/api/workers/"+id, nil).expect(200).object()
+	assertKeys(t, "worker detail", d, "id", "name", "tags", "status", "last_seen", "steps")
+	steps := d["steps"].(map[string]any)
+	assertKeys(t, "worker steps", steps, "items", "total")
+	if steps["total"] != 1.0 {
+		t.Fatalf("worker steps = %v", steps)
+	}
+	st := steps["items"].([]any)[0].(map[string]any)
+	assertKeys(t, "worker step", st, "job_id", "workspace", "task_name", "job_status", "step_name", "action_type", "status", "started_at", "completed_at", "error_message")
+	if st["job_id"] != job || st["step_name"] != "say" || st["status"] != "completed" || st["task_name"] != "hello" {
+		t.Fatalf("worker step = %v", st)
+	}
+}
+
+func TestClaimWithNoWorkReturnsTheNullBody(t *testing.T) {
+	f := newFixture(t)
+	id := f.register("idle")
+	r := f.worker("POST", "/worker/jobs/claim?wait=0", map[string]any{"worker_id": id, "tags": []string{}}).expect(200)
+	m := r.object()
+	assertKeys(t, "no work", m, "job_id", "step_name", "action_spec")
+	if m["job_id"] != nil || m["step_name"] != nil || m["action_spec"] != nil {
+		t.Fatalf("no work = %s", r.body)
+	}
+	f.worker("POST", "/worker/jobs/claim?wait=0", map[string]any{"worker_id": "00000000-0000-4000-8000-000000000000"}).expect(404).errorMessage()
+	f.worker("POST", "/worker/jobs/claim?wait=soon", map[string]any{"worker_id": id}).expectError(400, "wait")
+	f.worker("POST", "/worker/jobs/claim", map[string]any{}).expectError(400, "worker_id")
+}
+
+func TestClaimLongPollAnswersWhenAStepBecomesReady(t *testing.T) {
+	f := newFixture(t)
+	w := f.register("waiter")
+	got := make(chan map[string]any, 1)
+	go func() {
+		m := map[string]any{}
+		r := f.worker("POST", "/worker/jobs/claim?wait=5", map[string]any{"worker_id": w, "tags": []string{}})
+		if r.status == 200 {
+			m = r.object()
+		}
+		got <- m
+	}()
+	id := f.execute("late")
+	select {
+	case m := <-got:
+		if m["job_id"] != id || m["step_name"] != "say" {
+			t.Fatalf("claim = %v, want say of %s", m, id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting claim did not get the new step")
+	}
+}
+
+func TestWorkerRunsAJobThroughTheProtocol(t *testing.T) {
+	f := newFixture(t)
+	w := f.register("runner")
+	id := f.execute("World")
+
+	a := f.claimStep(w, id, "say")
+	assertKeys(t, "assignment", a, "job_id", "workspace", "revision", "step_name", "action_name", "action_type", "action_image", "runner", "action_spec", "input")
+	if a["workspace"] != "main" || a["action_name"] != "greet" || a["action_type"] != "script" || a["runner"] != "local" || a["action_image"] != nil || a["revision"] == "" {
+		t.Fatalf("assignment = %v", a)
+	}
+	spec := a["action_spec"].(map[string]any)
+	if spec["type"] != "script" || !strings.Contains(spec["script"].(string), "hello World") {
+		t.Fatalf("action_spec = %v, want the script rendered", spec)
+	}
+	if in := a["input"].(map[string]any); in["name"] != "World" {
+		t.Fatalf("input = %v", in)
+	}
+
+	start := f.worker("POST", "/worker/jobs/"+id+"/steps/say/start", map[string]any{"worker_id": w}).expect(200).object()
+	if start["status"] != "ok" {
+		t.Fatalf("start = %v", start)
+	}
+	if s := f.jobStatus(id); s != "running" {
+		t.Fatalf("job status after start = %s, want running", s)
+	}
+	push := f.pushLogs(id, "say", "hello World")
+	assertKeys(t, "log push", push, "status", "cancelled")
+	if push["status"] != "ok" || push["cancelled"] != false {
+		t.Fatalf("push = %v", push)
+	}
+	done := f.worker("POST", "/worker/jobs/"+id+"/steps/say/complete", map[string]any{
+		"worker_id": w, "output": map[string]any{"greeting": "hi"}, "exit_code": 0, "error": nil,
+	}).expect(200).object()
+	if done["status"] != "ok" {
+		t.Fatalf("complete = %v", done)
+	}
+	f.worker("POST", "/worker/jobs/"+id+"/steps/say/complete", map[string]any{
+		"worker_id": w, "output": nil, "exit_code": 0, "error": nil,
+	}).expect(409).errorMessage()
+
+	f.runStep(w, id, "after", map[string]any{"ok": true})
+	eventually(t, "job completed", func() bool { return f.jobStatus(id) == "completed" })
+	job := f.api("GET", "/api/jobs/"+id, nil).expect(200).object()
+	out, _ := job["output"].(map[string]any)
+	if after, _ := out["after"].(map[string]any); after["ok"] != true {
+		t.Fatalf("job output = %v, want the sink step's output", job["output"])
+	}
+	if job["started_at"] == nil || job["completed_at"] == nil {
+		t.Fatalf("job times = %v / %v", job["started_at"], job["completed_at"])
+	}
+	say := job["steps"].([]any)[0].(map[string]any)
+	if say["status"] != "completed" || say["worker_id"] != w || say["output"].(map[string]any)["greeting"] != "hi" {
+		t.Fatalf("say = %v", say)
+	}
+	f.api("POST", "/api/jobs/"+id+"/cancel", nil).expect(409).errorMessage()
+}
+
+func TestForgedCompleteFromAnotherWorkerConflicts(t *testing.T) {
+	f := newFixture(t)
+	holder := f.register("holder")
+	intruder := f.register("intruder")
+	id := f.execute("x")
+	f.claimStep(holder, id, "say")
+	f.worker("POST", "/worker/jobs/"+id+"/steps/say/complete", map[string]any{
+		"worker_id": intruder, "output": nil, "exit_code": 1, "error": "forged",
+	}).expect(409).errorMessage()
+	f.worker("POST", "/worker/jobs/"+id+"/steps/nope/complete", map[string]any{
+		"worker_id": holder, "exit_code": 0,
+	}).expect(404).errorMessage()
+	f.worker("POST", "/worker/jobs/"+id+"/steps/say/complete", map[string]any{
+		"worker_id": holder, "output": map[string]any{}, "exit_code": 0, "error": nil,
+	}).expect(200)
+}
+
+func TestLogPushValidatesAndReportsCancellation(t *testing.T) {
+	f := newFixture(t)
+	id := f.execute("x")
+	push := "/worker/jobs/" + id + "/logs"
+	tests := []struct {
+		name   string
+		body   any
+		status int
+		want   string
+	}{
+		{"missing step", map[string]any{"lines": []any{}}, 400, "step_name"},
+		{"bad stream", map[string]any{"step_name": "say", "lines": []any{map[string]any{"stream": "stdin", "line": "x"}}}, 400, "stream"},
+		{"unknown step", map[string]any{"step_name": "nope", "lines": []any{}}, 404, `step "nope"`},
+		{"server step is not the worker's", map[string]any{"step_name": "_server", "lines": []any{}}, 404, "_server"},
+		{"malformed", `{"step_name":`, 400, "malformed JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f.in(t).worker("POST", push, tt.body).expectError(tt.status, tt.want)
+		})
+	}
+	f.worker("POST", "/worker/jobs/00000000-0000-4000-8000-000000000000/logs", map[string]any{"step_name": "say"}).expect(404)
+
+	// A line without ts gets the arrival time (the fixture's clock).
+	f.worker("POST", push, map[string]any{"step_name": "say", "lines": []any{map[string]any{"stream": "stderr", "line": "no ts"}}}).expect(200)
+	logs := f.api("GET", "/api/jobs/"+id+"/steps/say/logs", nil).expect(200).object()["logs"].(string)
+	if !strings.Contains(logs, `"ts":"2025-03-29T12:00:00Z"`) || !strings.Contains(logs, `"stream":"stderr"`) {
+		t.Fatalf("logs = %q", logs)
+	}
+
+	cancelled := f.worker("GET", "/worker/jobs/"+id+"/cancelled?wait=0", nil).expect(200).object()
+	assertKeys(t, "cancelled", cancelled, "cancelled")
+	if cancelled["cancelled"] != false {
+		t.Fatalf("cancelled before cancel = %v", cancelled)
+	}
+	f.api("POST", "/api/jobs/"+id+"/cancel", nil).expect(200)
+	if m := f.worker("GET", "/worker/jobs/"+id+"/cancelled?wait=5", nil).expect(200).object(); m["cancelled"] != true {
+		t.Fatalf("cancelled after cancel = %v", m)
+	}
+	if m := f.pushLogs(id, "say", "still running"); m["cancelled"] != true {
+		t.Fatalf("push after cancel = %v, want cancelled", m)
+	}
+	f.worker("GET", "/worker/jobs/"+id+"/cancelled?wait=-1", nil).expectError(400, "wait")
+}
+
+func TestLocalExecutionModeIsRefused(t *testing.T) {
+	f := newFixture(t)
+	id := f.execute("x")
+	f.worker("POST", "/worker/jobs/"+id+"/complete", map[string]any{"output": map[string]any{}}).expectError(400, "local execution mode is not supported")
+}

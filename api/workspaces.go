@@ -1,0 +1,236 @@
+package api
+
+import (
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/schedule"
+	"github.com/appliance-sh/appliance/engine/workflow"
+)
+
+// nextRunsShown is how many upcoming fire times a scheduler trigger lists.
+const nextRunsShown = 5
+
+type workspaceItem struct {
+	Name          string   `json:"name"`
+	TasksCount    int      `json:"tasks_count"`
+	ActionsCount  int      `json:"actions_count"`
+	TriggersCount int      `json:"triggers_count"`
+	Revision      string   `json:"revision"`
+	Errors        []string `json:"errors,omitempty"`
+}
+
+type taskSummary struct {
+	Name        string `json:"name"`
+	Workspace   string `json:"workspace"`
+	Mode        string `json:"mode"`
+	HasTriggers bool   `json:"has_triggers"`
+	Folder      string `json:"folder,omitempty"`
+}
+
+type taskDetail struct {
+	Name        string                        `json:"name"`
+	Description string                        `json:"description,omitempty"`
+	Folder      string                        `json:"folder,omitempty"`
+	Mode        string                        `json:"mode"`
+	Input       *workflow.Inputs              `json:"input"`
+	Flow        map[string]*workflow.FlowStep `json:"flow"`
+	Triggers    []triggerView                 `json:"triggers"`
+}
+
+// triggerView is a trigger as the API shows it: never its secret.
+type triggerView struct {
+	Name        string         `json:"name"`
+	Type        string         `json:"type"`
+	Task        string         `json:"task"`
+	Enabled     bool           `json:"enabled"`
+	Input       map[string]any `json:"input"`
+	Cron        string         `json:"cron,omitempty"`
+	Timezone    string         `json:"timezone,omitempty"`
+	Concurrency string         `json:"concurrency,omitempty"`
+	NextRuns    []time.Time    `json:"next_runs,omitzero"` // [] for a disabled scheduler trigger, absent for other types
+
+	WebhookName string `json:"webhook_name,omitempty"`
+	Mode        string `json:"mode,omitempty"`
+	TimeoutSecs int    `json:"timeout_secs,omitempty"`
+	HasSecret   bool   `json:"has_secret,omitempty"`
+
+	TargetTask    string `json:"target_task,omitempty"`
+	RestartPolicy string `json:"restart_policy,omitempty"`
+	MaxInFlight   int    `json:"max_in_flight,omitempty"`
+}
+
+func (s *server) listWorkspaces(c echo.Context) error {
+	statuses := s.cfg.Workspaces.List()
+	items := make([]workspaceItem, 0, len(statuses))
+	for _, st := range statuses {
+		item := workspaceItem{Name: st.Name, Errors: st.Errors}
+		if ws := st.Workspace; ws != nil {
+			item.TasksCount, item.ActionsCount, item.TriggersCount = len(ws.Tasks), len(ws.Actions), len(ws.Triggers)
+			item.Revision = ws.Revision
+		}
+		items = append(items, item)
+	}
+	return c.JSON(http.StatusOK, items)
+}
+
+// workspace returns the revision in use of the `ws` path parameter. A
+// workspace that is configured but never loaded cleanly is known and
+// empty (nil, nil); an unconfigured name is a 404.
+func (s *server) workspace(c echo.Context) (*workflow.Workspace, error) {
+	name := c.Param("ws")
+	if ws, ok := s.cfg.Workspaces.Current(name); ok {
+		return ws, nil
+	}
+	for _, st := range s.cfg.Workspaces.List() {
+		if st.Name == name {
+			return nil, nil
+		}
+	}
+	return nil, notFound("workspace %q", name)
+}
+
+// task returns the `name` task of the `ws` workspace.
+func (s *server) task(c echo.Context) (*workflow.Workspace, *workflow.Task, error) {
+	ws, err := s.workspace(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	name := c.Param("name")
+	if ws == nil || ws.Tasks[name] == nil {
+		return nil, nil, notFound("task %q in workspace %q", name, c.Param("ws"))
+	}
+	return ws, ws.Tasks[name], nil
+}
+
+func (s *server) listTasks(c echo.Context) error {
+	ws, err := s.workspace(c)
+	if err != nil {
+		return err
+	}
+	items := []taskSummary{}
+	if ws != nil {
+		for name, t := range ws.Tasks {
+			items = append(items, taskSummary{
+				Name:        name,
+				Workspace:   ws.Name,
+				Mode:        t.Mode,
+				HasTriggers: len(s.triggersOf(ws, name, true)) > 0,
+				Folder:      t.Folder,
+			})
+		}
+	}
+	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
+	return c.JSON(http.StatusOK, items)
+}
+
+func (s *server) getTask(c echo.Context) error {
+	ws, t, err := s.task(c)
+	if err != nil {
+		return err
+	}
+	input := t.Input
+	if input == nil {
+		input = &workflow.Inputs{}
+	}
+	flow := t.Flow
+	if flow == nil {
+		flow = map[string]*workflow.FlowStep{}
+	}
+	return c.JSON(http.StatusOK, taskDetail{
+		Name:        c.Param("name"),
+		Description: t.Description,
+		Folder:      t.Folder,
+		Mode:        t.Mode,
+		Input:       input,
+		Flow:        flow,
+		Triggers:    s.triggersOf(ws, c.Param("name"), false),
+	})
+}
+
+// executeRequest is the body of the execute endpoint.
+type executeRequest struct {
+	Input map[string]any `json:"input"`
+}
+
+func (s *server) executeTask(c echo.Context) error {
+	ws, _, err := s.task(c)
+	if err != nil {
+		return err
+	}
+	var req executeRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	job, err := s.cfg.Engine.CreateJob(c.Request().Context(), engine.CreateJob{
+		Workspace:  ws.Name,
+		Task:       c.Param("name"),
+		Input:      object(req.Input),
+		SourceType: engine.SourceAPI,
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]string{"job_id": job.ID})
+}
+
+func (s *server) listTriggers(c echo.Context) error {
+	ws, err := s.workspace(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.triggersOf(ws, "", false))
+}
+
+// triggersOf lists a workspace's triggers by name: all of them, or those
+// that start the task (as their task or, for event sources, as the target
+// of their events), optionally only the enabled ones.
+func (s *server) triggersOf(ws *workflow.Workspace, task string, enabledOnly bool) []triggerView {
+	out := []triggerView{}
+	if ws == nil {
+		return out
+	}
+	now := s.cfg.Now()
+	for name, tr := range ws.Triggers {
+		if task != "" && tr.Task != task && tr.TargetTask != task {
+			continue
+		}
+		if enabledOnly && !tr.Enabled {
+			continue
+		}
+		out = append(out, s.triggerViewOf(ws.Name, name, tr, now))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (s *server) triggerViewOf(workspace, name string, tr *workflow.Trigger, now time.Time) triggerView {
+	v := triggerView{
+		Name: name, Type: tr.Type, Task: tr.Task, Enabled: tr.Enabled, Input: object(tr.Input),
+		Cron: tr.Cron, Timezone: tr.Timezone, Concurrency: tr.Concurrency,
+		WebhookName: tr.WebhookName, Mode: tr.Mode, TimeoutSecs: tr.TimeoutSecs, HasSecret: tr.Secret != "",
+		TargetTask: tr.TargetTask, RestartPolicy: tr.RestartPolicy, MaxInFlight: tr.MaxInFlight,
+	}
+	if tr.Type != workflow.TriggerScheduler {
+		return v
+	}
+	// A disabled trigger has no upcoming runs; an empty list (not an
+	// absent field) says so.
+	v.NextRuns = []time.Time{}
+	if !tr.Enabled {
+		return v
+	}
+	runs, err := schedule.NextRuns(tr.Cron, tr.Timezone, now, nextRunsShown)
+	if err != nil {
+		// Loading validates cron expressions, so this is a bug worth a log
+		// line, not a failed listing.
+		s.log.Warn("trigger schedule", "workspace", workspace, "trigger", name, "err", err)
+		return v
+	}
+	v.NextRuns = runs
+	return v
+}
