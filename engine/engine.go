@@ -6,99 +6,136 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 )
 
-// errUnimplemented marks the skeleton; the engine work replaces it.
-var errUnimplemented = errors.New("engine: not implemented yet")
+// DefaultHeartbeatTimeout is three heartbeat intervals of about 30 s.
+const DefaultHeartbeatTimeout = 90 * time.Second
 
 // Config wires an Engine.
 type Config struct {
 	Store      Store
 	Workspaces Workspaces
-	Logs       LogSink
+	Logs       LogSink      // nil = server log lines are dropped
 	Clock      Clock        // nil = the real clock
 	Logger     *slog.Logger // nil = slog.Default()
 	// HeartbeatTimeout is how long a remote worker may stay silent before it
 	// is inactive and its running steps fail (3 heartbeat intervals).
-	HeartbeatTimeout time.Duration
+	HeartbeatTimeout time.Duration // 0 = DefaultHeartbeatTimeout
 }
 
 // Engine is the orchestrator.
 type Engine struct {
-	cfg Config
+	cfg     Config
+	clock   Clock
+	log     *slog.Logger
+	cmds    chan *command
+	stopped chan struct{}
+	started atomic.Bool
+	commits atomic.Int64
+	notify  *notifier
+
+	st *state // owned by the Run goroutine
 }
 
 // New returns an engine; call Run to start it.
-func New(cfg Config) (*Engine, error) { return &Engine{cfg: cfg}, nil }
+func New(cfg Config) (*Engine, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("engine: a store is required")
+	}
+	if cfg.Workspaces == nil {
+		return nil, errors.New("engine: workspaces are required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = realClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.HeartbeatTimeout <= 0 {
+		cfg.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	return &Engine{
+		cfg:     cfg,
+		clock:   cfg.Clock,
+		log:     cfg.Logger,
+		cmds:    make(chan *command, maxBatch),
+		stopped: make(chan struct{}),
+		notify:  newNotifier(),
+	}, nil
+}
 
-// Run loads the active state from the store and runs the orchestration loop
-// until ctx ends. Commands sent before Run starts wait for it.
-func (e *Engine) Run(ctx context.Context) error { return errUnimplemented }
+// Commits returns how many group commits the engine has made (for metrics).
+func (e *Engine) Commits() int64 { return e.commits.Load() }
 
 // CreateJob creates a job (input defaults applied and validated: ErrInvalid
 // naming the field) and returns it once durable.
 func (e *Engine) CreateJob(ctx context.Context, req CreateJob) (*Job, error) {
-	return nil, errUnimplemented
+	// Resolving the workspace and the input is pure: it runs here, in the
+	// caller's goroutine, so the loop only links and promotes.
+	js, err := e.buildJob(req)
+	if err != nil {
+		return nil, err
+	}
+	v, err := e.do(ctx, func(b *batch) (any, error) { return e.insertJob(b, js), nil })
+	if err != nil {
+		return nil, err
+	}
+	return v.(*Job), nil
 }
 
 // CancelJob cancels a non-terminal job (ErrConflict when terminal, ErrNotFound).
-func (e *Engine) CancelJob(ctx context.Context, jobID string) error { return errUnimplemented }
+func (e *Engine) CancelJob(ctx context.Context, jobID string) error {
+	_, err := e.do(ctx, func(b *batch) (any, error) {
+		js, err := e.liveJob(ctx, jobID)
+		if err != nil {
+			return nil, err
+		}
+		e.cancelJob(b, js, "job cancelled")
+		return nil, nil
+	})
+	return err
+}
 
 // RegisterWorker records a worker and returns its id. In-process workers
 // never time out.
 func (e *Engine) RegisterWorker(ctx context.Context, name string, tags []string, inProcess bool) (string, error) {
-	return "", errUnimplemented
+	if name == "" {
+		return "", fmt.Errorf("%w: worker name is required", ErrInvalid)
+	}
+	tags = normTags(tags)
+	v, err := e.do(ctx, func(b *batch) (any, error) { return e.registerWorker(b, name, tags, inProcess) })
+	if err != nil {
+		return "", err
+	}
+	return v.(string), nil
 }
 
 // Heartbeat marks a worker alive (ErrNotFound for an unknown worker).
-func (e *Engine) Heartbeat(ctx context.Context, workerID string) error { return errUnimplemented }
-
-// Claim hands the worker the oldest ready step whose required tags it has,
-// waiting up to wait for one; nil without error means no work.
-func (e *Engine) Claim(ctx context.Context, workerID string, tags []string, wait time.Duration) (*Claim, error) {
-	return nil, errUnimplemented
+func (e *Engine) Heartbeat(ctx context.Context, workerID string) error {
+	_, err := e.do(ctx, func(b *batch) (any, error) { return nil, e.heartbeat(b, workerID) })
+	return err
 }
 
 // StartStep records that the worker started a claimed step.
 func (e *Engine) StartStep(ctx context.Context, workerID, jobID, step string) error {
-	return errUnimplemented
+	_, err := e.do(ctx, func(b *batch) (any, error) { return nil, e.startStep(ctx, b, workerID, jobID, step) })
+	return err
 }
 
 // CompleteStep records a step's result. workerID may be empty; when set it
 // must be the holder's. ErrConflict unless the step is running.
 func (e *Engine) CompleteStep(ctx context.Context, workerID, jobID, step string, res StepResult) error {
-	return errUnimplemented
+	_, err := e.do(ctx, func(b *batch) (any, error) { return nil, e.completeStep(ctx, b, workerID, jobID, step, res) })
+	return err
 }
 
-// WaitCancelled waits up to wait for the job to be cancelled (or to end by
-// timeout) and reports whether its running steps must stop.
-func (e *Engine) WaitCancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error) {
-	return false, errUnimplemented
-}
-
-// JobDone returns a channel closed when the job is terminal (ErrNotFound).
-func (e *Engine) JobDone(ctx context.Context, jobID string) (<-chan struct{}, error) {
-	return nil, errUnimplemented
-}
-
-// Job returns a job and its steps, as last committed.
-func (e *Engine) Job(ctx context.Context, id string) (*Job, []*Step, error) {
-	return nil, nil, errUnimplemented
-}
-
-// Jobs lists jobs newest first with the total matching the filter.
-func (e *Engine) Jobs(ctx context.Context, f JobFilter) ([]*Job, int, error) {
-	return nil, 0, errUnimplemented
-}
-
-// Workers lists workers with their total.
-func (e *Engine) Workers(ctx context.Context, limit, offset int) ([]*Worker, int, error) {
-	return nil, 0, errUnimplemented
-}
-
-// Worker returns a worker with its most recent steps (at most 50) and their total.
-func (e *Engine) Worker(ctx context.Context, id string) (*Worker, []*WorkerStep, int, error) {
-	return nil, nil, 0, errUnimplemented
+// Ready waits until Run has loaded the state and its loop answers (for
+// start-up and health checks).
+func (e *Engine) Ready(ctx context.Context) error {
+	_, err := e.do(ctx, func(*batch) (any, error) { return nil, nil })
+	return err
 }

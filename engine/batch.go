@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"time"
+)
+
+// batch collects what one turn of the loop changed: the records to commit
+// together and the side effects that may happen only once they are durable.
+type batch struct {
+	now time.Time
+
+	jobs      map[*Job]struct{}
+	jobList   []*Job
+	steps     map[*Step]struct{}
+	stepList  []*Step
+	workers   map[*Worker]struct{}
+	workerLst []*Worker
+
+	logs       []jobLine
+	created    []*jobState // register their notification channels
+	finished   []*jobState // terminal: notify, finish logs, drop from memory
+	deliveries []delivery  // claims answered in this batch
+	after      []func()    // timers to arm
+}
+
+type jobLine struct {
+	jobID string
+	line  LogLine
+}
+
+// delivery is the answer to a parked or fresh claim.
+type delivery struct {
+	w     *waiter
+	claim *Claim
+	err   error
+}
+
+func newBatch(now time.Time) *batch {
+	return &batch{
+		now:     now,
+		jobs:    map[*Job]struct{}{},
+		steps:   map[*Step]struct{}{},
+		workers: map[*Worker]struct{}{},
+	}
+}
+
+func (b *batch) dirtyJob(j *Job) {
+	if _, ok := b.jobs[j]; !ok {
+		b.jobs[j] = struct{}{}
+		b.jobList = append(b.jobList, j)
+	}
+}
+
+func (b *batch) dirtyStep(s *Step) {
+	if _, ok := b.steps[s]; !ok {
+		b.steps[s] = struct{}{}
+		b.stepList = append(b.stepList, s)
+	}
+}
+
+func (b *batch) dirtyWorker(w *Worker) {
+	if _, ok := b.workers[w]; !ok {
+		b.workers[w] = struct{}{}
+		b.workerLst = append(b.workerLst, w)
+	}
+}
+
+func (b *batch) empty() bool {
+	return len(b.jobList) == 0 && len(b.stepList) == 0 && len(b.workerLst) == 0
+}
+
+// serverLog queues a `_server` line for the job's log, written after commit.
+func (b *batch) serverLog(jobID, text string) {
+	b.logs = append(b.logs, jobLine{jobID: jobID, line: LogLine{TS: b.now, Stream: "stderr", Step: ServerStep, Line: text}})
+}
+
+// afterCommit runs f once the batch is durable (arming timers).
+func (b *batch) afterCommit(f func()) { b.after = append(b.after, f) }
+
+func (b *batch) deliver(w *waiter, c *Claim, err error) {
+	b.deliveries = append(b.deliveries, delivery{w: w, claim: c, err: err})
+}

@@ -1,0 +1,132 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/enginetest"
+)
+
+// fakeWorkers runs n instant workers through the public API until ctx
+// ends, counting the transitions they cause (claim, start, complete).
+func fakeWorkers(ctx context.Context, tb testing.TB, e *engine.Engine, n int, transitions *atomic.Int64) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for i := range n {
+		id, err := e.RegisterWorker(ctx, fmt.Sprintf("bench-%d", i), nil, true)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		wg.Go(func() {
+			for {
+				c, err := e.Claim(ctx, id, nil, time.Minute)
+				if err != nil || c == nil {
+					if ctx.Err() != nil || errors.Is(err, engine.ErrStopped) {
+						return
+					}
+					if err != nil {
+						tb.Error(err)
+						return
+					}
+					continue
+				}
+				if err := e.StartStep(ctx, id, c.JobID, c.StepName); err != nil {
+					tb.Error(err)
+					return
+				}
+				if err := e.CompleteStep(ctx, id, c.JobID, c.StepName, engine.StepResult{Output: map[string]any{"ok": true}}); err != nil {
+					tb.Error(err)
+					return
+				}
+				transitions.Add(3)
+			}
+		})
+	}
+	return &wg
+}
+
+// BenchmarkOrchestratorTransitions drives diamond jobs (4 steps each)
+// through several concurrent fake workers; one op is one job.
+func BenchmarkOrchestratorTransitions(b *testing.B) {
+	f := enginetest.NewWith(b, enginetest.LoadWorkspace(b, flowYAML(`
+a: {action: ok}
+b: {action: ok, depends_on: [a]}
+c: {action: ok, depends_on: [a]}
+d: {action: ok, depends_on: [b, c]}`)), enginetest.Options{NoWorker: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	var transitions atomic.Int64
+	workers := fakeWorkers(ctx, b, f.Engine, 8, &transitions)
+	commits := f.Store.Commits()
+
+	b.ResetTimer()
+	start := time.Now()
+	dones := make([]<-chan struct{}, b.N)
+	var wg sync.WaitGroup
+	const creators = 4
+	for c := range creators {
+		wg.Go(func() {
+			for i := c; i < b.N; i += creators {
+				j, err := f.Engine.CreateJob(ctx, engine.CreateJob{Workspace: enginetest.WorkspaceName, Task: "t"})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if dones[i], err = f.Engine.JobDone(ctx, j.ID); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, d := range dones {
+		if d != nil {
+			<-d
+		}
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	cancel()
+	workers.Wait()
+
+	b.ReportMetric(float64(transitions.Load())/elapsed.Seconds(), "transitions/s")
+	b.ReportMetric(float64(4*b.N)/elapsed.Seconds(), "steps/s")
+	b.ReportMetric(float64(f.Store.Commits()-commits)/float64(b.N), "commits/job")
+}
+
+// BenchmarkChain40 runs one 40-step sequential chain per op with one
+// instant worker: the latency of promotion, claim and commit in series.
+func BenchmarkChain40(b *testing.B) {
+	var flow strings.Builder
+	flow.WriteString("s0: {action: ok}\n")
+	for i := 1; i < 40; i++ {
+		fmt.Fprintf(&flow, "s%d: {action: ok, depends_on: [s%d]}\n", i, i-1)
+	}
+	f := enginetest.NewWith(b, enginetest.LoadWorkspace(b, flowYAML(flow.String())), enginetest.Options{NoWorker: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	var transitions atomic.Int64
+	workers := fakeWorkers(ctx, b, f.Engine, 1, &transitions)
+
+	b.ResetTimer()
+	for range b.N {
+		j, err := f.Engine.CreateJob(ctx, engine.CreateJob{Workspace: enginetest.WorkspaceName, Task: "t"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		done, err := f.Engine.JobDone(ctx, j.ID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		<-done
+	}
+	b.StopTimer()
+	cancel()
+	workers.Wait()
+	b.ReportMetric(float64(transitions.Load())/b.Elapsed().Seconds(), "transitions/s")
+}

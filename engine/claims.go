@@ -1,0 +1,324 @@
+package engine
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/appliance-sh/appliance/engine/template"
+)
+
+// waiter is a parked long-poll claim.
+type waiter struct {
+	workerID string
+	tags     map[string]bool
+	got      chan claimResult // buffered: the loop never blocks on it
+	elem     *list.Element    // set while parked
+	assigned bool
+}
+
+type claimResult struct {
+	claim *Claim
+	err   error
+}
+
+// waiterQueue keeps parked claims in arrival order.
+type waiterQueue struct{ l *list.List }
+
+func newWaiterQueue() *waiterQueue { return &waiterQueue{l: list.New()} }
+
+func (q *waiterQueue) park(w *waiter) { w.elem = q.l.PushBack(w) }
+
+func (q *waiterQueue) remove(w *waiter) {
+	if w.elem != nil {
+		q.l.Remove(w.elem)
+		w.elem = nil
+	}
+}
+
+// firstMatch returns the longest-waiting claim that may run a step needing tags.
+func (q *waiterQueue) firstMatch(need []string) *waiter {
+	for el := q.l.Front(); el != nil; el = el.Next() {
+		if w := el.Value.(*waiter); covers(w.tags, need) {
+			return w
+		}
+	}
+	return nil
+}
+
+func (q *waiterQueue) drain() []*waiter {
+	var ws []*waiter
+	for el := q.l.Front(); el != nil; el = el.Next() {
+		w := el.Value.(*waiter)
+		w.elem = nil
+		ws = append(ws, w)
+	}
+	q.l.Init()
+	return ws
+}
+
+// Claim hands the worker the oldest ready step whose required tags it has,
+// waiting up to wait for one; nil without error means no work.
+func (e *Engine) Claim(ctx context.Context, workerID string, tags []string, wait time.Duration) (*Claim, error) {
+	w := &waiter{workerID: workerID, tags: tagSet(tags), got: make(chan claimResult, 1)}
+	park := wait > 0
+	err := e.send(ctx, &command{apply: func(b *batch) (any, error) {
+		e.claim(b, w, park)
+		return nil, nil
+	}})
+	if err != nil {
+		return nil, err
+	}
+	var expired chan struct{}
+	if park {
+		expired = make(chan struct{})
+		t := e.clock.AfterFunc(wait, func() { close(expired) })
+		defer t.Stop()
+	}
+	select {
+	case r := <-w.got:
+		return r.claim, r.err
+	case <-e.stopped:
+		return lastWord(w)
+	case <-ctx.Done():
+	case <-expired:
+	}
+	// Giving up races with the loop handing this waiter a step: ask the
+	// loop, which knows whether it did.
+	v, err := e.doDetached(func(*batch) (any, error) { return e.withdraw(w), nil })
+	if err != nil {
+		return lastWord(w)
+	}
+	if !v.(bool) {
+		return nil, ctx.Err()
+	}
+	r := <-w.got // delivered before the withdraw was answered
+	if r.err != nil || r.claim == nil || ctx.Err() == nil {
+		return r.claim, r.err
+	}
+	// Nobody is left to run it: put it back.
+	c := r.claim
+	_, _ = e.doDetached(func(b *batch) (any, error) {
+		e.release(b, workerID, c.JobID, c.StepName)
+		return nil, nil
+	})
+	return nil, ctx.Err()
+}
+
+// lastWord is what a claim returns once the engine stopped: a claim the
+// loop answered before stopping, else no work.
+func lastWord(w *waiter) (*Claim, error) {
+	select {
+	case r := <-w.got:
+		return r.claim, r.err
+	default:
+		return nil, nil
+	}
+}
+
+// claim answers a claim from the ready index, or parks it.
+func (e *Engine) claim(b *batch, w *waiter, park bool) {
+	wk, ok := e.st.workers[w.workerID]
+	if !ok {
+		b.deliver(w, nil, fmt.Errorf("worker %s: %w", w.workerID, ErrNotFound))
+		return
+	}
+	if wk.rec.Status != WorkerActive {
+		// It is evidently alive; a claim counts as a heartbeat for it.
+		e.touchWorker(b, wk)
+	}
+	for {
+		ss := e.st.ready.take(w.tags)
+		if ss == nil {
+			break
+		}
+		js := e.st.jobs[ss.rec.JobID]
+		c, err := e.render(js, ss)
+		if err != nil {
+			e.fail(b, js, ss, err.Error())
+			continue
+		}
+		e.hand(b, js, ss, c, wk, w)
+		return
+	}
+	if !park {
+		b.deliver(w, nil, nil)
+		return
+	}
+	e.st.waiters.park(w)
+}
+
+// offer hands a newly ready step to the longest-waiting claim that may run
+// it, in the same batch as the promotion, or files it in the ready index.
+func (e *Engine) offer(b *batch, js *jobState, ss *stepState) {
+	if w := e.st.waiters.firstMatch(ss.rec.RequiredTags); w != nil {
+		c, err := e.render(js, ss)
+		if err != nil {
+			e.fail(b, js, ss, err.Error())
+			return
+		}
+		e.st.waiters.remove(w)
+		e.hand(b, js, ss, c, e.st.workers[w.workerID], w)
+		return
+	}
+	e.st.ready.push(ss)
+	e.checkClaimable(b, js, ss)
+}
+
+// hand moves a step to running, held by the waiter's worker.
+func (e *Engine) hand(b *batch, js *jobState, ss *stepState, c *Claim, wk *workerState, w *waiter) {
+	id := wk.rec.ID
+	ss.rec.Status = StepRunning
+	ss.rec.WorkerID = &id
+	ss.rec.Deadline = nil
+	if ss.flow.Timeout > 0 {
+		c.Timeout = time.Duration(ss.flow.Timeout)
+		d := b.now.Add(c.Timeout)
+		ss.rec.Deadline = &d
+		b.afterCommit(func() { e.armStepTimer(js, ss) })
+	}
+	b.dirtyStep(ss.rec)
+	wk.running[ss] = struct{}{}
+	w.assigned = true
+	b.deliver(w, c, nil)
+}
+
+// withdraw takes a giving-up claim out of the queue and reports whether the
+// loop had already handed it a step.
+func (e *Engine) withdraw(w *waiter) bool {
+	if w.elem != nil {
+		e.st.waiters.remove(w)
+		return false
+	}
+	return w.assigned
+}
+
+// release puts a claimed step that its worker never started back to ready.
+func (e *Engine) release(b *batch, workerID, jobID, name string) {
+	js, ok := e.st.jobs[jobID]
+	if !ok || js.job.Terminal() {
+		return
+	}
+	ss, ok := js.steps[name]
+	if !ok || ss.rec.Status != StepRunning || ss.rec.StartedAt != nil ||
+		ss.rec.WorkerID == nil || *ss.rec.WorkerID != workerID {
+		return
+	}
+	e.unhold(ss)
+	ss.rec.Status = StepReady
+	ss.rec.WorkerID = nil
+	ss.rec.Deadline = nil
+	b.dirtyStep(ss.rec)
+	e.offer(b, js, ss)
+}
+
+// unhold detaches a step from the worker running it and its timeout.
+func (e *Engine) unhold(ss *stepState) {
+	stopTimer(&ss.timer)
+	if ss.rec.WorkerID == nil {
+		return
+	}
+	if wk, ok := e.st.workers[*ss.rec.WorkerID]; ok {
+		delete(wk.running, ss)
+	}
+}
+
+// checkClaimable writes a `_server` line, once per step, when no active
+// worker has the tags a ready step needs: it will wait until one joins.
+func (e *Engine) checkClaimable(b *batch, js *jobState, ss *stepState) {
+	if ss.noWorkerLogged {
+		return
+	}
+	for _, wk := range e.st.workers {
+		if wk.rec.Status == WorkerActive && coversList(wk.rec.Tags, ss.rec.RequiredTags) {
+			return
+		}
+	}
+	ss.noWorkerLogged = true
+	if len(ss.rec.RequiredTags) == 0 {
+		b.serverLog(js.job.ID, fmt.Sprintf("step %q is ready; no worker is active", ss.rec.Name))
+		return
+	}
+	b.serverLog(js.job.ID, fmt.Sprintf("step %q needs worker tags %v; no active worker has them", ss.rec.Name, ss.rec.RequiredTags))
+}
+
+func coversList(have, need []string) bool {
+	for _, n := range need {
+		found := false
+		for _, h := range have {
+			if h == n {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// render copies the step's action with its templated fields rendered in
+// the step's scope: the claim's action_spec.
+func (e *Engine) render(js *jobState, ss *stepState) (*Claim, error) {
+	scope := e.stepScope(js, ss)
+	set := js.ws.Templates
+	var firstErr error
+	r := func(field, s string) string {
+		if firstErr != nil || !template.IsTemplate(s) {
+			return s
+		}
+		out, err := set.Render(s, scope)
+		if err != nil {
+			firstErr = fmt.Errorf("render %s: %w", field, err)
+		}
+		return out
+	}
+	a := *ss.action
+	a.Script = r("script", a.Script)
+	a.Cmd = r("cmd", a.Cmd)
+	a.Prompt = r("prompt", a.Prompt)
+	a.SystemPrompt = r("system_prompt", a.SystemPrompt)
+	a.Message = r("message", a.Message)
+	a.Workdir = r("workdir", a.Workdir)
+	if a.Env != nil {
+		env := make(map[string]string, len(a.Env))
+		for k, v := range a.Env {
+			env[k] = r("env."+k, v)
+		}
+		a.Env = env
+	}
+	a.Command = renderList(r, "command", a.Command)
+	a.Entrypoint = renderList(r, "entrypoint", a.Entrypoint)
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	input := make(map[string]any, len(ss.rec.Input))
+	for k, v := range ss.rec.Input {
+		input[k] = v
+	}
+	return &Claim{
+		JobID:      js.job.ID,
+		Workspace:  js.job.Workspace,
+		Revision:   js.job.Revision,
+		StepName:   ss.rec.Name,
+		ActionName: ss.rec.ActionName,
+		ActionType: ss.rec.ActionType,
+		Runner:     ss.rec.Runner,
+		Image:      a.Image,
+		Spec:       &a,
+		Input:      input,
+	}, nil
+}
+
+func renderList(r func(field, s string) string, field string, items []string) []string {
+	if items == nil {
+		return nil
+	}
+	out := make([]string, len(items))
+	for i, s := range items {
+		out[i] = r(fmt.Sprintf("%s[%d]", field, i), s)
+	}
+	return out
+}

@@ -1,0 +1,301 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/enginetest"
+)
+
+func TestClaimRoutesByRequiredTags(t *testing.T) {
+	cases := []struct {
+		name   string
+		step   string
+		runner string
+		need   []string
+	}{
+		{"action tags", `{type: script, script: "true", tags: [gpu, linux]}`, "local", []string{"gpu", "linux"}},
+		{"docker action needs docker", `{type: docker, image: alpine, cmd: "true"}`, "docker", []string{"docker"}},
+		{"pod action needs kubernetes", `{type: pod, image: alpine, tags: [big]}`, "pod", []string{"big", "kubernetes"}},
+		{"script in docker needs docker", `{type: script, script: "true", runner: docker}`, "docker", []string{"docker"}},
+		{"plain script needs nothing", `{type: script, script: "true"}`, "local", []string{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := enginetest.NewWith(t, enginetest.LoadWorkspace(t, flowYAML("s: "+tc.step)), enginetest.Options{NoWorker: true})
+			job := f.Execute("t", nil)
+			s := f.Step(job, "s")
+			if !reflect.DeepEqual(s.RequiredTags, tc.need) && !(len(s.RequiredTags) == 0 && len(tc.need) == 0) {
+				t.Errorf("required tags = %v, want %v", s.RequiredTags, tc.need)
+			}
+			if s.Runner != tc.runner {
+				t.Errorf("runner = %s, want %s", s.Runner, tc.runner)
+			}
+			if len(tc.need) > 0 {
+				short := f.Register("short", tc.need[:len(tc.need)-1], false)
+				c, err := f.Engine.Claim(t.Context(), short, tc.need[:len(tc.need)-1], 0)
+				if err != nil || c != nil {
+					t.Fatalf("claim without %q = %+v, %v; want no work", tc.need[len(tc.need)-1], c, err)
+				}
+			}
+			full := append([]string{"extra"}, tc.need...)
+			w := f.Register("full", full, false)
+			c, err := f.Engine.Claim(t.Context(), w, full, 0)
+			if err != nil || c == nil || c.StepName != "s" {
+				t.Fatalf("claim with every tag = %+v, %v; want step s", c, err)
+			}
+			if s := f.Step(job, "s"); s.Status != engine.StepRunning || deref(s.WorkerID) != w {
+				t.Errorf("claimed step = %s held by %s, want running held by %s", s.Status, deref(s.WorkerID), w)
+			}
+		})
+	}
+}
+
+func TestReadyStepsAreClaimedOldestFirst(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`a: {action: ok}`))
+	jobs := []string{f.Execute("t", nil), f.Execute("t", nil), f.Execute("t", nil)}
+	for i, want := range jobs {
+		c, err := f.Engine.Claim(t.Context(), f.Worker, nil, 0)
+		if err != nil || c == nil || c.JobID != want {
+			t.Fatalf("claim %d = %+v, %v; want job %s", i, c, err, want)
+		}
+	}
+}
+
+func TestLongPollClaimIsWokenByPromotionInTheSameCommit(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`
+a: {action: ok}
+b: {action: ok, depends_on: [a]}`))
+	job := f.Execute("t", nil)
+	f.ClaimStep("a")
+	poller := f.Register("poller", nil, false)
+	got := make(chan *engine.Claim, 1)
+	go func() {
+		c, err := f.Engine.Claim(t.Context(), poller, nil, time.Hour)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- c
+	}()
+	f.Eventually(func() bool { return f.Engine.ParkedClaims() == 1 }, func() string { return "claim never parked" })
+
+	before := f.Store.Commits()
+	if err := f.Engine.CompleteStep(t.Context(), f.Worker, job, "a", enginetest.Ok(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.Store.Commits() - before; n != 1 {
+		t.Errorf("complete + promote + claim took %d commits, want 1", n)
+	}
+	c := <-got
+	if c == nil || c.StepName != "b" {
+		t.Fatalf("woken claim = %+v, want step b", c)
+	}
+	if s := f.Step(job, "b"); s.Status != engine.StepRunning || deref(s.WorkerID) != poller {
+		t.Errorf("b = %s held by %s, want running held by the poller", s.Status, deref(s.WorkerID))
+	}
+}
+
+func TestLongPollClaimWithoutWorkReturnsNothingWhenTheWaitEnds(t *testing.T) {
+	f := enginetest.NewWith(t, enginetest.LoadWorkspace(t, flowYAML(`a: {action: ok}`)), enginetest.Options{NoWorker: true})
+	w := f.Register("w", nil, true)
+	got := make(chan error, 1)
+	go func() {
+		c, err := f.Engine.Claim(t.Context(), w, nil, 20*time.Second)
+		if c != nil {
+			err = errors.New("got a claim with no work around")
+		}
+		got <- err
+	}()
+	f.Eventually(func() bool { return f.Engine.ParkedClaims() == 1 && f.Clock.Pending() == 1 },
+		func() string { return "claim never parked" })
+	f.Clock.Advance(20 * time.Second)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if n := f.Engine.ParkedClaims(); n != 0 {
+		t.Errorf("%d claims still parked after giving up", n)
+	}
+}
+
+// holdCommits blocks the next commit until release is called, and reports
+// when the loop has entered it.
+func holdCommits(f *enginetest.Fixture) (entered <-chan struct{}, release func()) {
+	in, out := make(chan struct{}), make(chan struct{})
+	armed := true
+	f.Store.BeforeCommit(func(*engine.Batch) {
+		if armed {
+			armed = false
+			close(in)
+			<-out
+		}
+	})
+	return in, func() { close(out) }
+}
+
+func TestClaimGivingUpAsItIsAssignedStillGetsTheStep(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`
+a: {action: ok}
+b: {action: ok, depends_on: [a]}`))
+	job := f.Execute("t", nil)
+	f.ClaimStep("a")
+	poller := f.Register("poller", nil, false)
+	got := make(chan *engine.Claim, 1)
+	go func() {
+		c, err := f.Engine.Claim(t.Context(), poller, nil, 10*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- c
+	}()
+	f.Eventually(func() bool { return f.Engine.ParkedClaims() == 1 }, func() string { return "claim never parked" })
+	f.WaitTimers(1)
+
+	// The loop hands b to the poller and is held in the commit while the
+	// poller's wait runs out, so its withdraw arrives after the assignment.
+	entered, release := holdCommits(f)
+	completed := make(chan error, 1)
+	go func() {
+		completed <- f.Engine.CompleteStep(context.Background(), f.Worker, job, "a", enginetest.Ok(nil))
+	}()
+	<-entered
+	f.Clock.Advance(10 * time.Second)
+	f.Eventually(func() bool { return f.Engine.QueuedCommands() == 1 }, func() string { return "withdraw never sent" })
+	release()
+	if err := <-completed; err != nil {
+		t.Fatal(err)
+	}
+	if c := <-got; c == nil || c.StepName != "b" {
+		t.Fatalf("claim = %+v, want step b handed over as it gave up", c)
+	}
+	if s := f.Step(job, "b"); s.Status != engine.StepRunning || deref(s.WorkerID) != poller {
+		t.Errorf("b = %s held by %s, want running held by the poller", s.Status, deref(s.WorkerID))
+	}
+}
+
+func TestClaimAbandonedAsItIsAssignedReturnsTheStep(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`
+a: {action: ok}
+b: {action: ok, depends_on: [a]}`))
+	job := f.Execute("t", nil)
+	f.ClaimStep("a")
+	poller := f.Register("poller", nil, false)
+	ctx, cancel := context.WithCancel(t.Context())
+	type answer struct {
+		c   *engine.Claim
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		c, err := f.Engine.Claim(ctx, poller, nil, time.Hour)
+		got <- answer{c, err}
+	}()
+	f.Eventually(func() bool { return f.Engine.ParkedClaims() == 1 }, func() string { return "claim never parked" })
+
+	entered, release := holdCommits(f)
+	completed := make(chan error, 1)
+	go func() {
+		completed <- f.Engine.CompleteStep(context.Background(), f.Worker, job, "a", enginetest.Ok(nil))
+	}()
+	<-entered
+	cancel() // the worker went away while the loop was handing it b
+	f.Eventually(func() bool { return f.Engine.QueuedCommands() == 1 }, func() string { return "withdraw never sent" })
+	release()
+	if err := <-completed; err != nil {
+		t.Fatal(err)
+	}
+	if a := <-got; a.c != nil || !errors.Is(a.err, context.Canceled) {
+		t.Fatalf("abandoned claim = %+v, %v; want nothing and context.Canceled", a.c, a.err)
+	}
+	b := f.WaitStep(job, "b", engine.StepReady)
+	if b.WorkerID != nil {
+		t.Errorf("released b still held by %s", *b.WorkerID)
+	}
+	if c := f.ClaimStep("b"); c.StepName != "b" {
+		t.Errorf("reclaim = %+v", c)
+	}
+}
+
+func TestStepReportsAreCheckedAgainstTheHolder(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`
+a: {action: ok}
+b: {action: ok}`))
+	job := f.Execute("t", nil)
+	f.ClaimStep("a")
+	other := f.Register("other", nil, false)
+	ctx := t.Context()
+	cases := []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"start by a non-holder", func() error { return f.Engine.StartStep(ctx, other, job, "a") }, engine.ErrConflict},
+		{"complete by a non-holder", func() error { return f.Engine.CompleteStep(ctx, other, job, "a", enginetest.Ok(nil)) }, engine.ErrConflict},
+		{"complete a step nobody claimed", func() error { return f.Engine.CompleteStep(ctx, "", job, "b", enginetest.Ok(nil)) }, engine.ErrConflict},
+		{"complete an unknown step", func() error { return f.Engine.CompleteStep(ctx, "", job, "zz", enginetest.Ok(nil)) }, engine.ErrNotFound},
+		{"complete in an unknown job", func() error { return f.Engine.CompleteStep(ctx, "", "nope", "a", enginetest.Ok(nil)) }, engine.ErrNotFound},
+		{"claim by an unknown worker", func() error { _, err := f.Engine.Claim(ctx, "ghost", nil, 0); return err }, engine.ErrNotFound},
+		{"heartbeat of an unknown worker", func() error { return f.Engine.Heartbeat(ctx, "ghost") }, engine.ErrNotFound},
+		{"register without a name", func() error { _, err := f.Engine.RegisterWorker(ctx, "", nil, false); return err }, engine.ErrInvalid},
+		{"start by the holder", func() error { return f.Engine.StartStep(ctx, f.Worker, job, "a") }, nil},
+		{"complete without a worker id", func() error { return f.Engine.CompleteStep(ctx, "", job, "a", enginetest.Ok(nil)) }, nil},
+		{"complete twice", func() error { return f.Engine.CompleteStep(ctx, f.Worker, job, "a", enginetest.Ok(nil)) }, engine.ErrConflict},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(); !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+				t.Errorf("err = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if s := f.Step(job, "a"); s.Status != engine.StepCompleted || s.StartedAt == nil {
+		t.Errorf("a = %s started %v, want completed with started_at", s.Status, s.StartedAt)
+	}
+}
+
+func TestReadyStepNoWorkerCanClaimIsLoggedOnce(t *testing.T) {
+	f := enginetest.NewWith(t, enginetest.LoadWorkspace(t, flowYAML(`
+gpu: {type: script, script: "true", tags: [gpu]}
+cpu: {action: ok}`)), enginetest.Options{NoWorker: true})
+	f.Register("plain", nil, false)
+	job := f.Execute("t", nil)
+	want := `step "gpu" needs worker tags [gpu]; no active worker has them`
+	if lines := f.Logs.ServerLines(job); !reflect.DeepEqual(lines, []string{want}) {
+		t.Errorf("server lines = %q, want just %q", lines, want)
+	}
+	if s := f.Step(job, "gpu"); s.Status != engine.StepReady {
+		t.Errorf("gpu is %s, want it to stay ready", s.Status)
+	}
+	gpu := f.Register("gpu-box", []string{"gpu"}, false)
+	c, err := f.Engine.Claim(t.Context(), gpu, []string{"gpu"}, 0)
+	if err != nil || c == nil || c.StepName != "gpu" {
+		t.Fatalf("claim by a gpu worker = %+v, %v", c, err)
+	}
+	if n := len(f.Logs.ServerLines(job)); n != 1 {
+		t.Errorf("%d server lines, want 1", n)
+	}
+}
+
+func TestStoppingTheEngineAnswersParkedClaimsWithNoWork(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`a: {action: ok}`))
+	type answer struct {
+		c   *engine.Claim
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		c, err := f.Engine.Claim(t.Context(), f.Worker, nil, time.Hour)
+		got <- answer{c, err}
+	}()
+	f.Eventually(func() bool { return f.Engine.ParkedClaims() == 1 }, func() string { return "claim never parked" })
+	f.Stop()
+	if a := <-got; a.c != nil || a.err != nil {
+		t.Errorf("parked claim at stop = %+v, %v; want nil, nil", a.c, a.err)
+	}
+	if _, err := f.Engine.CreateJob(t.Context(), engine.CreateJob{Workspace: enginetest.WorkspaceName, Task: "t"}); !errors.Is(err, engine.ErrStopped) {
+		t.Errorf("create after stop: err = %v, want ErrStopped", err)
+	}
+}

@@ -1,0 +1,4 @@
+// Package enginetest is the orchestrator's test harness: a hand-driven
+// clock, an in-memory store, a workspace map, a recording log sink and a
+// fixture that drives a real engine like a worker would.
+package enginetest

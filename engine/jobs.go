@@ -1,0 +1,334 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/appliance-sh/appliance/engine/workflow"
+)
+
+// seqStride spaces flow steps' Seq so that a for_each step's instances
+// (at most 10,000) list right after it.
+const seqStride = 1 << 16
+
+// buildJob resolves the workspace, task and input and lays out the job's
+// step records. It is pure, so it runs in the caller's goroutine.
+func (e *Engine) buildJob(req CreateJob) (*jobState, error) {
+	ws, ok := e.cfg.Workspaces.Current(req.Workspace)
+	if !ok {
+		return nil, fmt.Errorf("workspace %q: %w", req.Workspace, ErrNotFound)
+	}
+	task, ok := ws.Tasks[req.Task]
+	if !ok {
+		return nil, fmt.Errorf("task %q in workspace %q: %w", req.Task, req.Workspace, ErrNotFound)
+	}
+	input, err := ws.ResolveInput(task.Input, req.Input)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if input == nil {
+		input = map[string]any{}
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, fmt.Errorf("new job id: %w", err)
+	}
+	source := req.SourceType
+	if source == "" {
+		source = SourceAPI
+	}
+	mode := task.Mode
+	if mode == "" {
+		mode = "distributed"
+	}
+	now := e.clock.Now()
+	job := &Job{
+		ID:         id.String(),
+		Workspace:  req.Workspace,
+		TaskName:   req.Task,
+		Mode:       mode,
+		Status:     JobPending,
+		SourceType: source,
+		SourceID:   req.SourceID,
+		Revision:   ws.Revision,
+		Input:      input,
+		CreatedAt:  now,
+	}
+	if task.Timeout > 0 {
+		d := now.Add(time.Duration(task.Timeout))
+		job.Deadline = &d
+	}
+	js := newJobState(job, ws, task)
+	for k, name := range flowOrder(task) {
+		fs := task.Flow[name]
+		action, err := stepAction(ws, name, fs)
+		if err != nil {
+			return nil, fmt.Errorf("%w: task %q: %v", ErrInvalid, req.Task, err)
+		}
+		js.add(&stepState{
+			rec: &Step{
+				JobID:        job.ID,
+				Name:         name,
+				FlowStep:     name,
+				Index:        -1,
+				Seq:          k * seqStride,
+				ActionName:   actionName(name, fs),
+				ActionType:   action.Type,
+				Runner:       runnerOf(action),
+				Status:       StepPending,
+				RequiredTags: requiredTags(action),
+			},
+			flow:   fs,
+			action: action,
+		})
+	}
+	if err := js.link(); err != nil {
+		return nil, fmt.Errorf("%w: task %q: %v", ErrInvalid, req.Task, err)
+	}
+	return js, nil
+}
+
+func newJobState(job *Job, ws *workflow.Workspace, task *workflow.Task) *jobState {
+	return &jobState{job: job, ws: ws, task: task, steps: map[string]*stepState{}, upstream: map[string][]string{}}
+}
+
+func (js *jobState) add(ss *stepState) {
+	js.steps[ss.rec.Name] = ss
+	if !ss.isInstance() {
+		js.flow = append(js.flow, ss)
+	}
+}
+
+// link connects flow step records along depends_on.
+func (js *jobState) link() error {
+	for _, ss := range js.flow {
+		for _, dep := range ss.flow.DependsOn {
+			d, ok := js.steps[dep]
+			if !ok || d.isInstance() {
+				return fmt.Errorf("step %q depends on unknown step %q", ss.rec.Name, dep)
+			}
+			ss.deps = append(ss.deps, d)
+			d.dependents = append(d.dependents, ss)
+		}
+	}
+	return nil
+}
+
+// each calls f for every step record: flow steps in Seq order, each
+// followed by its instances.
+func (js *jobState) each(f func(ss *stepState)) {
+	for _, ss := range js.flow {
+		f(ss)
+		for _, in := range ss.instances {
+			f(in)
+		}
+	}
+}
+
+func flowOrder(task *workflow.Task) []string {
+	if len(task.FlowOrder) == len(task.Flow) {
+		return task.FlowOrder
+	}
+	names := make([]string, 0, len(task.Flow))
+	for name := range task.Flow {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func stepAction(ws *workflow.Workspace, name string, fs *workflow.FlowStep) (*workflow.Action, error) {
+	if fs == nil {
+		return nil, fmt.Errorf("step %q has no definition", name)
+	}
+	if fs.Action != "" {
+		a, ok := ws.Actions[fs.Action]
+		if !ok || a == nil {
+			return nil, fmt.Errorf("step %q: unknown action %q", name, fs.Action)
+		}
+		return a, nil
+	}
+	if fs.Inline == nil {
+		return nil, fmt.Errorf("step %q has neither an action nor an inline action", name)
+	}
+	return fs.Inline, nil
+}
+
+func actionName(step string, fs *workflow.FlowStep) string {
+	if fs.Action != "" {
+		return fs.Action
+	}
+	return step
+}
+
+// runnerOf names where an action runs: local, docker or pod for worker
+// steps, none for the server-side types.
+func runnerOf(a *workflow.Action) string {
+	switch a.Type {
+	case workflow.TypeScript:
+		if a.Runner == "" {
+			return "local"
+		}
+		return a.Runner
+	case workflow.TypeDocker:
+		return "docker"
+	case workflow.TypePod:
+		return "pod"
+	}
+	return "none"
+}
+
+func requiredTags(a *workflow.Action) []string {
+	tags := append([]string(nil), a.Tags...)
+	switch runnerOf(a) {
+	case "docker":
+		tags = append(tags, "docker")
+	case "pod":
+		tags = append(tags, "kubernetes")
+	}
+	return normTags(tags)
+}
+
+// normTags sorts and dedupes a tag list, dropping empty tags.
+func normTags(tags []string) []string {
+	out := make([]string, 0, len(tags))
+	for _, t := range tags {
+		if t != "" {
+			out = append(out, t)
+		}
+	}
+	sort.Strings(out)
+	n := 0
+	for i, t := range out {
+		if i == 0 || t != out[n-1] {
+			out[n] = t
+			n++
+		}
+	}
+	return out[:n]
+}
+
+// insertJob adds a built job to memory, evaluates its root steps and
+// returns a copy of the job as it will be committed.
+func (e *Engine) insertJob(b *batch, js *jobState) *Job {
+	e.st.jobs[js.job.ID] = js
+	b.dirtyJob(js.job)
+	for _, ss := range js.flow {
+		b.dirtyStep(ss.rec)
+	}
+	b.created = append(b.created, js)
+	for _, ss := range js.flow {
+		if len(ss.deps) == 0 && ss.rec.Status == StepPending {
+			e.evaluate(b, js, ss)
+		}
+	}
+	e.checkJobDone(b, js)
+	if js.job.Deadline != nil && !js.job.Terminal() {
+		b.afterCommit(func() { e.armJobTimer(js) })
+	}
+	c := *js.job
+	return &c
+}
+
+// liveJob finds a job the loop can still change.
+func (e *Engine) liveJob(ctx context.Context, id string) (*jobState, error) {
+	if js, ok := e.st.jobs[id]; ok {
+		if js.job.Terminal() {
+			return nil, fmt.Errorf("job %s is %s: %w", id, js.job.Status, ErrConflict)
+		}
+		return js, nil
+	}
+	j, err := e.cfg.Store.Job(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read job %s: %w", id, err)
+	}
+	return nil, fmt.Errorf("job %s is %s: %w", id, j.Status, ErrConflict)
+}
+
+// liveStep finds a step of a job the loop can still change.
+func (e *Engine) liveStep(ctx context.Context, jobID, name string) (*jobState, *stepState, error) {
+	js, err := e.liveJob(ctx, jobID)
+	if err != nil {
+		return nil, nil, err
+	}
+	ss, ok := js.steps[name]
+	if !ok {
+		return nil, nil, fmt.Errorf("step %q of job %s: %w", name, jobID, ErrNotFound)
+	}
+	return js, ss, nil
+}
+
+// cancelJob ends a job as cancelled: every unfinished step is cancelled,
+// and workers running its steps learn it through WaitCancelled.
+func (e *Engine) cancelJob(b *batch, js *jobState, reason string) {
+	js.each(func(ss *stepState) {
+		if ss.terminal() {
+			return
+		}
+		e.unhold(ss)
+		e.st.ready.remove(ss)
+		e.finishStep(b, ss, StepCancelled, nil)
+	})
+	now := b.now
+	js.job.Status = JobCancelled
+	js.job.CompletedAt = &now
+	b.dirtyJob(js.job)
+	b.serverLog(js.job.ID, reason)
+	b.finished = append(b.finished, js)
+}
+
+// checkJobDone ends the job once every step is terminal.
+func (e *Engine) checkJobDone(b *batch, js *jobState) {
+	if js.job.Terminal() {
+		return
+	}
+	done, failed := true, false
+	js.each(func(ss *stepState) {
+		if !ss.terminal() {
+			done = false
+		}
+		if ss.rec.Status == StepFailed && !ss.flow.ContinueOnFailure {
+			failed = true
+		}
+	})
+	if !done {
+		return
+	}
+	var out map[string]any
+	for _, ss := range js.flow {
+		if len(ss.dependents) == 0 && ss.rec.Output != nil {
+			if out == nil {
+				out = map[string]any{}
+			}
+			out[ss.rec.Name] = ss.rec.Output
+		}
+	}
+	now := b.now
+	js.job.Status = JobCompleted
+	if failed {
+		js.job.Status = JobFailed
+	}
+	js.job.Output = out
+	js.job.CompletedAt = &now
+	b.dirtyJob(js.job)
+	b.finished = append(b.finished, js)
+}
+
+// markJobStarted moves a pending job to running when its first step starts.
+func (e *Engine) markJobStarted(b *batch, js *jobState) {
+	if js.job.Status != JobPending {
+		return
+	}
+	now := b.now
+	js.job.Status = JobRunning
+	js.job.StartedAt = &now
+	b.dirtyJob(js.job)
+}

@@ -1,0 +1,143 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// maxBatch caps how many commands one group commit takes, so one turn of
+// the loop stays short under a flood of requests.
+const maxBatch = 1024
+
+// Run loads the active state from the store and runs the orchestration loop
+// until ctx ends. Commands sent before Run starts wait for it.
+//
+// A failed commit is answered with its error to every command of the batch,
+// and the loop then reloads its state from the store: memory may have run
+// ahead of what is durable, and the store is the truth. If the reload fails
+// too, Run stops with that error.
+func (e *Engine) Run(ctx context.Context) error {
+	if !e.started.CompareAndSwap(false, true) {
+		return errors.New("engine: Run called twice")
+	}
+	defer e.shutdown()
+	if err := e.load(ctx, true); err != nil {
+		return fmt.Errorf("load state: %w", err)
+	}
+	cmds := make([]*command, 0, maxBatch)
+	for {
+		cmds = cmds[:0]
+		select {
+		case c := <-e.cmds:
+			cmds = append(cmds, c)
+		case <-ctx.Done():
+			return nil
+		}
+	drain:
+		for len(cmds) < maxBatch {
+			select {
+			case c := <-e.cmds:
+				cmds = append(cmds, c)
+			default:
+				break drain
+			}
+		}
+		if err := e.runBatch(ctx, cmds); err != nil {
+			return err
+		}
+	}
+}
+
+// runBatch applies every command to memory, commits what they changed in
+// one transaction, then performs the side effects and answers them.
+func (e *Engine) runBatch(ctx context.Context, cmds []*command) error {
+	b := newBatch(e.clock.Now())
+	for _, c := range cmds {
+		c.res.val, c.res.err = c.apply(b)
+	}
+	if err := e.commit(ctx, b); err != nil {
+		err = fmt.Errorf("commit: %w", err)
+		e.log.Error("engine commit failed; reloading state from the store", "err", err)
+		for _, d := range b.deliveries {
+			d.w.got <- claimResult{err: err}
+		}
+		for _, c := range cmds {
+			if c.reply != nil {
+				c.reply <- result{err: err}
+			}
+		}
+		if lerr := e.reload(ctx); lerr != nil {
+			return fmt.Errorf("reload state after failed commit: %w", lerr)
+		}
+		return nil
+	}
+	e.finishBatch(b)
+	for _, c := range cmds {
+		if c.reply != nil {
+			c.reply <- c.res
+		}
+	}
+	return nil
+}
+
+func (e *Engine) commit(ctx context.Context, b *batch) error {
+	if b.empty() {
+		return nil
+	}
+	e.commits.Add(1)
+	return e.cfg.Store.Commit(context.WithoutCancel(ctx), &Batch{Jobs: b.jobList, Steps: b.stepList, Workers: b.workerLst})
+}
+
+// finishBatch performs a committed batch's side effects: timers, channels,
+// server log lines, and the claims it answered.
+func (e *Engine) finishBatch(b *batch) {
+	for _, f := range b.after {
+		f()
+	}
+	for _, js := range b.created {
+		e.notify.add(js.job.ID)
+	}
+	e.appendLogs(b)
+	for _, js := range b.finished {
+		e.notify.finish(js.job.ID, js.job.Status == JobCancelled)
+		if e.cfg.Logs != nil {
+			e.cfg.Logs.Finish(js.job.ID)
+		}
+		stopTimer(&js.timer)
+		delete(e.st.jobs, js.job.ID)
+	}
+	for _, d := range b.deliveries {
+		d.w.got <- claimResult{claim: d.claim, err: d.err}
+	}
+}
+
+func (e *Engine) appendLogs(b *batch) {
+	if e.cfg.Logs == nil || len(b.logs) == 0 {
+		return
+	}
+	byJob := map[string][]LogLine{}
+	var order []string
+	for _, l := range b.logs {
+		if _, ok := byJob[l.jobID]; !ok {
+			order = append(order, l.jobID)
+		}
+		byJob[l.jobID] = append(byJob[l.jobID], l.line)
+	}
+	for _, id := range order {
+		if err := e.cfg.Logs.Append(id, byJob[id]); err != nil {
+			e.log.Error("append server log lines", "job", id, "err", err)
+		}
+	}
+}
+
+// shutdown answers every parked claim with no work and marks the engine stopped.
+func (e *Engine) shutdown() {
+	if e.st != nil {
+		for _, w := range e.st.waiters.drain() {
+			w.got <- claimResult{}
+		}
+		e.st.stopTimers()
+	}
+	close(e.stopped)
+}

@@ -1,0 +1,204 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/appliance-sh/appliance/engine/workflow"
+)
+
+// load rebuilds memory from the store: live jobs and their steps, workers,
+// the ready index and every timer. At start-up, steps held by in-process
+// workers of the previous run (or by workers the store no longer knows)
+// fail, since nobody runs them any more; remote workers get a fresh
+// heartbeat grace. A reload within one run keeps in-process workers: they
+// are still running their steps.
+func (e *Engine) load(ctx context.Context, startup bool) error {
+	jobs, steps, workers, err := e.cfg.Store.LoadActive(ctx)
+	if err != nil {
+		return err
+	}
+	if e.st != nil {
+		e.st.stopTimers()
+	}
+	e.st = newState()
+	b := newBatch(e.clock.Now())
+
+	for _, w := range workers {
+		e.st.workers[w.ID] = &workerState{rec: w, running: map[*stepState]struct{}{}}
+	}
+	byJob := map[string][]*Step{}
+	for _, s := range steps {
+		byJob[s.JobID] = append(byJob[s.JobID], s)
+	}
+	var ready, orphaned []*stepState
+	for _, j := range jobs {
+		js, err := e.restoreJob(j, byJob[j.ID])
+		if err != nil {
+			e.abandonJob(b, j, byJob[j.ID], err.Error())
+			continue
+		}
+		e.st.jobs[j.ID] = js
+		b.created = append(b.created, js)
+		if j.Deadline != nil {
+			b.afterCommit(func() { e.armJobTimer(js) })
+		}
+		js.each(func(ss *stepState) {
+			switch {
+			case ss.rec.Status == StepReady:
+				ready = append(ready, ss)
+			case ss.rec.Status == StepRunning && len(ss.instances) == 0:
+				wk, ok := e.st.workers[derefOr(ss.rec.WorkerID)]
+				if !ok || wk.rec.Status != WorkerActive || startup && wk.rec.InProcess {
+					orphaned = append(orphaned, ss)
+					return
+				}
+				wk.running[ss] = struct{}{}
+				if ss.rec.Deadline != nil {
+					b.afterCommit(func() { e.armStepTimer(js, ss) })
+				}
+			}
+		})
+	}
+
+	// Rebuild the ready index in the order steps became ready.
+	sort.SliceStable(ready, func(i, j int) bool {
+		ri, rj := ready[i].rec, ready[j].rec
+		if ri.ReadyAt != nil && rj.ReadyAt != nil && !ri.ReadyAt.Equal(*rj.ReadyAt) {
+			return ri.ReadyAt.Before(*rj.ReadyAt)
+		}
+		if ri.JobID != rj.JobID {
+			return ri.JobID < rj.JobID
+		}
+		return ri.Seq < rj.Seq
+	})
+	for _, ss := range ready {
+		e.st.ready.push(ss)
+	}
+
+	for _, wk := range e.st.workers {
+		switch {
+		case startup && wk.rec.InProcess && wk.rec.Status == WorkerActive:
+			wk.rec.Status = WorkerInactive
+			b.dirtyWorker(wk.rec)
+		case !wk.rec.InProcess && wk.rec.Status == WorkerActive:
+			b.afterCommit(func() { e.armHeartbeat(wk, e.cfg.HeartbeatTimeout) })
+		}
+	}
+	for _, ss := range orphaned {
+		js := e.st.jobs[ss.rec.JobID]
+		name := derefOr(ss.rec.WorkerID)
+		if wk, ok := e.st.workers[name]; ok {
+			name = wk.rec.Name
+		}
+		msg := fmt.Sprintf("Worker heartbeat timeout (worker %s unresponsive)", name)
+		b.serverLog(js.job.ID, msg)
+		e.fail(b, js, ss, msg)
+	}
+	// Decisions commit atomically, so nothing should be left undecided;
+	// settle anyway so that a hand-edited store cannot wedge a job.
+	for _, js := range e.st.jobs {
+		for _, ss := range js.flow {
+			if ss.rec.Status == StepPending && ss.allDepsTerminal() && !js.job.Terminal() {
+				e.evaluate(b, js, ss)
+			}
+		}
+		e.checkJobDone(b, js)
+	}
+
+	if err := e.commit(ctx, b); err != nil {
+		return fmt.Errorf("commit recovered state: %w", err)
+	}
+	e.finishBatch(b)
+	return nil
+}
+
+// reload replaces memory with the store's state after a failed commit.
+// Parked claims are answered with no work: their workers poll again.
+func (e *Engine) reload(ctx context.Context) error {
+	for _, w := range e.st.waiters.drain() {
+		w.got <- claimResult{}
+	}
+	if err := e.load(ctx, false); err != nil {
+		return err
+	}
+	for _, id := range e.notify.ids() {
+		if _, ok := e.st.jobs[id]; ok {
+			continue
+		}
+		j, err := e.cfg.Store.Job(ctx, id)
+		e.notify.finish(id, err == nil && j.Status == JobCancelled)
+	}
+	return nil
+}
+
+// restoreJob links a loaded job's steps to the workspace revision it runs on.
+func (e *Engine) restoreJob(j *Job, steps []*Step) (*jobState, error) {
+	ws, ok := e.cfg.Workspaces.Revision(j.Workspace, j.Revision)
+	if !ok {
+		ws, ok = e.cfg.Workspaces.Current(j.Workspace)
+	}
+	if !ok {
+		return nil, fmt.Errorf("workspace %q is no longer loaded", j.Workspace)
+	}
+	task, ok := ws.Tasks[j.TaskName]
+	if !ok {
+		return nil, fmt.Errorf("task %q is no longer in workspace %q", j.TaskName, j.Workspace)
+	}
+	js := newJobState(j, ws, task)
+	sort.Slice(steps, func(a, b int) bool { return steps[a].Seq < steps[b].Seq })
+	for _, rec := range steps {
+		fs, ok := task.Flow[rec.FlowStep]
+		if !ok {
+			return nil, fmt.Errorf("step %q is no longer in task %q", rec.FlowStep, j.TaskName)
+		}
+		action, err := stepAction(ws, rec.FlowStep, fs)
+		if err != nil {
+			return nil, err
+		}
+		ss := &stepState{rec: rec, flow: fs, action: action}
+		if rec.Index >= 0 {
+			p, ok := js.steps[rec.FlowStep]
+			if !ok || p.isInstance() {
+				return nil, fmt.Errorf("instance %q has no parent step", rec.Name)
+			}
+			ss.parent = p
+			p.instances = append(p.instances, ss)
+		}
+		js.add(ss)
+	}
+	if err := js.link(); err != nil {
+		return nil, err
+	}
+	return js, nil
+}
+
+// abandonJob fails a loaded job that can no longer run on any loaded
+// workspace revision.
+func (e *Engine) abandonJob(b *batch, j *Job, steps []*Step, reason string) {
+	msg := "job cannot resume: " + reason
+	for _, s := range steps {
+		if !StepTerminal(s.Status) {
+			m := msg
+			s.Status = StepFailed
+			s.ErrorMessage = &m
+			s.CompletedAt = &b.now
+			b.dirtyStep(s)
+		}
+	}
+	j.Status = JobFailed
+	j.CompletedAt = &b.now
+	b.dirtyJob(j)
+	b.serverLog(j.ID, msg)
+	js := newJobState(j, &workflow.Workspace{}, &workflow.Task{})
+	e.st.jobs[j.ID] = js
+	b.finished = append(b.finished, js)
+}
+
+func derefOr(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,95 @@
+package engine
+
+import (
+	"github.com/appliance-sh/appliance/engine/workflow"
+)
+
+// state is everything the loop owns: every non-terminal job with its steps,
+// every worker, the ready index and the parked claims.
+type state struct {
+	jobs    map[string]*jobState
+	workers map[string]*workerState
+	ready   *readyIndex
+	waiters *waiterQueue
+}
+
+func newState() *state {
+	return &state{
+		jobs:    map[string]*jobState{},
+		workers: map[string]*workerState{},
+		ready:   newReadyIndex(),
+		waiters: newWaiterQueue(),
+	}
+}
+
+// jobState is a live job: its record, the workspace revision it runs on and
+// its step records, linked as the task's DAG.
+type jobState struct {
+	job   *Job
+	ws    *workflow.Workspace
+	task  *workflow.Task
+	steps map[string]*stepState // by record name, instances included
+	flow  []*stepState          // flow step records in Seq order
+	timer Timer                 // task timeout
+	// upstream caches each flow step's transitive dependencies: the steps
+	// whose outputs its templates may reference.
+	upstream map[string][]string
+}
+
+// stepState is one step record and what the loop needs to move it on.
+type stepState struct {
+	rec        *Step
+	flow       *workflow.FlowStep
+	action     *workflow.Action
+	deps       []*stepState // flow step records this one waits for
+	dependents []*stepState
+	parent     *stepState   // for_each parent of an instance
+	instances  []*stepState // for_each instances, by index
+	timer      Timer        // step timeout while running
+
+	readyOrder     uint64 // FIFO position in the ready index, kept on release
+	readyGen       uint64 // invalidates stale index entries
+	inReady        bool
+	noWorkerLogged bool
+}
+
+// workerState is a registered worker and the steps it holds.
+type workerState struct {
+	rec     *Worker
+	timer   Timer // heartbeat timeout of a remote worker
+	running map[*stepState]struct{}
+}
+
+func (s *state) stopTimers() {
+	for _, js := range s.jobs {
+		stopTimer(&js.timer)
+		for _, ss := range js.steps {
+			stopTimer(&ss.timer)
+		}
+	}
+	for _, w := range s.workers {
+		stopTimer(&w.timer)
+	}
+}
+
+func stopTimer(t *Timer) {
+	if *t != nil {
+		(*t).Stop()
+		*t = nil
+	}
+}
+
+// isInstance reports whether the record is a for_each instance.
+func (ss *stepState) isInstance() bool { return ss.parent != nil }
+
+func (ss *stepState) terminal() bool { return StepTerminal(ss.rec.Status) }
+
+// allDepsTerminal reports whether a pending flow step can be evaluated.
+func (ss *stepState) allDepsTerminal() bool {
+	for _, d := range ss.deps {
+		if !d.terminal() {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,59 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+)
+
+// heldStep finds a running step and checks that workerID (when given) holds it.
+func (e *Engine) heldStep(ctx context.Context, workerID, jobID, name string) (*jobState, *stepState, error) {
+	js, ss, err := e.liveStep(ctx, jobID, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ss.rec.Status != StepRunning || len(ss.instances) > 0 {
+		return nil, nil, fmt.Errorf("step %q is %s: %w", name, ss.rec.Status, ErrConflict)
+	}
+	if workerID != "" && (ss.rec.WorkerID == nil || *ss.rec.WorkerID != workerID) {
+		return nil, nil, fmt.Errorf("step %q is held by another worker: %w", name, ErrConflict)
+	}
+	return js, ss, nil
+}
+
+func (e *Engine) startStep(ctx context.Context, b *batch, workerID, jobID, name string) error {
+	js, ss, err := e.heldStep(ctx, workerID, jobID, name)
+	if err != nil {
+		return err
+	}
+	if ss.rec.StartedAt != nil {
+		return nil
+	}
+	now := b.now
+	ss.rec.StartedAt = &now
+	b.dirtyStep(ss.rec)
+	e.markJobStarted(b, js)
+	return nil
+}
+
+func (e *Engine) completeStep(ctx context.Context, b *batch, workerID, jobID, name string, res StepResult) error {
+	js, ss, err := e.heldStep(ctx, workerID, jobID, name)
+	if err != nil {
+		return err
+	}
+	e.unhold(ss)
+	e.markJobStarted(b, js)
+	if res.Output != nil {
+		ss.rec.Output = res.Output
+	}
+	if res.ExitCode == 0 && res.Error == nil {
+		e.finishStep(b, ss, StepCompleted, nil)
+	} else {
+		msg := fmt.Sprintf("Exit code: %d", res.ExitCode)
+		if res.Error != nil {
+			msg = *res.Error
+		}
+		e.finishStep(b, ss, StepFailed, &msg)
+	}
+	e.stepDone(b, js, ss)
+	return nil
+}

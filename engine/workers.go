@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+func (e *Engine) registerWorker(b *batch, name string, tags []string, inProcess bool) (string, error) {
+	id := uuid.NewString()
+	wk := &workerState{
+		rec: &Worker{
+			ID:           id,
+			Name:         name,
+			Tags:         tags,
+			Status:       WorkerActive,
+			LastSeen:     b.now,
+			RegisteredAt: b.now,
+			InProcess:    inProcess,
+		},
+		running: map[*stepState]struct{}{},
+	}
+	e.st.workers[id] = wk
+	b.dirtyWorker(wk.rec)
+	if !inProcess {
+		b.afterCommit(func() { e.armHeartbeat(wk, e.cfg.HeartbeatTimeout) })
+	}
+	return id, nil
+}
+
+func (e *Engine) heartbeat(b *batch, id string) error {
+	wk, ok := e.st.workers[id]
+	if !ok {
+		return fmt.Errorf("worker %s: %w", id, ErrNotFound)
+	}
+	e.touchWorker(b, wk)
+	return nil
+}
+
+// touchWorker records a sign of life: last seen now, active again, and a
+// fresh heartbeat deadline.
+func (e *Engine) touchWorker(b *batch, wk *workerState) {
+	wk.rec.LastSeen = b.now
+	wk.rec.Status = WorkerActive
+	b.dirtyWorker(wk.rec)
+	if !wk.rec.InProcess {
+		b.afterCommit(func() { e.armHeartbeat(wk, e.cfg.HeartbeatTimeout) })
+	}
+}
+
+// armHeartbeat (re)starts a remote worker's silence timer. The callback
+// names the last-seen time it was armed for, so a heartbeat that raced it
+// wins.
+func (e *Engine) armHeartbeat(wk *workerState, d time.Duration) {
+	stopTimer(&wk.timer)
+	id, seen := wk.rec.ID, wk.rec.LastSeen
+	wk.timer = e.clock.AfterFunc(d, func() {
+		e.post(func(b *batch) (any, error) {
+			e.workerSilent(b, id, seen)
+			return nil, nil
+		})
+	})
+}
+
+func (e *Engine) workerSilent(b *batch, id string, seen time.Time) {
+	wk, ok := e.st.workers[id]
+	if !ok || wk.rec.InProcess || wk.rec.Status != WorkerActive || !wk.rec.LastSeen.Equal(seen) {
+		return
+	}
+	e.log.Warn("worker heartbeat timeout", "worker", wk.rec.Name, "id", id)
+	e.loseWorker(b, wk)
+}
+
+// loseWorker marks a worker inactive and fails every step it was running;
+// the DAG moves on as for any failure.
+func (e *Engine) loseWorker(b *batch, wk *workerState) {
+	wk.rec.Status = WorkerInactive
+	b.dirtyWorker(wk.rec)
+	stopTimer(&wk.timer)
+	msg := fmt.Sprintf("Worker heartbeat timeout (worker %s unresponsive)", wk.rec.Name)
+	steps := make([]*stepState, 0, len(wk.running))
+	for ss := range wk.running {
+		steps = append(steps, ss)
+	}
+	sort.Slice(steps, func(i, j int) bool {
+		if steps[i].rec.JobID != steps[j].rec.JobID {
+			return steps[i].rec.JobID < steps[j].rec.JobID
+		}
+		return steps[i].rec.Seq < steps[j].rec.Seq
+	})
+	for _, ss := range steps {
+		js := e.st.jobs[ss.rec.JobID]
+		e.unhold(ss)
+		b.serverLog(js.job.ID, msg)
+		e.fail(b, js, ss, msg)
+	}
+}
