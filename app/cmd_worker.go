@@ -1,0 +1,81 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/appliance-sh/appliance/runners"
+)
+
+func init() { commands["worker"] = runWorker }
+
+// runWorker is `appliance worker --config worker-config.yaml`.
+func runWorker(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configFlag := fs.String("config", "", "worker config file (default $APPLIANCE_CONFIG)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	// SIGINT/SIGTERM begin a graceful drain; running steps may finish.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return workerMain(ctx, configPath(*configFlag), stdout, stderr)
+}
+
+// workerMain runs a remote worker until ctx ends and returns the exit code.
+func workerMain(ctx context.Context, configFile string, stdout, stderr io.Writer) int {
+	cfg, err := loadWorkerConfig(configFile)
+	if err != nil {
+		fmt.Fprintln(stderr, "appliance worker:", err)
+		return 2
+	}
+	printWorkerSettings(stdout, cfg)
+
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	client := runners.NewClient(cfg.ServerURL, cfg.Token, nil, runners.WithWorkspaceCache(cfg.WorkspaceCacheDir))
+	w := runners.NewWorker(client, runners.WorkerConfig{
+		Name:              cfg.Name,
+		Tags:              cfg.Tags,
+		MaxConcurrent:     cfg.MaxConcurrent,
+		HeartbeatInterval: cfg.HeartbeatInterval,
+		LogPushInterval:   cfg.LogPushInterval,
+		DrainTimeout:      cfg.DrainTimeout,
+	}, log)
+	if err := w.Run(ctx); err != nil {
+		if errors.Is(err, runners.ErrUnauthorized) {
+			fmt.Fprintln(stderr, "appliance worker: worker token rejected by server: worker_token must equal the server's worker_token")
+		} else {
+			fmt.Fprintln(stderr, "appliance worker:", err)
+		}
+		return 1
+	}
+	return 0
+}
+
+// printWorkerSettings shows the effective settings at start-up, never the token.
+func printWorkerSettings(w io.Writer, cfg *workerConfig) {
+	tags := "(none)"
+	if len(cfg.Tags) > 0 {
+		tags = strings.Join(cfg.Tags, ", ")
+	}
+	fmt.Fprintf(w, `appliance worker
+  server_url:          %s
+  worker_name:         %s
+  tags:                %s
+  max_concurrent:      %d
+  workspace_cache_dir: %s
+  heartbeat_interval:  %s
+  log_push_interval:   %s
+  drain_timeout:       %s
+`, cfg.ServerURL, cfg.Name, tags, cfg.MaxConcurrent, cfg.WorkspaceCacheDir,
+		cfg.HeartbeatInterval, cfg.LogPushInterval, cfg.DrainTimeout)
+}

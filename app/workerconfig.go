@@ -1,0 +1,108 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/appliance-sh/appliance/runners"
+)
+
+// workerFile is worker-config.yaml as written.
+type workerFile struct {
+	ServerURL         string   `yaml:"server_url"`
+	WorkerToken       string   `yaml:"worker_token"`
+	WorkerName        string   `yaml:"worker_name"`
+	Tags              []string `yaml:"tags"`
+	MaxConcurrent     *int     `yaml:"max_concurrent"`
+	WorkspaceCacheDir string   `yaml:"workspace_cache_dir"`
+	HeartbeatInterval string   `yaml:"heartbeat_interval"`
+	LogPushInterval   string   `yaml:"log_push_interval"`
+	DrainTimeout      string   `yaml:"drain_timeout"`
+}
+
+// workerConfig is a remote worker's effective configuration, defaults applied.
+type workerConfig struct {
+	ServerURL         string
+	Token             string
+	Name              string
+	Tags              []string
+	MaxConcurrent     int
+	WorkspaceCacheDir string
+	HeartbeatInterval time.Duration
+	LogPushInterval   time.Duration
+	DrainTimeout      time.Duration
+}
+
+// loadWorkerConfig reads and checks a worker config file.
+func loadWorkerConfig(path string) (*workerConfig, error) {
+	if path == "" {
+		return nil, errors.New("no config file: pass --config worker-config.yaml or set APPLIANCE_CONFIG")
+	}
+	var f workerFile
+	if err := decodeConfigFile(path, &f); err != nil {
+		return nil, err
+	}
+	cfg := &workerConfig{
+		ServerURL:         f.ServerURL,
+		Token:             f.WorkerToken,
+		Name:              f.WorkerName,
+		Tags:              f.Tags,
+		MaxConcurrent:     1,
+		WorkspaceCacheDir: f.WorkspaceCacheDir,
+	}
+	if cfg.ServerURL == "" {
+		return nil, fmt.Errorf("%s: server_url is required (e.g. http://appliance.internal:8080)", path)
+	}
+	if _, err := runners.ParseServerURL(cfg.ServerURL); err != nil {
+		return nil, fmt.Errorf("%s: server_url: %w", path, err)
+	}
+	if cfg.Token == "" {
+		return nil, fmt.Errorf("%s: worker_token is required (the server's worker_token)", path)
+	}
+	if cfg.Name == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			host = "worker"
+		}
+		cfg.Name = host
+	}
+	if cfg.Tags == nil {
+		cfg.Tags = []string{}
+	}
+	if f.MaxConcurrent != nil {
+		if *f.MaxConcurrent < 1 {
+			return nil, fmt.Errorf("%s: max_concurrent: must be at least 1, got %d", path, *f.MaxConcurrent)
+		}
+		cfg.MaxConcurrent = *f.MaxConcurrent
+	}
+	if cfg.WorkspaceCacheDir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return nil, fmt.Errorf("%s: workspace_cache_dir: no default (%w); set it", path, err)
+		}
+		cfg.WorkspaceCacheDir = filepath.Join(base, "appliance", "workspaces")
+	}
+	for _, d := range []struct {
+		key, value string
+		def        time.Duration
+		out        *time.Duration
+	}{
+		{"heartbeat_interval", f.HeartbeatInterval, 30 * time.Second, &cfg.HeartbeatInterval},
+		{"log_push_interval", f.LogPushInterval, time.Second, &cfg.LogPushInterval},
+		{"drain_timeout", f.DrainTimeout, 10 * time.Minute, &cfg.DrainTimeout},
+	} {
+		*d.out = d.def
+		if d.value == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.value)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("%s: %s: want a positive duration like 30s or 5m, got %q", path, d.key, d.value)
+		}
+		*d.out = v
+	}
+	return cfg, nil
+}

@@ -1,0 +1,137 @@
+package runners
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+)
+
+// Limits of the stderr tail quoted in a failed step's error.
+const (
+	tailLines = 20
+	tailBytes = 4 << 10
+)
+
+const outputPrefix = "OUTPUT:"
+
+// capture watches a step's output lines for its result: the last valid
+// OUTPUT: line of stdout and the tail of stderr.
+type capture struct {
+	mu     sync.Mutex
+	output map[string]any
+	tail   []string
+}
+
+func (c *capture) line(stream, line string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if stream == Stderr {
+		c.tail = append(c.tail, line)
+		if len(c.tail) > tailLines {
+			c.tail = c.tail[len(c.tail)-tailLines:]
+		}
+		return
+	}
+	if out, ok := parseOutput(line); ok {
+		c.output = out
+	}
+}
+
+// parseOutput reads an `OUTPUT: {...}` line; anything that is not a JSON
+// object after the prefix is ordinary output.
+func parseOutput(line string) (map[string]any, bool) {
+	rest, ok := strings.CutPrefix(line, outputPrefix)
+	if !ok {
+		return nil, false
+	}
+	rest = strings.TrimSpace(rest)
+	if !strings.HasPrefix(rest, "{") {
+		return nil, false
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(rest), &out); err != nil {
+		return nil, false
+	}
+	return out, true
+}
+
+// stderrTail is the captured stderr tail, at most tailBytes long.
+func (c *capture) stderrTail() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := strings.Join(c.tail, "\n")
+	if len(s) > tailBytes {
+		s = s[len(s)-tailBytes:]
+		// Cut at a line start so the tail does not begin mid-line.
+		if i := strings.IndexByte(s, '\n'); i >= 0 && i < len(s)-1 {
+			s = s[i+1:]
+		}
+	}
+	return s
+}
+
+// Execute runs a step with r and turns what happened into the result a worker
+// reports. Killing is signalled through ctx: its cause (see
+// context.WithCancelCause) becomes the step's error, so a timeout reads
+// "Step timed out after 5s" rather than "context canceled".
+func Execute(ctx context.Context, r Runner, step *Step) Result {
+	if step.Log == nil {
+		return failed(1, errNoLog.Error())
+	}
+	c := &capture{}
+	sink := step.Log
+	s := *step
+	s.Log = func(stream, line string) {
+		c.line(stream, line)
+		sink(stream, line)
+	}
+	code, err := r.Run(ctx, &s)
+	if ctx.Err() != nil {
+		if code == 0 {
+			code = exitKilled
+		}
+		return failed(code, context.Cause(ctx).Error())
+	}
+	if err != nil {
+		if code == 0 {
+			code = 1
+		}
+		return failed(code, err.Error())
+	}
+	if code != 0 {
+		msg := fmt.Sprintf("Exit code: %d", code)
+		if tail := c.stderrTail(); tail != "" {
+			msg += "\n" + tail
+		}
+		return failed(code, msg)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Result{Output: c.output}
+}
+
+// exitKilled is the exit code reported for a step killed before it exited
+// on its own (128 + SIGKILL, as shells report it).
+const exitKilled = 137
+
+func failed(code int, msg string) Result {
+	return Result{ExitCode: code, Error: &msg}
+}
+
+// Reasons a step is killed, carried as the cause of its context.
+var (
+	ErrStepCancelled = errors.New("Step cancelled: the job was cancelled")
+	ErrShuttingDown  = errors.New("worker shutting down")
+)
+
+// timeoutError is the cause of a step killed at its deadline.
+func timeoutError(secs float64) error {
+	return fmt.Errorf("Step timed out after %ss", formatSecs(secs))
+}
+
+func formatSecs(secs float64) string {
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.3f", secs), "0"), ".")
+}

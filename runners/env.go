@@ -1,0 +1,68 @@
+package runners
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// inputEnvName is the environment variable carrying input field name:
+// INPUT_ and the name upper-cased, anything but letters and digits as `_`.
+func inputEnvName(name string) string {
+	var b strings.Builder
+	b.WriteString("INPUT_")
+	for _, r := range strings.ToUpper(name) {
+		if (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+// inputEnv renders a step's input as INPUT_ variables: strings as they are,
+// any other value as JSON. Sorted so the environment is deterministic.
+func inputEnv(input map[string]any) ([]string, error) {
+	keys := make([]string, 0, len(input))
+	for k := range input {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	env := make([]string, 0, len(keys))
+	for _, k := range keys {
+		v, ok := input[k].(string)
+		if !ok {
+			raw, err := json.Marshal(input[k])
+			if err != nil {
+				return nil, fmt.Errorf("encode input %q: %w", k, err)
+			}
+			v = string(raw)
+		}
+		env = append(env, inputEnvName(k)+"="+v)
+	}
+	return env, nil
+}
+
+// mapEnv renders an env map as KEY=value entries, sorted.
+func mapEnv(m map[string]string) []string {
+	env := make([]string, 0, len(m))
+	for k, v := range m {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	return env
+}
+
+// prependPath adds dir in front of the list variable name (PYTHONPATH,
+// NODE_PATH) in env, keeping what was there.
+func prependPath(env []string, name, dir string) []string {
+	prefix := name + "="
+	for i := len(env) - 1; i >= 0; i-- {
+		if old, ok := strings.CutPrefix(env[i], prefix); ok && old != "" {
+			return append(env, prefix+dir+":"+old)
+		}
+	}
+	return append(env, prefix+dir)
+}

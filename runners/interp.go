@@ -1,0 +1,79 @@
+package runners
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// interpreters lists, per language, the binaries tried in order when the
+// action names none.
+var interpreters = map[string][]string{
+	"shell":      {"bash", "sh"},
+	"python":     {"uv", "python3", "python"},
+	"javascript": {"bun", "node"},
+	"typescript": {"bun", "deno"},
+	"go":         {"go"},
+}
+
+// scriptExt is the file extension an inline script is written with; some
+// interpreters (go run, deno, bun) decide how to run a file by it.
+var scriptExt = map[string]string{
+	"shell":      ".sh",
+	"python":     ".py",
+	"javascript": ".js",
+	"typescript": ".ts",
+	"go":         ".go",
+}
+
+// normalLanguage maps the language field (with its aliases) to a key of
+// interpreters; empty means shell.
+func normalLanguage(lang string) (string, error) {
+	switch strings.ToLower(strings.TrimSpace(lang)) {
+	case "", "shell", "sh", "bash":
+		return "shell", nil
+	case "python", "py":
+		return "python", nil
+	case "javascript", "js":
+		return "javascript", nil
+	case "typescript", "ts":
+		return "typescript", nil
+	case "go", "golang":
+		return "go", nil
+	}
+	return "", fmt.Errorf("unsupported language %q (want shell, python, javascript, typescript or go)", lang)
+}
+
+// findInterpreter resolves the binary to run a script of lang with.
+func findInterpreter(lang, override string, lookPath func(string) (string, error)) (string, error) {
+	if override != "" {
+		path, err := lookPath(override)
+		if err != nil {
+			return "", fmt.Errorf("%s: interpreter %q not found", lang, override)
+		}
+		return path, nil
+	}
+	tried := interpreters[lang]
+	for _, name := range tried {
+		if path, err := lookPath(name); err == nil {
+			return path, nil
+		}
+	}
+	return "", fmt.Errorf("%s: no interpreter found (tried %s)", lang, strings.Join(tried, ", "))
+}
+
+// scriptArgs is the command line running file with the interpreter at path;
+// some interpreters need a subcommand.
+func scriptArgs(path, file string) []string {
+	switch strings.TrimSuffix(filepath.Base(path), ".exe") {
+	case "uv":
+		return []string{path, "run", "--script", file}
+	case "bun":
+		return []string{path, "run", file}
+	case "deno":
+		return []string{path, "run", "-A", file}
+	case "go":
+		return []string{path, "run", file}
+	}
+	return []string{path, file}
+}

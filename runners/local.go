@@ -1,0 +1,176 @@
+package runners
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/appliance-sh/appliance/engine/workflow"
+)
+
+// LocalConfig configures the local process runner. Zero values are defaults.
+type LocalConfig struct {
+	// KillGrace is how long a step has to exit after SIGTERM before its
+	// process group is killed (default 5s).
+	KillGrace time.Duration
+	// DepsDir caches installed script dependencies (default
+	// <user cache dir>/appliance/deps).
+	DepsDir string
+	// TempDir holds inline scripts and input files while steps run (default
+	// the system temporary directory); never inside the workspace.
+	TempDir string
+	// Env is the environment steps start from (default os.Environ()).
+	Env []string
+	// LookPath finds interpreters (default exec.LookPath).
+	LookPath func(file string) (string, error)
+}
+
+// Local runs script actions as local processes.
+type Local struct {
+	cfg LocalConfig
+
+	mu       sync.Mutex
+	installs map[string]*sync.Mutex // dependency cache key -> its install lock
+}
+
+// NewLocal returns the local process runner.
+func NewLocal(cfg LocalConfig) *Local {
+	if cfg.KillGrace <= 0 {
+		cfg.KillGrace = 5 * time.Second
+	}
+	if cfg.DepsDir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = os.TempDir()
+		}
+		cfg.DepsDir = filepath.Join(base, "appliance", "deps")
+	}
+	if cfg.Env == nil {
+		cfg.Env = os.Environ()
+	}
+	if cfg.LookPath == nil {
+		cfg.LookPath = exec.LookPath
+	}
+	return &Local{cfg: cfg, installs: map[string]*sync.Mutex{}}
+}
+
+// Run executes the step's script or source file with its language's
+// interpreter, in the workspace directory (or its workdir).
+func (l *Local) Run(ctx context.Context, step *Step) (int, error) {
+	a := step.Action
+	if a == nil {
+		return 0, fmt.Errorf("step %q has no action", step.Name)
+	}
+	if a.Type != "" && a.Type != workflow.TypeScript {
+		return 0, fmt.Errorf("local runner cannot run %s actions", a.Type)
+	}
+	if (a.Script == "") == (a.Source == "") {
+		return 0, fmt.Errorf("script action needs exactly one of script and source")
+	}
+	lang, err := normalLanguage(a.Language)
+	if err != nil {
+		return 0, err
+	}
+	cwd, err := insideDir(step.Dir, a.Workdir, "workdir")
+	if err != nil {
+		return 0, err
+	}
+	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+		return 0, fmt.Errorf("workdir %q: no such directory in the workspace", a.Workdir)
+	}
+	interp, err := findInterpreter(lang, a.Interpreter, l.cfg.LookPath)
+	if err != nil {
+		return 0, err
+	}
+
+	tmp, err := os.MkdirTemp(l.cfg.TempDir, "appliance-step-")
+	if err != nil {
+		return 0, fmt.Errorf("create step temp dir: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+
+	file := ""
+	if a.Source != "" {
+		if file, err = insideDir(step.Dir, a.Source, "source"); err != nil {
+			return 0, err
+		}
+		if _, err := os.Stat(file); err != nil {
+			return 0, fmt.Errorf("source %q: not found in the workspace", a.Source)
+		}
+	} else {
+		file = filepath.Join(tmp, "script"+scriptExt[lang])
+		if err := os.WriteFile(file, []byte(a.Script), 0o700); err != nil {
+			return 0, fmt.Errorf("write script: %w", err)
+		}
+	}
+
+	env, err := l.environment(step, tmp)
+	if err != nil {
+		return 0, err
+	}
+	if len(a.Dependencies) > 0 {
+		if env, err = l.withDependencies(ctx, lang, interp, a.Dependencies, env, step.Log); err != nil {
+			return 0, err
+		}
+	}
+
+	args := scriptArgs(interp, file)
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir = cwd
+	cmd.Env = env
+	return runGroup(ctx, cmd, l.cfg.KillGrace, step.Log)
+}
+
+// environment is the step's environment: the worker's own, then the input
+// as INPUT_ variables, the action's env, and the APPLIANCE_ variables (last,
+// so they cannot be overridden by accident).
+func (l *Local) environment(step *Step, tmp string) ([]string, error) {
+	inputs, err := inputEnv(step.Input)
+	if err != nil {
+		return nil, err
+	}
+	input := step.Input
+	if input == nil {
+		input = map[string]any{}
+	}
+	raw, err := json.Marshal(input)
+	if err != nil {
+		return nil, fmt.Errorf("encode input: %w", err)
+	}
+	inputFile := filepath.Join(tmp, "input.json")
+	if err := os.WriteFile(inputFile, raw, 0o600); err != nil {
+		return nil, fmt.Errorf("write input file: %w", err)
+	}
+	env := append([]string{}, l.cfg.Env...)
+	env = append(env, inputs...)
+	env = append(env, mapEnv(step.Action.Env)...)
+	env = append(env,
+		"APPLIANCE_INPUT="+inputFile,
+		"APPLIANCE_JOB_ID="+step.JobID,
+		"APPLIANCE_STEP="+step.Name,
+		"APPLIANCE_WORKSPACE="+step.Workspace,
+	)
+	return env, nil
+}
+
+// insideDir joins a workspace-relative path to root and refuses one that
+// leaves it (absolute, or climbing out with ..).
+func insideDir(root, rel, what string) (string, error) {
+	if rel == "" {
+		return root, nil
+	}
+	if filepath.IsAbs(rel) {
+		return "", fmt.Errorf("%s %q: must be relative to the workspace", what, rel)
+	}
+	clean := filepath.Clean(rel)
+	if clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("%s %q: leaves the workspace", what, rel)
+	}
+	return filepath.Join(root, clean), nil
+}

@@ -1,0 +1,119 @@
+package runners
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// readerGrace bounds the wait for the output pipes to close once the step's
+// process group is gone: a descendant that left the group (setsid) may hold
+// them open forever.
+const readerGrace = 2 * time.Second
+
+// runGroup runs cmd in its own process group, streaming its output lines to
+// log. When ctx ends the group gets SIGTERM, then SIGKILL after grace. When
+// the main process exits, whatever remains of its group is killed: a step
+// owns its processes, and a background child left running would hold the
+// output pipes open.
+func runGroup(ctx context.Context, cmd *exec.Cmd, grace time.Duration, log func(stream, line string)) (int, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return 0, fmt.Errorf("create stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return 0, fmt.Errorf("create stderr pipe: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	startErr := cmd.Start()
+	// The child has its own copies; ours must go so EOF comes when it exits.
+	outW.Close()
+	errW.Close()
+	if startErr != nil {
+		outR.Close()
+		errR.Close()
+		return 0, fmt.Errorf("start %s: %w", cmd.Path, startErr)
+	}
+	pgid := cmd.Process.Pid
+
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go func() { defer readers.Done(); readLines(outR, Stdout, log) }()
+	go func() { defer readers.Done(); readLines(errR, Stderr, log) }()
+
+	exited := make(chan struct{})
+	go func() {
+		// Wait without reaping: the exited leader keeps the group id reserved
+		// until the group is killed below, so the kill cannot hit a reused id.
+		waitExited(pgid)
+		close(exited)
+	}()
+
+	select {
+	case <-exited:
+	case <-ctx.Done():
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		timer := time.NewTimer(grace)
+		select {
+		case <-exited:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	<-exited
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	waitErr := cmd.Wait()
+
+	drained := make(chan struct{})
+	go func() { readers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(readerGrace):
+		outR.Close()
+		errR.Close()
+		<-drained
+	}
+	outR.Close()
+	errR.Close()
+
+	return exitCode(cmd, waitErr)
+}
+
+// waitExited blocks until process pid has exited, leaving it unreaped.
+func waitExited(pid int) {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
+}
+
+// exitCode maps how the process ended to a shell-style exit code: a process
+// killed by a signal reports 128 + the signal number.
+func exitCode(cmd *exec.Cmd, waitErr error) (int, error) {
+	st := cmd.ProcessState
+	if st == nil {
+		return 0, fmt.Errorf("wait for %s: %w", cmd.Path, waitErr)
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal()), nil
+	}
+	return st.ExitCode(), nil
+}

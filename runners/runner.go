@@ -1,0 +1,40 @@
+package runners
+
+import (
+	"context"
+	"errors"
+
+	"github.com/appliance-sh/appliance/engine/workflow"
+)
+
+// Runner executes one step: a local process, a container or a pod. Runners
+// are chosen by the assignment's `runner` name.
+type Runner interface {
+	// Run executes the step, sending every output line to step.Log, and
+	// returns the exit code of what it ran. An error means the step could not
+	// be run at all (no interpreter, bad workdir, failed dependency install).
+	// When ctx ends, Run kills what it started before returning.
+	Run(ctx context.Context, step *Step) (exitCode int, err error)
+}
+
+// Step is what a runner needs to execute one claimed step.
+type Step struct {
+	JobID     string
+	Name      string
+	Workspace string
+	Dir       string // local directory holding the workspace's files
+	Action    *workflow.Action
+	Input     map[string]any
+	// Log receives each output line with its stream, "stdout" or "stderr".
+	// It is called from several goroutines and must be safe for that.
+	Log func(stream, line string)
+}
+
+// Stream names of log lines.
+const (
+	Stdout = "stdout"
+	Stderr = "stderr"
+)
+
+// errNoLog guards against a Step without a log sink.
+var errNoLog = errors.New("step has no log sink")

@@ -1,0 +1,281 @@
+package runners
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// WorkerConfig configures a worker loop. Zero values are defaults.
+type WorkerConfig struct {
+	Name          string
+	Tags          []string
+	MaxConcurrent int // steps run at once (default 1)
+	// HeartbeatInterval is the time between heartbeats (default 30s).
+	HeartbeatInterval time.Duration
+	// LogPushInterval is the time between log pushes of a running step (default 1s).
+	LogPushInterval time.Duration
+	// DrainTimeout is how long running steps may go on after shutdown
+	// begins before they are killed and reported failed (default 10m).
+	DrainTimeout time.Duration
+	// Runners maps runner names to runners; "local" is added if missing.
+	Runners map[string]Runner
+
+	// CancelWait is how long each cancellation long-poll waits (default 30s).
+	CancelWait time.Duration
+	// RetryMin and RetryMax bound the backoff after errors (default 250ms and 5s).
+	RetryMin, RetryMax time.Duration
+	// IdlePause is the least time between two long-polls (claim or
+	// cancellation) that came back empty, so a server answering at once
+	// cannot make the worker spin (default 1s).
+	IdlePause time.Duration
+	// ReportTimeout bounds retrying a step's start, final logs and
+	// completion while the server is unreachable (default 2m).
+	ReportTimeout time.Duration
+}
+
+func (c *WorkerConfig) defaults() {
+	if c.MaxConcurrent <= 0 {
+		c.MaxConcurrent = 1
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 30 * time.Second
+	}
+	if c.LogPushInterval <= 0 {
+		c.LogPushInterval = time.Second
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 10 * time.Minute
+	}
+	if c.CancelWait <= 0 {
+		c.CancelWait = 30 * time.Second
+	}
+	if c.RetryMin <= 0 {
+		c.RetryMin = 250 * time.Millisecond
+	}
+	if c.RetryMax <= 0 {
+		c.RetryMax = 5 * time.Second
+	}
+	if c.IdlePause <= 0 {
+		c.IdlePause = time.Second
+	}
+	if c.ReportTimeout <= 0 {
+		c.ReportTimeout = 2 * time.Minute
+	}
+	runners := make(map[string]Runner, len(c.Runners)+1)
+	for name, r := range c.Runners {
+		runners[name] = r
+	}
+	if runners["local"] == nil {
+		runners["local"] = NewLocal(LocalConfig{})
+	}
+	c.Runners = runners
+	c.Tags = append([]string(nil), c.Tags...)
+}
+
+// Worker registers with a server, claims steps and runs them.
+type Worker struct {
+	srv Server
+	cfg WorkerConfig
+	log *slog.Logger
+
+	regMu sync.Mutex // serialises (re-)registration
+	mu    sync.Mutex
+	id    string
+}
+
+// NewWorker returns a worker claiming steps from srv.
+func NewWorker(srv Server, cfg WorkerConfig, log *slog.Logger) *Worker {
+	cfg.defaults()
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Worker{srv: srv, cfg: cfg, log: log.With("worker", cfg.Name)}
+}
+
+// ID is the id the server gave this worker ("" before registration).
+func (w *Worker) ID() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.id
+}
+
+// Run registers and then claims and runs steps until ctx ends. Shutdown is
+// graceful: claiming stops, running steps may finish for DrainTimeout, then
+// they are killed and reported failed. Run returns nil after a shutdown, or
+// an error the worker cannot get past (a rejected token).
+func (w *Worker) Run(ctx context.Context) error {
+	if err := w.reregister(ctx, ""); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	w.log.Info("worker registered", "worker_id", w.ID(), "tags", w.cfg.Tags,
+		"max_concurrent", w.cfg.MaxConcurrent)
+
+	// Steps and reports outlive ctx: they drain, and are killed at the
+	// drain deadline, or at once if the worker stops on an error.
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	stepsCtx, stopSteps := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopSteps(nil)
+	loopsDone := make(chan struct{})
+	go func() {
+		select {
+		case <-loopsDone:
+			return
+		case <-runCtx.Done():
+		}
+		if ctx.Err() == nil {
+			// Stopping on an error, not a shutdown: nothing to drain for.
+			stopSteps(context.Cause(runCtx))
+			return
+		}
+		w.log.Info("worker shutting down: draining running steps", "drain_timeout", w.cfg.DrainTimeout)
+		select {
+		case <-loopsDone:
+		case <-time.After(w.cfg.DrainTimeout):
+			stopSteps(ErrShuttingDown)
+		}
+	}()
+
+	hbCtx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
+	hbDone := make(chan struct{})
+	go func() { defer close(hbDone); w.heartbeats(hbCtx) }()
+
+	var loops sync.WaitGroup
+	for range w.cfg.MaxConcurrent {
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			if err := w.claimLoop(runCtx, stepsCtx); err != nil {
+				stopRun(err)
+			}
+		}()
+	}
+	loops.Wait()
+	close(loopsDone)
+	stopHB()
+	<-hbDone
+
+	if err := context.Cause(runCtx); err != nil && ctx.Err() == nil {
+		return err
+	}
+	w.log.Info("worker stopped")
+	return nil
+}
+
+// reregister registers the worker, retrying while the server is
+// unreachable, unless another goroutine already replaced the stale id.
+func (w *Worker) reregister(ctx context.Context, stale string) error {
+	w.regMu.Lock()
+	defer w.regMu.Unlock()
+	if w.ID() != stale {
+		return nil
+	}
+	b := newBackoff(w.cfg.RetryMin, w.cfg.RetryMax)
+	for {
+		id, err := w.srv.Register(ctx, w.cfg.Name, w.cfg.Tags)
+		if err == nil {
+			w.mu.Lock()
+			w.id = id
+			w.mu.Unlock()
+			if stale != "" {
+				w.log.Warn("server forgot this worker: registered again", "old_id", stale, "worker_id", id)
+			}
+			return nil
+		}
+		if errors.Is(err, ErrUnauthorized) {
+			return ErrUnauthorized
+		}
+		w.log.Warn("register with server failed; retrying", "err", err)
+		if !b.wait(ctx) {
+			return ctx.Err()
+		}
+	}
+}
+
+// heartbeats tells the server the worker is alive until ctx ends; it goes
+// on while steps drain, so draining steps are not declared lost.
+func (w *Worker) heartbeats(ctx context.Context) {
+	t := time.NewTicker(w.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		id := w.ID()
+		err := w.srv.Heartbeat(ctx, id)
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case errors.Is(err, ErrUnknownWorker):
+			if err := w.reregister(ctx, id); err != nil && ctx.Err() == nil {
+				w.log.Error("register again failed", "err", err)
+			}
+		default:
+			w.log.Warn("heartbeat failed", "err", err)
+		}
+	}
+}
+
+// claimLoop claims and runs one step at a time until ctx ends. Its error is
+// one the worker cannot get past.
+func (w *Worker) claimLoop(ctx, stepsCtx context.Context) error {
+	b := newBackoff(w.cfg.RetryMin, w.cfg.RetryMax)
+	for ctx.Err() == nil {
+		id := w.ID()
+		began := time.Now()
+		a, err := w.srv.Claim(ctx, id, w.cfg.Tags)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, ErrUnauthorized) {
+				return ErrUnauthorized
+			}
+			if errors.Is(err, ErrUnknownWorker) {
+				if err := w.reregister(ctx, id); err != nil {
+					if errors.Is(err, ErrUnauthorized) {
+						return err
+					}
+					continue
+				}
+			} else {
+				w.log.Warn("claim failed; backing off", "err", err)
+			}
+			b.wait(ctx)
+			continue
+		}
+		b.reset()
+		if a == nil || a.JobID == "" {
+			sleep(ctx, w.cfg.IdlePause-time.Since(began))
+			continue
+		}
+		w.runAssignment(stepsCtx, id, a)
+	}
+	return nil
+}
+
+// retry calls f until it succeeds, fails permanently, or ReportTimeout
+// passes; reports must survive a server restart but not block forever.
+func (w *Worker) retry(what string, f func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ReportTimeout)
+	defer cancel()
+	b := newBackoff(w.cfg.RetryMin, w.cfg.RetryMax)
+	for {
+		err := f(ctx)
+		if err == nil || permanent(err) {
+			return err
+		}
+		w.log.Warn(what+" failed; retrying", "err", err)
+		if !b.wait(ctx) {
+			return fmt.Errorf("%s: gave up after %s: %w", what, w.cfg.ReportTimeout, err)
+		}
+	}
+}
