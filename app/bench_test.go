@@ -1,0 +1,104 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// chainWorkspace is a task of n sequential steps that each run `true`.
+func chainWorkspace(n int) string {
+	var b strings.Builder
+	b.WriteString("tasks:\n  chain:\n    flow:\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "      s%d:\n        type: script\n        script: \"true\"\n", i)
+		if i > 0 {
+			fmt.Fprintf(&b, "        depends_on: [s%d]\n", i-1)
+		}
+	}
+	b.WriteString("  one:\n    flow:\n      only:\n        type: script\n        script: \"true\"\n")
+	return b.String()
+}
+
+func benchFixture(b *testing.B, workers int) *serverFixture {
+	dir := b.TempDir()
+	writeWorkspace(b, dir, chainWorkspace(40))
+	return startFixture(b, map[string]string{"bench": dir}, workers)
+}
+
+// waitDone blocks until the engine reports the job terminal.
+func (f *serverFixture) waitDone(id string) {
+	done, err := f.srv.engine.JobDone(context.Background(), id)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		f.t.Fatalf("job %s did not finish", id)
+	}
+}
+
+// BenchmarkChain40 runs a 40-step sequential chain of `true` through the
+// in-process workers; reports created_at -> completed_at per chain.
+func BenchmarkChain40(b *testing.B) {
+	f := benchFixture(b, 2)
+	var total time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		id := f.execute("bench", "chain", nil)
+		f.waitDone(id)
+		j := f.job(id)
+		if j.Status != "completed" {
+			b.Fatalf("chain %s", j.Status)
+		}
+		total += j.CompletedAt.Sub(j.CreatedAt)
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/chain")
+	b.ReportMetric(float64(total.Microseconds())/float64(b.N*40)/1000, "ms/step")
+}
+
+// BenchmarkExecuteToCompletion measures a one-step job from the execute
+// call to the job being terminal.
+func BenchmarkExecuteToCompletion(b *testing.B) {
+	f := benchFixture(b, 2)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		f.waitDone(f.execute("bench", "one", nil))
+	}
+}
+
+// BenchmarkThousandJobs submits 1,000 one-step jobs at once over HTTP and
+// waits for all of them; reports jobs per second.
+func BenchmarkThousandJobs(b *testing.B) {
+	const jobs, clients = 1000, 32
+	f := benchFixture(b, 16)
+	var elapsed time.Duration
+	commits := f.srv.engine.Commits()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		ids := make(chan string, jobs)
+		var wg sync.WaitGroup
+		for c := 0; c < clients; c++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := c; k < jobs; k += clients {
+					ids <- f.execute("bench", "one", nil)
+				}
+			}()
+		}
+		wg.Wait()
+		close(ids)
+		for id := range ids {
+			f.waitDone(id)
+		}
+		elapsed += time.Since(start)
+	}
+	b.ReportMetric(float64(jobs*b.N)/elapsed.Seconds(), "jobs/s")
+	b.ReportMetric(float64(f.srv.engine.Commits()-commits)/float64(jobs*b.N), "commits/job")
+}

@@ -1,0 +1,159 @@
+package app
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildBinary compiles the appliance binary once per test run.
+var buildBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "appliance-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "appliance")
+	out, err := exec.Command("go", "build", "-o", bin, "..").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startProcess runs `appliance serve` as a real process and waits until it answers.
+func startProcess(t *testing.T, bin, addr string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr}, args...)...)
+	// The default log directory lives under $TMPDIR: keep it in the test's.
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	cmd.Stdout = testWriter{t}
+	cmd.Stderr = testWriter{t}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/api/config")
+		if err == nil {
+			resp.Body.Close()
+			return cmd
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server at %s did not come up: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+const crashWorkspace = `tasks:
+  work:
+    flow:
+      first:
+        type: script
+        script: sleep 0.05
+      second:
+        depends_on: [first]
+        type: script
+        script: echo done
+`
+
+// TestKillNineLosesNoAcknowledgedJob kills the server with SIGKILL while
+// jobs are being submitted and run, restarts it on the same data dir, and
+// checks every job whose creation was acknowledged still exists and ends.
+func TestKillNineLosesNoAcknowledgedJob(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary; skipped with -short")
+	}
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	writeWorkspace(t, ws, crashWorkspace)
+	args := []string{"--data-dir", filepath.Join(dir, "data"), "--workspace", ws, "--workers", "4"}
+	addr := freePort(t)
+	server := startProcess(t, bin, addr, args...)
+
+	const jobs = 100
+	var (
+		mu    sync.Mutex
+		acked []string
+		wg    sync.WaitGroup
+	)
+	killed := make(chan struct{})
+	var killOnce sync.Once
+	for i := 0; i < jobs; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out struct {
+				JobID string `json:"job_id"`
+			}
+			if code, err := tryDo("POST", "http://"+addr+"/api/workspaces/ws/tasks/work/execute", `{"input": {}}`, &out); err == nil && code == 200 {
+				mu.Lock()
+				acked = append(acked, out.JobID)
+				n := len(acked)
+				mu.Unlock()
+				if n == jobs/2 {
+					killOnce.Do(func() {
+						_ = server.Process.Signal(syscall.SIGKILL)
+						close(killed)
+					})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	killOnce.Do(func() { _ = server.Process.Signal(syscall.SIGKILL); close(killed) })
+	<-killed
+	_ = server.Wait()
+	if len(acked) < jobs/2 {
+		t.Fatalf("only %d jobs acknowledged before the kill", len(acked))
+	}
+
+	startProcess(t, bin, addr, args...)
+	f := &serverFixture{t: t, url: "http://" + addr}
+	for _, id := range acked {
+		j := f.waitTerminal(id)
+		if j.JobID != id {
+			t.Fatalf("job %s missing after restart", id)
+		}
+	}
+	var list struct {
+		Total int `json:"total"`
+	}
+	do(t, "GET", f.url+"/api/jobs?limit=1", nil, &list)
+	if list.Total < len(acked) {
+		t.Fatalf("job list total %d < %d acknowledged jobs", list.Total, len(acked))
+	}
+	t.Logf("%d jobs acknowledged before kill -9; all present and terminal after restart (%d listed)", len(acked), list.Total)
+}
+
+func writeWorkspace(t testing.TB, dir, yaml string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, ".workflows"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".workflows", "main.yaml"), []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,218 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// serverFixture is a real server on 127.0.0.1 with its data in a temp dir.
+type serverFixture struct {
+	t   testing.TB
+	srv *Server
+	url string
+}
+
+// startFixture starts a server on a random loopback port serving the given
+// workspaces (name -> dir), with in-process workers unless workers is 0.
+func startFixture(t testing.TB, workspaces map[string]string, workers int, tweak ...func(*ServerConfig)) *serverFixture {
+	t.Helper()
+	dir := t.TempDir()
+	cfg, err := loadServerConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen = "127.0.0.1:0"
+	cfg.DataDir = filepath.Join(dir, "data")
+	cfg.LogStorage.LocalDir = filepath.Join(dir, "logs")
+	cfg.Workers = &workers
+	cfg.Workspaces = map[string]WorkspaceConfig{}
+	for name, path := range workspaces {
+		cfg.Workspaces[name] = WorkspaceConfig{Type: "folder", Path: path}
+	}
+	for _, f := range tweak {
+		f(cfg)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	}
+	srv, err := startServer(context.Background(), cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Shutdown(); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return &serverFixture{t: t, srv: srv, url: "http://" + srv.Addr()}
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// do sends a JSON request and decodes the JSON answer into out (if not nil),
+// returning the status code.
+func do(t testing.TB, method, url string, body any, out any) int {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		if s, ok := body.(string); ok {
+			rd = strings.NewReader(s)
+		} else {
+			b, err := json.Marshal(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rd = bytes.NewReader(b)
+		}
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: status %d, body %q: %v", method, url, resp.StatusCode, raw, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// jobView is the job detail as the API returns it.
+type jobView struct {
+	JobID       string         `json:"job_id"`
+	Status      string         `json:"status"`
+	Revision    string         `json:"revision"`
+	Input       map[string]any `json:"input"`
+	CreatedAt   time.Time      `json:"created_at"`
+	CompletedAt *time.Time     `json:"completed_at"`
+	Steps       []stepView     `json:"steps"`
+}
+
+type stepView struct {
+	StepName     string         `json:"step_name"`
+	Status       string         `json:"status"`
+	Output       any            `json:"output"`
+	Input        map[string]any `json:"input"`
+	ErrorMessage *string        `json:"error_message"`
+	WorkerID     *string        `json:"worker_id"`
+}
+
+func (j jobView) step(name string) stepView {
+	for _, s := range j.Steps {
+		if s.StepName == name {
+			return s
+		}
+	}
+	return stepView{}
+}
+
+// execute runs a task and returns the job id, failing the test on a non-200.
+func (f *serverFixture) execute(ws, task string, input map[string]any) string {
+	f.t.Helper()
+	var out struct {
+		JobID string `json:"job_id"`
+		Error string `json:"error"`
+	}
+	if code := do(f.t, "POST", f.url+"/api/workspaces/"+ws+"/tasks/"+task+"/execute", map[string]any{"input": input}, &out); code != 200 {
+		f.t.Fatalf("execute %s/%s: %d %s", ws, task, code, out.Error)
+	}
+	return out.JobID
+}
+
+func (f *serverFixture) job(id string) jobView {
+	f.t.Helper()
+	var j jobView
+	if code := do(f.t, "GET", f.url+"/api/jobs/"+id, nil, &j); code != 200 {
+		f.t.Fatalf("get job %s: %d", id, code)
+	}
+	return j
+}
+
+// waitJob polls the job until cond holds, failing after a deadline.
+func (f *serverFixture) waitJob(id string, what string, cond func(jobView) bool) jobView {
+	f.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		j := f.job(id)
+		if cond(j) {
+			return j
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("job %s: timed out waiting for %s; last state %+v", id, what, j)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (f *serverFixture) waitTerminal(id string) jobView {
+	return f.waitJob(id, "a terminal status", func(j jobView) bool {
+		switch j.Status {
+		case "completed", "failed", "cancelled":
+			return true
+		}
+		return false
+	})
+}
+
+func (f *serverFixture) logs(id, step string) string {
+	f.t.Helper()
+	var out struct {
+		Logs string `json:"logs"`
+	}
+	path := "/api/jobs/" + id + "/logs"
+	if step != "" {
+		path = "/api/jobs/" + id + "/steps/" + step + "/logs"
+	}
+	if code := do(f.t, "GET", f.url+path, nil, &out); code != 200 {
+		f.t.Fatalf("GET %s: %d", path, code)
+	}
+	return out.Logs
+}
+
+// tryDo is do without failing the test: network errors are returned.
+func tryDo(method, url, body string, out any) (int, error) {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	if out != nil && resp.StatusCode == 200 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return resp.StatusCode, err
+		}
+	}
+	return resp.StatusCode, nil
+}

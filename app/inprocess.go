@@ -1,0 +1,108 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/appliance-sh/appliance/api"
+	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/runners"
+)
+
+// inProcessClaimWait is how long an in-process claim long-polls; it only
+// bounds how often an idle slot wakes up.
+const inProcessClaimWait = time.Minute
+
+// logAppender is the part of the log store the in-process workers write to.
+type logAppender interface {
+	Append(jobID string, lines []engine.LogLine) error
+}
+
+// workspaceLookup finds a loaded workspace revision.
+type workspaceLookup interface {
+	Current(name string) (*workflow.Workspace, bool)
+	Revision(name, revision string) (*workflow.Workspace, bool)
+}
+
+// inProcessServer is the worker protocol's direct transport onto the
+// engine: the in-process pool runs the same worker loop as a remote worker,
+// without HTTP.
+type inProcessServer struct {
+	engine     *engine.Engine
+	logs       logAppender
+	workspaces workspaceLookup
+}
+
+func newInProcessServer(e *engine.Engine, logs logAppender, ws workspaceLookup) *inProcessServer {
+	return &inProcessServer{engine: e, logs: logs, workspaces: ws}
+}
+
+var _ runners.Server = (*inProcessServer)(nil)
+
+func (s *inProcessServer) Register(ctx context.Context, name string, tags []string) (string, error) {
+	return s.engine.RegisterWorker(ctx, name, tags, true)
+}
+
+func (s *inProcessServer) Heartbeat(ctx context.Context, workerID string) error {
+	err := s.engine.Heartbeat(ctx, workerID)
+	if errors.Is(err, engine.ErrNotFound) {
+		return fmt.Errorf("%w: %v", runners.ErrUnknownWorker, err)
+	}
+	return err
+}
+
+// protocolError gives an engine refusal the worker protocol's meaning, as
+// the HTTP transport's status codes do for remote workers.
+func protocolError(err error) error {
+	switch {
+	case errors.Is(err, engine.ErrConflict):
+		return fmt.Errorf("%w: %v", runners.ErrConflict, err)
+	case errors.Is(err, engine.ErrNotFound):
+		return fmt.Errorf("%w: %v", runners.ErrNotFound, err)
+	}
+	return err
+}
+
+func (s *inProcessServer) Claim(ctx context.Context, workerID string, tags []string) (*runners.Assignment, error) {
+	c, err := s.engine.Claim(ctx, workerID, tags, inProcessClaimWait)
+	if err != nil || c == nil {
+		return nil, protocolError(err)
+	}
+	return api.AssignmentOf(c), nil
+}
+
+func (s *inProcessServer) Start(ctx context.Context, workerID, jobID, step string) error {
+	return protocolError(s.engine.StartStep(ctx, workerID, jobID, step))
+}
+
+func (s *inProcessServer) Complete(ctx context.Context, workerID, jobID, step string, res runners.Result) error {
+	return protocolError(s.engine.CompleteStep(ctx, workerID, jobID, step, engine.StepResult{
+		Output: res.Output, ExitCode: res.ExitCode, Error: res.Error,
+	}))
+}
+
+func (s *inProcessServer) PushLogs(ctx context.Context, jobID, step string, lines []runners.LogLine) (bool, error) {
+	if err := s.logs.Append(jobID, api.LogLinesOf(step, lines)); err != nil {
+		return false, err
+	}
+	return s.engine.WaitCancelled(ctx, jobID, 0)
+}
+
+func (s *inProcessServer) Cancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error) {
+	return s.engine.WaitCancelled(ctx, jobID, wait)
+}
+
+// Workspace returns the workspace folder itself: in-process steps run in
+// the live folder, so no copy is made.
+func (s *inProcessServer) Workspace(ctx context.Context, name, revision string) (string, error) {
+	if ws, ok := s.workspaces.Revision(name, revision); ok {
+		return ws.Dir, nil
+	}
+	if ws, ok := s.workspaces.Current(name); ok {
+		return ws.Dir, nil
+	}
+	return "", fmt.Errorf("workspace %q: %w", name, runners.ErrNotFound)
+}

@@ -1,0 +1,257 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/appliance-sh/appliance/api"
+	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/store"
+)
+
+// Version is the server version reported by /api/config; set at build time
+// with -ldflags "-X github.com/appliance-sh/appliance/app.Version=...".
+var Version = "0.1.0-dev"
+
+func init() { commands["serve"] = runServe }
+
+func runServe(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configFlag := fs.String("config", "", "server config file (default $APPLIANCE_CONFIG, or none)")
+	listen := fs.String("listen", "", "address to listen on (overrides the config)")
+	dataDir := fs.String("data-dir", "", "data directory (overrides the config)")
+	workspace := fs.String("workspace", "", "serve this folder as the only workspace (overrides the config)")
+	workers := fs.Int("workers", -1, "in-process worker slots, 0 = none (overrides the config)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := loadServerConfig(configPath(*configFlag))
+	if err != nil {
+		fmt.Fprintln(stderr, "appliance serve:", err)
+		return 2
+	}
+	if *listen != "" {
+		cfg.Listen = *listen
+	}
+	if *dataDir != "" {
+		cfg.DataDir = *dataDir
+	}
+	if *workspace != "" {
+		cfg.Workspaces = map[string]WorkspaceConfig{workspaceName(*workspace): {Type: "folder", Path: *workspace}}
+	}
+	if *workers >= 0 {
+		cfg.Workers = workers
+	}
+
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := startServer(ctx, cfg, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "appliance serve:", err)
+		return 1
+	}
+	printSettings(stdout, cfg, srv.Addr())
+	<-ctx.Done()
+	log.Info("shutting down")
+	if err := srv.Shutdown(); err != nil {
+		fmt.Fprintln(stderr, "appliance serve:", err)
+		return 1
+	}
+	return 0
+}
+
+// workspaceName names a workspace after its folder.
+func workspaceName(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "default"
+	}
+	return filepath.Base(abs)
+}
+
+func printSettings(w io.Writer, cfg *ServerConfig, addr string) {
+	fmt.Fprintf(w, "appliance %s serving on http://%s\n", Version, addr)
+	fmt.Fprintf(w, "  data_dir:              %s\n", cfg.DataDir)
+	fmt.Fprintf(w, "  log_storage.local_dir: %s\n", cfg.LogStorage.LocalDir)
+	names := make([]string, 0, len(cfg.Workspaces))
+	for name := range cfg.Workspaces {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(w, "  workspace %-12s %s\n", name+":", cfg.Workspaces[name].Path)
+	}
+	fmt.Fprintf(w, "  workers (in-process):  %d, tags %v\n", *cfg.Workers, cfg.WorkerTags)
+	token := "not set (remote workers cannot join)"
+	if cfg.WorkerToken != "" {
+		token = "set"
+	}
+	fmt.Fprintf(w, "  worker_token:          %s\n", token)
+	fmt.Fprintf(w, "  heartbeat_timeout:     %s\n", cfg.heartbeatTimeout)
+	fmt.Fprintf(w, "  auth:                  off\n")
+}
+
+// Server is a running appliance server.
+type Server struct {
+	cfg      *ServerConfig
+	log      *slog.Logger
+	listener net.Listener
+	http     *http.Server
+	db       *store.DB
+	logs     *store.Logs
+	engine   *engine.Engine
+
+	cancelEngine  context.CancelFunc
+	cancelWorkers context.CancelFunc
+	cancelWatch   context.CancelFunc
+	engineDone    chan error
+	workersDone   chan struct{}
+	background    sync.WaitGroup
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return s.listener.Addr().String() }
+
+// startServer opens the storage, loads the workspaces and starts the
+// orchestrator, the HTTP server and the in-process workers.
+func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (*Server, error) {
+	dirs := map[string]string{}
+	for name, ws := range cfg.Workspaces {
+		dirs[name] = ws.Path
+	}
+	registry, err := workflow.NewRegistry(dirs, nil, log)
+	if err != nil {
+		return nil, err
+	}
+	db, err := store.Open(cfg.dbPath())
+	if err != nil {
+		return nil, err
+	}
+	logs, err := store.OpenLogs(cfg.LogStorage.LocalDir)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	eng, err := engine.New(engine.Config{
+		Store:            db,
+		Workspaces:       registry,
+		Logs:             logs,
+		Logger:           log,
+		HeartbeatTimeout: cfg.heartbeatTimeout,
+	})
+	if err != nil {
+		db.Close()
+		logs.Close()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		db.Close()
+		logs.Close()
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+
+	s := &Server{cfg: cfg, log: log, listener: ln, db: db, logs: logs, engine: eng,
+		engineDone: make(chan error, 1), workersDone: make(chan struct{})}
+	engineCtx, cancelEngine := context.WithCancel(context.Background())
+	s.cancelEngine = cancelEngine
+	go func() { s.engineDone <- eng.Run(engineCtx) }()
+
+	watchCtx, cancelWatch := context.WithCancel(context.Background())
+	s.cancelWatch = cancelWatch
+	s.goBackground(func() {
+		if err := registry.Watch(watchCtx); err != nil {
+			log.Error("workspace hot reload is off", "err", err)
+		}
+	})
+
+	s.http = &http.Server{
+		Handler: api.New(api.Config{
+			Engine:      eng,
+			Workspaces:  registry,
+			Logs:        logs,
+			WorkerToken: cfg.WorkerToken,
+			Version:     Version,
+			Logger:      log,
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	s.goBackground(func() {
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server", "err", err)
+		}
+	})
+
+	workersCtx, cancelWorkers := context.WithCancel(context.Background())
+	s.cancelWorkers = cancelWorkers
+	if *cfg.Workers > 0 {
+		pool := runners.NewWorker(newInProcessServer(eng, logs, registry), runners.WorkerConfig{
+			Name:          hostname() + "-inprocess",
+			Tags:          cfg.WorkerTags,
+			MaxConcurrent: *cfg.Workers,
+		}, log.With("worker", "in-process"))
+		go func() {
+			defer close(s.workersDone)
+			if err := pool.Run(workersCtx); err != nil && !errors.Is(err, context.Canceled) {
+				log.Error("in-process workers stopped", "err", err)
+			}
+		}()
+	} else {
+		close(s.workersDone)
+	}
+	return s, nil
+}
+
+func (s *Server) goBackground(f func()) {
+	s.background.Add(1)
+	go func() {
+		defer s.background.Done()
+		f()
+	}()
+}
+
+// Shutdown stops taking work, lets the in-process workers finish their
+// running steps, then stops the HTTP server and the orchestrator and closes
+// the storage.
+func (s *Server) Shutdown() error {
+	s.cancelWorkers()
+	s.cancelWatch()
+	<-s.workersDone
+	// Stopping the orchestrator ends the remote workers' long-polls at once,
+	// so the HTTP server has no request left to wait for.
+	s.cancelEngine()
+	engineErr := <-s.engineDone
+	if errors.Is(engineErr, context.Canceled) {
+		engineErr = nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	httpErr := s.http.Shutdown(ctx)
+	s.background.Wait()
+	return errors.Join(httpErr, engineErr, s.logs.Close(), s.db.Close())
+}
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "appliance"
+	}
+	return h
+}

@@ -1,0 +1,102 @@
+package app
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/appliance-sh/appliance/store"
+)
+
+// ServerConfig is server-config.yaml. Every field has a default, so the
+// server runs with no file at all.
+type ServerConfig struct {
+	Listen      string                     `yaml:"listen"`
+	DataDir     string                     `yaml:"data_dir"`
+	Workspaces  map[string]WorkspaceConfig `yaml:"workspaces"`
+	WorkerToken string                     `yaml:"worker_token"`
+	LogStorage  LogStorageConfig           `yaml:"log_storage"`
+	// Workers is the number of steps the in-process worker pool runs at
+	// once; 0 turns the pool off. Default: one per CPU.
+	Workers    *int     `yaml:"workers"`
+	WorkerTags []string `yaml:"worker_tags"`
+	// HeartbeatTimeout is how long a remote worker may be silent before it
+	// is inactive and its running steps fail (3 heartbeat intervals).
+	HeartbeatTimeout string `yaml:"heartbeat_timeout"`
+
+	heartbeatTimeout time.Duration
+}
+
+// WorkspaceConfig locates one workspace.
+type WorkspaceConfig struct {
+	Type string `yaml:"type"` // folder
+	Path string `yaml:"path"`
+}
+
+// LogStorageConfig is the log_storage section.
+type LogStorageConfig struct {
+	LocalDir string `yaml:"local_dir"`
+}
+
+// loadServerConfig reads path (none when empty) and fills in the defaults.
+func loadServerConfig(path string) (*ServerConfig, error) {
+	cfg := &ServerConfig{}
+	if path != "" {
+		if err := decodeConfigFile(path, cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:8080"
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = "data"
+	}
+	if len(cfg.Workspaces) == 0 {
+		cfg.Workspaces = map[string]WorkspaceConfig{"examples": {Type: "folder", Path: "examples"}}
+	}
+	for name, ws := range cfg.Workspaces {
+		if ws.Type == "" {
+			ws.Type = "folder"
+		}
+		if ws.Type != "folder" {
+			return nil, fmt.Errorf("workspaces.%s.type: unsupported type %q (supported: folder)", name, ws.Type)
+		}
+		if ws.Path == "" {
+			return nil, fmt.Errorf("workspaces.%s.path: required", name)
+		}
+		cfg.Workspaces[name] = ws
+	}
+	if cfg.LogStorage.LocalDir == "" {
+		cfg.LogStorage.LocalDir = store.DefaultLogDir()
+	}
+	if cfg.Workers == nil {
+		n := runtime.NumCPU()
+		cfg.Workers = &n
+	}
+	if *cfg.Workers < 0 {
+		return nil, fmt.Errorf("workers: must be 0 or more, got %d", *cfg.Workers)
+	}
+	cfg.heartbeatTimeout = 90 * time.Second
+	if cfg.HeartbeatTimeout != "" {
+		d, err := time.ParseDuration(cfg.HeartbeatTimeout)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("heartbeat_timeout: %q is not a positive duration", cfg.HeartbeatTimeout)
+		}
+		cfg.heartbeatTimeout = d
+	}
+	return cfg, nil
+}
+
+// configPath returns the --config flag's value, or $APPLIANCE_CONFIG.
+func configPath(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	return os.Getenv("APPLIANCE_CONFIG")
+}
+
+// dbPath is where the server keeps its bbolt file.
+func (c *ServerConfig) dbPath() string { return filepath.Join(c.DataDir, "appliance.db") }
