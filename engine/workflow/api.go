@@ -1,13 +1,9 @@
 package workflow
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 )
-
-// errUnimplemented marks the skeleton; the loader work replaces it.
-var errUnimplemented = errors.New("workflow: not implemented yet")
 
 // Error is one problem found in a workspace, located in its file.
 type Error struct {
@@ -38,24 +34,4 @@ func (es Errors) Error() string {
 		lines[i] = e.Error()
 	}
 	return strings.Join(lines, "\n")
-}
-
-// Load reads and validates the workspace in dir. env supplies `env.*` for
-// the secrets block (nil = the process environment). A workspace with
-// problems returns Errors listing all of them.
-func Load(name, dir string, env map[string]string) (*Workspace, error) {
-	return nil, errUnimplemented
-}
-
-// ShippedFiles lists the files a workspace ships to workers (relative,
-// slash-separated, sorted): everything under dir except VCS metadata. The
-// revision hashes exactly these files; the worker tarball holds exactly them.
-func ShippedFiles(dir string) ([]string, error) { return nil, errUnimplemented }
-
-// ResolveInput applies input definitions to a submitted input: defaults
-// (string defaults rendered with `secret.*`), required fields, options,
-// type coercion and connection resolution. Errors name the field. Keys not
-// defined pass through unchanged.
-func (ws *Workspace) ResolveInput(defs *Inputs, given map[string]any) (map[string]any, error) {
-	return nil, errUnimplemented
 }

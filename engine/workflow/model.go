@@ -199,3 +199,13 @@ type Connection struct {
 	Type   string         `json:"type,omitempty"`
 	Values map[string]any `json:"values"`
 }
+
+// StepAction returns the action a flow step runs: its inline action or the
+// named one.
+func (ws *Workspace) StepAction(s *FlowStep) (*Action, bool) {
+	if s.Inline != nil {
+		return s.Inline, true
+	}
+	a, ok := ws.Actions[s.Action]
+	return a, ok
+}

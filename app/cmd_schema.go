@@ -1,0 +1,23 @@
+package app
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/appliance-sh/appliance/engine/workflow"
+)
+
+func init() { commands["schema"] = cmdSchema }
+
+// cmdSchema prints the JSON Schema of the workflow format, for editors.
+func cmdSchema(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 0 {
+		fmt.Fprintln(stderr, "usage: appliance schema")
+		return 2
+	}
+	if _, err := stdout.Write(workflow.JSONSchema()); err != nil {
+		fmt.Fprintf(stderr, "appliance schema: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,102 @@
+package workflow
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// MarshalJSON writes the fields as one JSON object, keys in Order, so that
+// the UI shows them as the workflow author arranged them.
+func (in *Inputs) MarshalJSON() ([]byte, error) {
+	if in == nil {
+		return []byte("null"), nil
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range in.keys() {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, err := json.Marshal(k)
+		if err != nil {
+			return nil, fmt.Errorf("encode input name: %w", err)
+		}
+		fb, err := json.Marshal(in.Fields[k])
+		if err != nil {
+			return nil, fmt.Errorf("encode input %q: %w", k, err)
+		}
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(fb)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// keys returns Order, or the sorted field names when Order was not filled in.
+func (in *Inputs) keys() []string {
+	if len(in.Order) == len(in.Fields) {
+		return in.Order
+	}
+	out := make([]string, 0, len(in.Fields))
+	for k := range in.Fields {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// UnmarshalJSON reads a JSON object of field definitions; Order follows
+// `order` then the object's key order, as when loading YAML.
+func (in *Inputs) UnmarshalJSON(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("decode inputs: %w", err)
+	}
+	if tok == nil {
+		*in = Inputs{}
+		return nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return errors.New("decode inputs: expected an object")
+	}
+	fields := map[string]*InputField{}
+	var keys []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("decode inputs: %w", err)
+		}
+		k, _ := tok.(string)
+		var f InputField
+		if err := dec.Decode(&f); err != nil {
+			return fmt.Errorf("decode input %q: %w", k, err)
+		}
+		if _, dup := fields[k]; !dup {
+			keys = append(keys, k)
+		}
+		fields[k] = &f
+	}
+	*in = Inputs{Fields: fields, Order: orderInputs(fields, keys)}
+	return nil
+}
+
+// orderInputs sorts keys (given in file order) by their `order`, stably, with
+// fields without an order after all those with one.
+func orderInputs(fields map[string]*InputField, keys []string) []string {
+	out := append([]string(nil), keys...)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := fields[out[i]].Order, fields[out[j]].Order
+		switch {
+		case a != nil && b != nil:
+			return *a < *b
+		default:
+			return a != nil && b == nil
+		}
+	})
+	return out
+}
