@@ -23,7 +23,8 @@ type LocalConfig struct {
 	// <user cache dir>/appliance/deps).
 	DepsDir string
 	// TempDir holds inline scripts and input files while steps run (default
-	// the system temporary directory); never inside the workspace.
+	// /dev/shm where there is one, else the system temporary directory);
+	// never inside the workspace.
 	TempDir string
 	// Env is the environment steps start from (default os.Environ()).
 	Env []string
@@ -53,6 +54,9 @@ func NewLocal(cfg LocalConfig) *Local {
 	}
 	if cfg.Env == nil {
 		cfg.Env = os.Environ()
+	}
+	if cfg.TempDir == "" {
+		cfg.TempDir = defaultTempDir()
 	}
 	if cfg.LookPath == nil {
 		cfg.LookPath = exec.LookPath
@@ -89,13 +93,25 @@ func (l *Local) Run(ctx context.Context, step *Step) (int, error) {
 		return 0, err
 	}
 
-	tmp, err := os.MkdirTemp(l.cfg.TempDir, "appliance-step-")
-	if err != nil {
-		return 0, fmt.Errorf("create step temp dir: %w", err)
+	input := step.Input
+	if input == nil {
+		input = map[string]any{}
 	}
-	defer os.RemoveAll(tmp)
+	inputJSON, err := json.Marshal(input)
+	if err != nil {
+		return 0, fmt.Errorf("encode input: %w", err)
+	}
+	var script []byte
+	if a.Source == "" {
+		script = []byte(a.Script)
+	}
+	files, err := newStepFiles(l.cfg.TempDir, "script"+scriptExt[lang], script, inputJSON)
+	if err != nil {
+		return 0, err
+	}
+	defer files.close()
 
-	file := ""
+	file := files.script
 	if a.Source != "" {
 		if file, err = insideDir(step.Dir, a.Source, "source"); err != nil {
 			return 0, err
@@ -103,14 +119,9 @@ func (l *Local) Run(ctx context.Context, step *Step) (int, error) {
 		if _, err := os.Stat(file); err != nil {
 			return 0, fmt.Errorf("source %q: not found in the workspace", a.Source)
 		}
-	} else {
-		file = filepath.Join(tmp, "script"+scriptExt[lang])
-		if err := os.WriteFile(file, []byte(a.Script), 0o700); err != nil {
-			return 0, fmt.Errorf("write script: %w", err)
-		}
 	}
 
-	env, err := l.environment(step, tmp)
+	env, err := l.environment(step, files.input)
 	if err != nil {
 		return 0, err
 	}
@@ -130,22 +141,10 @@ func (l *Local) Run(ctx context.Context, step *Step) (int, error) {
 // environment is the step's environment: the worker's own, then the input
 // as INPUT_ variables, the action's env, and the APPLIANCE_ variables (last,
 // so they cannot be overridden by accident).
-func (l *Local) environment(step *Step, tmp string) ([]string, error) {
+func (l *Local) environment(step *Step, inputFile string) ([]string, error) {
 	inputs, err := inputEnv(step.Input)
 	if err != nil {
 		return nil, err
-	}
-	input := step.Input
-	if input == nil {
-		input = map[string]any{}
-	}
-	raw, err := json.Marshal(input)
-	if err != nil {
-		return nil, fmt.Errorf("encode input: %w", err)
-	}
-	inputFile := filepath.Join(tmp, "input.json")
-	if err := os.WriteFile(inputFile, raw, 0o600); err != nil {
-		return nil, fmt.Errorf("write input file: %w", err)
 	}
 	env := append([]string{}, l.cfg.Env...)
 	env = append(env, inputs...)
