@@ -3,6 +3,7 @@
 package workflow
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/appliance-sh/appliance/engine/template"
@@ -144,7 +145,7 @@ type Task struct {
 // FlowStep is one node of a task's DAG. Exactly one of Action and Inline is set.
 type FlowStep struct {
 	Action            string         `json:"action,omitempty"`
-	Inline            *Action        `json:"inline,omitempty"` // action fields placed directly on the step
+	Inline            *Action        `json:"-"` // action fields placed directly on the step; see MarshalJSON
 	Name              string         `json:"name,omitempty"`
 	Description       string         `json:"description,omitempty"`
 	DependsOn         []string       `json:"depends_on,omitempty"`
@@ -208,4 +209,30 @@ func (ws *Workspace) StepAction(s *FlowStep) (*Action, bool) {
 	}
 	a, ok := ws.Actions[s.Action]
 	return a, ok
+}
+
+// MarshalJSON writes an inline step as the workflow file does: its action's
+// fields directly on the step, beside the step's own.
+func (s *FlowStep) MarshalJSON() ([]byte, error) {
+	type plain FlowStep // without this method; Inline is not marshalled
+	own, err := json.Marshal((*plain)(s))
+	if err != nil || s.Inline == nil {
+		return own, err
+	}
+	inline, err := json.Marshal(s.Inline)
+	if err != nil {
+		return nil, err
+	}
+	merged := map[string]json.RawMessage{}
+	if err := json.Unmarshal(inline, &merged); err != nil {
+		return nil, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(own, &fields); err != nil {
+		return nil, err
+	}
+	for k, v := range fields {
+		merged[k] = v // the step's own name, description and input win
+	}
+	return json.Marshal(merged)
 }

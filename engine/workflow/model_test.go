@@ -300,3 +300,29 @@ func TestDurationYAML(t *testing.T) {
 		t.Error("a bad duration should not decode")
 	}
 }
+
+func TestInlineStepMarshalsItsActionFieldsOnTheStep(t *testing.T) {
+	step := &FlowStep{
+		DependsOn: []string{"a"},
+		Input:     map[string]any{"x": "{{ a.output.x }}"},
+		Inline:    &Action{Type: TypeScript, Script: "echo hi", Runner: "local", Language: "shell"},
+	}
+	raw, err := json.Marshal(step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["type"] != "script" || got["script"] != "echo hi" || got["inline"] != nil {
+		t.Fatalf("inline action not flattened: %s", raw)
+	}
+	if in, _ := got["input"].(map[string]any); in["x"] != "{{ a.output.x }}" {
+		t.Fatalf("the step's own input was lost: %s", raw)
+	}
+	named, _ := json.Marshal(&FlowStep{Action: "build"})
+	if string(named) != `{"action":"build"}` {
+		t.Fatalf("named step: %s", named)
+	}
+}
