@@ -3,8 +3,10 @@ package app
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -101,4 +103,30 @@ func BenchmarkThousandJobs(b *testing.B) {
 	}
 	b.ReportMetric(float64(jobs*b.N)/elapsed.Seconds(), "jobs/s")
 	b.ReportMetric(float64(f.srv.engine.Commits()-commits)/float64(jobs*b.N), "commits/job")
+}
+
+// BenchmarkIdleServer measures the CPU an idle server uses (in-process
+// workers parked on their claims, the scheduler and watcher waiting):
+// reports CPU milliseconds per idle second and the Go heap in use.
+func BenchmarkIdleServer(b *testing.B) {
+	benchFixture(b, 2)
+	time.Sleep(500 * time.Millisecond) // let start-up work settle before measuring
+	before := cpuTime(b)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		time.Sleep(time.Second)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64((cpuTime(b)-before).Microseconds())/1000/float64(b.N), "cpu-ms/s")
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	b.ReportMetric(float64(m.HeapInuse)/(1<<20), "heap-MiB")
+}
+
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
