@@ -3,15 +3,6 @@ package engine
 // QueuedCommands counts commands waiting for the loop (tests only).
 func (e *Engine) QueuedCommands() int { return len(e.cmds) }
 
-// ParkedClaims counts long-poll claims parked in the loop (tests only).
-func (e *Engine) ParkedClaims() int {
-	v, err := e.doDetached(func(*batch) (any, error) { return e.st.waiters.l.Len(), nil })
-	if err != nil {
-		return -1
-	}
-	return v.(int)
-}
-
 // ReadySteps counts the steps in the ready index (tests only).
 func (e *Engine) ReadySteps() int {
 	v, err := e.doDetached(func(*batch) (any, error) { return e.st.ready.len(), nil })

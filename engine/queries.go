@@ -153,3 +153,14 @@ func (e *Engine) chans(ctx context.Context, jobID string) (*jobChans, *Job, erro
 		}
 	}
 }
+
+// ParkedClaims counts the long-poll claims waiting for a step: the idle
+// workers (for metrics, and for tests that must know a claim is parked
+// before making work). -1 once the engine has stopped.
+func (e *Engine) ParkedClaims() int {
+	v, err := e.doDetached(func(*batch) (any, error) { return e.st.waiters.l.Len(), nil })
+	if err != nil {
+		return -1
+	}
+	return v.(int)
+}
