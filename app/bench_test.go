@@ -26,6 +26,7 @@ func chainWorkspace(n int) string {
 }
 
 func benchFixture(b *testing.B, workers int) *serverFixture {
+	tuneRuntime() // as `appliance serve` runs
 	dir := b.TempDir()
 	writeWorkspace(b, dir, chainWorkspace(40))
 	return startFixture(b, map[string]string{"bench": dir}, workers)
@@ -76,8 +77,8 @@ func BenchmarkExecuteToCompletion(b *testing.B) {
 // BenchmarkThousandJobs submits 1,000 one-step jobs at once over HTTP and
 // waits for all of them; reports jobs per second.
 func BenchmarkThousandJobs(b *testing.B) {
-	const jobs, clients = 1000, 32
-	f := benchFixture(b, 16)
+	const jobs, clients = 1000, 64
+	f := benchFixture(b, 32)
 	var elapsed time.Duration
 	commits := f.srv.engine.Commits()
 	b.ResetTimer()

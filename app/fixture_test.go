@@ -13,6 +13,11 @@ import (
 	"time"
 )
 
+// testClient keeps connections alive for many concurrent requests, as a
+// real API client would (the default client keeps only two per host, so
+// parallel tests and benchmarks would open a connection per request).
+var testClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+
 // serverFixture is a real server on 127.0.0.1 with its data in a temp dir.
 type serverFixture struct {
 	t   testing.TB
@@ -84,7 +89,7 @@ func do(t testing.TB, method, url string, body any, out any) int {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +205,7 @@ func tryDo(method, url, body string, out any) (int, error) {
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	if err != nil {
 		return 0, err
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"syscall"
@@ -59,6 +60,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		cfg.Workers = workers
 	}
 
+	tuneRuntime()
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -75,6 +77,19 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// serverGCPercent is the server's garbage collection target. Its live heap
+// is small (a few MiB: the active jobs), so Go's default of collecting each
+// time it doubles means collecting very often under load; at 4x the
+// collector's share of a busy server's CPU falls by about two thirds for a
+// few more MiB of memory. GOGC in the environment still wins.
+const serverGCPercent = 400
+
+func tuneRuntime() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(serverGCPercent)
+	}
 }
 
 // workspaceName names a workspace after its folder.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 )
 
 // interpreters lists, per language, the binaries tried in order when the
@@ -76,4 +78,54 @@ func scriptArgs(path, file string) []string {
 		return []string{path, "run", file}
 	}
 	return []string{path, file}
+}
+
+// pathCache remembers where programs were found on PATH, so a step does
+// not stat every PATH entry for its interpreter. A path that fails to start
+// is forgotten (the program moved), and so is everything after a minute, so
+// an interpreter installed later is found.
+type pathCache struct {
+	lookPath func(string) (string, error)
+	mu       sync.Mutex
+	found    map[string]cachedPath
+	now      func() time.Time
+}
+
+type cachedPath struct {
+	path string
+	at   time.Time
+}
+
+const pathCacheTTL = time.Minute
+
+func newPathCache(lookPath func(string) (string, error)) *pathCache {
+	return &pathCache{lookPath: lookPath, found: map[string]cachedPath{}, now: time.Now}
+}
+
+func (c *pathCache) LookPath(name string) (string, error) {
+	c.mu.Lock()
+	hit, ok := c.found[name]
+	c.mu.Unlock()
+	if ok && c.now().Sub(hit.at) < pathCacheTTL {
+		return hit.path, nil
+	}
+	path, err := c.lookPath(name)
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	c.found[name] = cachedPath{path: path, at: c.now()}
+	c.mu.Unlock()
+	return path, nil
+}
+
+// forget drops every name that resolved to path.
+func (c *pathCache) forget(path string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, hit := range c.found {
+		if hit.path == path {
+			delete(c.found, name)
+		}
+	}
 }

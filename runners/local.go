@@ -3,7 +3,9 @@ package runners
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +36,8 @@ type LocalConfig struct {
 
 // Local runs script actions as local processes.
 type Local struct {
-	cfg LocalConfig
+	cfg   LocalConfig
+	paths *pathCache // behind cfg.LookPath
 
 	mu       sync.Mutex
 	installs map[string]*sync.Mutex // dependency cache key -> its install lock
@@ -61,7 +64,9 @@ func NewLocal(cfg LocalConfig) *Local {
 	if cfg.LookPath == nil {
 		cfg.LookPath = exec.LookPath
 	}
-	return &Local{cfg: cfg, installs: map[string]*sync.Mutex{}}
+	paths := newPathCache(cfg.LookPath)
+	cfg.LookPath = paths.LookPath
+	return &Local{cfg: cfg, paths: paths, installs: map[string]*sync.Mutex{}}
 }
 
 // Run executes the step's script or source file with its language's
@@ -105,7 +110,7 @@ func (l *Local) Run(ctx context.Context, step *Step) (int, error) {
 	if a.Source == "" {
 		script = []byte(a.Script)
 	}
-	files, err := newStepFiles(l.cfg.TempDir, "script"+scriptExt[lang], script, inputJSON)
+	files, err := newStepFiles(l.cfg.TempDir, scriptExt[lang], script, inputJSON)
 	if err != nil {
 		return 0, err
 	}
@@ -135,7 +140,11 @@ func (l *Local) Run(ctx context.Context, step *Step) (int, error) {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = cwd
 	cmd.Env = env
-	return runGroup(ctx, cmd, l.cfg.KillGrace, step.Log)
+	code, err := runGroup(ctx, cmd, l.cfg.KillGrace, step.Log)
+	if errors.Is(err, fs.ErrNotExist) {
+		l.paths.forget(args[0]) // the interpreter moved since it was found
+	}
+	return code, err
 }
 
 // environment is the step's environment: the worker's own, then the input

@@ -22,3 +22,19 @@ func BenchmarkLocalTrue(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkLocalTrueParallel(b *testing.B) {
+	l := NewLocal(LocalConfig{})
+	dir := b.TempDir()
+	b.SetParallelism(4)
+	b.RunParallel(func(pb *testing.PB) {
+		step := &Step{JobID: "j", Name: "s", Workspace: "w", Dir: dir,
+			Action: &workflow.Action{Type: "script", Script: "true", Language: "shell"},
+			Input:  map[string]any{"name": "x"}, Log: func(string, string) {}}
+		for pb.Next() {
+			if code, err := l.Run(context.Background(), step); code != 0 || err != nil {
+				b.Error(code, err)
+			}
+		}
+	})
+}

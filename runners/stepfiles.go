@@ -3,51 +3,68 @@ package runners
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 )
 
 // stepFiles are the files a step's process reads: its inline script (if
-// any) and its input as JSON ($APPLIANCE_INPUT), in a directory of their
-// own that is removed when the step ends.
+// any) and its input as JSON ($APPLIANCE_INPUT). They are removed when the
+// step ends.
 type stepFiles struct {
 	script string // path of the inline script, "" for a source file
 	input  string // path of the input JSON
-	dir    string
 }
 
 // newStepFiles writes script (nil for none) and input under tempDir.
-// scriptName is the script's file name (some interpreters go by its
-// extension).
-func newStepFiles(tempDir, scriptName string, script, input []byte) (*stepFiles, error) {
-	dir, err := os.MkdirTemp(tempDir, "appliance-step-")
-	if err != nil {
-		return nil, fmt.Errorf("create step temp dir: %w", err)
+// scriptExt is the script's file extension (some interpreters go by it).
+func newStepFiles(tempDir, scriptExt string, script, input []byte) (*stepFiles, error) {
+	f := &stepFiles{}
+	var err error
+	if f.input, err = writeTemp(tempDir, "appliance-input-*.json", input); err != nil {
+		return nil, fmt.Errorf("write input file: %w", err)
 	}
-	f := &stepFiles{dir: dir, input: filepath.Join(dir, "input.json")}
 	if script != nil {
-		f.script = filepath.Join(dir, scriptName)
-		if err := os.WriteFile(f.script, script, 0o700); err != nil {
+		if f.script, err = writeTemp(tempDir, "appliance-script-*"+scriptExt, script); err != nil {
 			f.close()
 			return nil, fmt.Errorf("write script: %w", err)
 		}
 	}
-	if err := os.WriteFile(f.input, input, 0o600); err != nil {
-		f.close()
-		return nil, fmt.Errorf("write input file: %w", err)
-	}
 	return f, nil
 }
 
-func (f *stepFiles) close() { os.RemoveAll(f.dir) }
+// writeTemp writes content to a new file named after pattern, readable by
+// the owner only (the input may hold secrets; interpreters need only read
+// a script).
+func writeTemp(dir, pattern string, content []byte) (string, error) {
+	file, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return "", err
+	}
+	_, err = file.Write(content)
+	if cerr := file.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(file.Name())
+		return "", err
+	}
+	return file.Name(), nil
+}
+
+func (f *stepFiles) close() {
+	os.Remove(f.input)
+	if f.script != "" {
+		os.Remove(f.script)
+	}
+}
 
 // defaultTempDir is where step files go: a RAM-backed /dev/shm where the
-// machine has one, since every step writes and removes a directory and two
-// small files (on a busy disk that costs more than starting the process),
-// else the system temporary directory.
+// machine has one, since every step writes and removes two small files (on
+// a busy disk that costs more than starting the process), else the system
+// temporary directory.
 func defaultTempDir() string {
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		if probe, err := os.MkdirTemp("/dev/shm", "appliance-probe-"); err == nil {
-			os.Remove(probe)
+		if probe, err := os.CreateTemp("/dev/shm", "appliance-probe-*"); err == nil {
+			probe.Close()
+			os.Remove(probe.Name())
 			return "/dev/shm"
 		}
 	}

@@ -66,3 +66,28 @@ func TestStepLeavesNoFilesBehind(t *testing.T) {
 		})
 	}
 }
+
+func TestPathCacheRemembersAndForgets(t *testing.T) {
+	lookups := 0
+	c := newPathCache(func(name string) (string, error) {
+		lookups++
+		return "/usr/bin/" + name, nil
+	})
+	now := time.Now()
+	c.now = func() time.Time { return now }
+	for i := 0; i < 3; i++ {
+		if p, _ := c.LookPath("bash"); p != "/usr/bin/bash" {
+			t.Fatalf("path %q", p)
+		}
+	}
+	if lookups != 1 {
+		t.Fatalf("%d lookups for three calls, want 1", lookups)
+	}
+	c.forget("/usr/bin/bash")
+	c.LookPath("bash")
+	now = now.Add(2 * pathCacheTTL)
+	c.LookPath("bash")
+	if lookups != 3 {
+		t.Fatalf("%d lookups, want 3: one after forget, one after the TTL", lookups)
+	}
+}
