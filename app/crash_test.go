@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -37,12 +38,25 @@ func freePort(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// startProcess runs `appliance serve` as a real process and waits until it answers.
+// startProcess runs `appliance serve` as a real process and waits until it
+// answers. args must name a --data-dir: the default log directory lives
+// under $TMPDIR, which is kept beside the data so a restart finds its logs.
 func startProcess(t *testing.T, bin, addr string, args ...string) *exec.Cmd {
 	t.Helper()
+	tmp := ""
+	for i, a := range args {
+		if a == "--data-dir" && i+1 < len(args) {
+			tmp = filepath.Join(filepath.Dir(args[i+1]), "tmp")
+		}
+	}
+	if tmp == "" {
+		t.Fatal("startProcess needs --data-dir")
+	}
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr}, args...)...)
-	// The default log directory lives under $TMPDIR: keep it in the test's.
-	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	cmd.Stdout = testWriter{t}
 	cmd.Stderr = testWriter{t}
 	if err := cmd.Start(); err != nil {
@@ -155,5 +169,58 @@ func writeWorkspace(t testing.TB, dir, yaml string) {
 	}
 	if err := os.WriteFile(filepath.Join(dir, ".workflows", "main.yaml"), []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+const drainWorkspace = `tasks:
+  slow:
+    flow:
+      nap:
+        type: script
+        script: sleep 0.5; echo rested
+`
+
+// TestSigtermLetsRunningStepsFinish stops the server with SIGTERM while a
+// step runs: the server exits cleanly after the step finished, and the job
+// is completed when it comes back.
+func TestSigtermLetsRunningStepsFinish(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary; skipped with -short")
+	}
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	writeWorkspace(t, ws, drainWorkspace)
+	args := []string{"--data-dir", filepath.Join(dir, "data"), "--workspace", ws, "--workers", "1"}
+	addr := freePort(t)
+	server := startProcess(t, bin, addr, args...)
+	f := &serverFixture{t: t, url: "http://" + addr}
+
+	id := f.execute("ws", "slow", nil)
+	f.waitJob(id, "the step to run", func(j jobView) bool { return j.step("nap").Status == "running" })
+	if err := server.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- server.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("server exited with %v after SIGTERM, want a clean exit", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("server did not exit after SIGTERM")
+	}
+
+	startProcess(t, bin, addr, args...)
+	j := f.job(id)
+	if j.Status != "completed" || j.step("nap").Status != "completed" {
+		t.Fatalf("after a graceful stop: job %s, step %s; want both completed", j.Status, j.step("nap").Status)
+	}
+	if logs := f.logs(id, "nap"); !strings.Contains(logs, "rested") {
+		t.Fatalf("the drained step's log is missing its output: %q", logs)
 	}
 }

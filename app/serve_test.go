@@ -2,6 +2,9 @@ package app
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -177,5 +180,94 @@ func TestExecuteAppliesDefaultsAndRejectsMissingRequiredInput(t *testing.T) {
 	}
 	if got := do(t, "POST", f.url+"/api/workspaces/examples/tasks/release/execute", `{"input": `, &errBody); got != 400 {
 		t.Errorf("malformed JSON: %d, want 400", got)
+	}
+}
+
+const reloadWorkspace = `tasks:
+  versioned:
+    input:
+      gate: {type: string, required: true}
+    flow:
+      wait:
+        type: script
+        script: while [ ! -f "{{ input.gate }}" ]; do sleep 0.02; done
+      say:
+        type: script
+        depends_on: [wait]
+        script: echo "%s"
+`
+
+type workspaceView struct {
+	Name     string   `json:"name"`
+	Revision string   `json:"revision"`
+	Errors   []string `json:"errors"`
+}
+
+func (f *serverFixture) workspace(name string) workspaceView {
+	f.t.Helper()
+	var list []workspaceView
+	do(f.t, "GET", f.url+"/api/workspaces", nil, &list)
+	for _, w := range list {
+		if w.Name == name {
+			return w
+		}
+	}
+	f.t.Fatalf("workspace %q not listed", name)
+	return workspaceView{}
+}
+
+// waitWorkspace polls the workspace list until cond holds.
+func (f *serverFixture) waitWorkspace(name, what string, cond func(workspaceView) bool) workspaceView {
+	f.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w := f.workspace(name)
+		if cond(w) {
+			return w
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("workspace %s: timed out waiting for %s; last %+v", name, what, w)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestHotReloadNewJobsUseTheNewRevisionRunningJobsKeepTheirs(t *testing.T) {
+	dir := t.TempDir()
+	writeWorkspace(t, dir, fmt.Sprintf(reloadWorkspace, "version one"))
+	f := startFixture(t, map[string]string{"ws": dir}, 2)
+	first := f.workspace("ws")
+	gate := filepath.Join(t.TempDir(), "gate")
+
+	old := f.execute("ws", "versioned", map[string]any{"gate": gate})
+	f.waitJob(old, "its first step to run", func(j jobView) bool { return j.step("wait").Status == "running" })
+
+	writeWorkspace(t, dir, fmt.Sprintf(reloadWorkspace, "version two"))
+	second := f.waitWorkspace("ws", "the edit to load", func(w workspaceView) bool { return w.Revision != first.Revision })
+	updated := f.execute("ws", "versioned", map[string]any{"gate": gate})
+
+	// A broken edit is reported and changes nothing for new jobs.
+	writeWorkspace(t, dir, "tasks:\n  versioned:\n    flow: {say: {type: script}}\n")
+	broken := f.waitWorkspace("ws", "the errors to be listed", func(w workspaceView) bool { return len(w.Errors) > 0 })
+	if broken.Revision != second.Revision || !strings.Contains(broken.Errors[0], ".workflows/main.yaml:") {
+		t.Fatalf("after a broken edit: %+v", broken)
+	}
+	afterBreak := f.execute("ws", "versioned", map[string]any{"gate": gate})
+
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]struct{ rev, line string }{
+		old:        {first.Revision, "version one"},
+		updated:    {second.Revision, "version two"},
+		afterBreak: {second.Revision, "version two"},
+	} {
+		j := f.waitTerminal(id)
+		if j.Status != "completed" || j.Revision != want.rev {
+			t.Fatalf("job %s: %s on revision %s, want completed on %s", id, j.Status, j.Revision, want.rev)
+		}
+		if logs := f.logs(id, "say"); !strings.Contains(logs, want.line) {
+			t.Fatalf("job on revision %s printed %q, want %q", j.Revision, logs, want.line)
+		}
 	}
 }
