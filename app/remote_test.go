@@ -342,8 +342,8 @@ tasks:
 	if s := j.step("after"); s.Status != "skipped" {
 		t.Fatalf("dependent of the lost step: %s, want skipped", s.Status)
 	}
-	if logs := f.logs(id, "_server"); !hasLine(t, logs, "_server", "stderr", msg) {
-		t.Fatalf("_server log lacks %q on stderr:\n%s", msg, logs)
+	if logs, want := f.logs(id, "_server"), `step "long" failed: `+msg; !hasLine(t, logs, "_server", "stderr", want) {
+		t.Fatalf("_server log lacks %q on stderr:\n%s", want, logs)
 	}
 	if st := f.workerStatus(w.ID); st != "inactive" {
 		t.Fatalf("killed worker is %s, want inactive", st)

@@ -221,7 +221,11 @@ func (e *Engine) skip(b *batch, js *jobState, ss *stepState) {
 	e.stepDone(b, js, ss)
 }
 
+// fail ends a step the server itself could not run (a `when`, for_each,
+// input or template error, an unsupported type) and says so in the job's
+// `_server` log, since no worker wrote anything about it.
 func (e *Engine) fail(b *batch, js *jobState, ss *stepState, msg string) {
+	b.serverLog(js.job.ID, fmt.Sprintf("step %q failed: %s", ss.rec.Name, msg))
 	e.finishStep(b, ss, StepFailed, &msg)
 	e.stepDone(b, js, ss)
 }

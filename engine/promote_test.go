@@ -339,3 +339,22 @@ c: {action: ok, depends_on: [a]}`))
 		t.Error("job has no started_at")
 	}
 }
+
+func TestOrchestrationErrorsAreServerLogLines(t *testing.T) {
+	cases := []struct{ name, flow, want string }{
+		{"when", `a: {action: ok, when: "{{ nope.output }}"}`, `step "a" failed: when: `},
+		{"for_each", `a: {action: ok, for_each: "{{ input }}"}`, `step "a" failed: for_each: `},
+		{"unsupported type", `a: {type: approval, message: hi}`, `step "a" failed: action type "approval" is not supported yet`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := enginetest.New(t, flowYAML(c.flow))
+			job := f.Execute("t", nil)
+			f.WaitStatus(job, engine.JobFailed)
+			lines := f.Logs.ServerLines(job)
+			if len(lines) != 1 || !strings.HasPrefix(lines[0], c.want) {
+				t.Fatalf("_server lines %q, want one starting %q", lines, c.want)
+			}
+		})
+	}
+}

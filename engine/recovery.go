@@ -93,7 +93,6 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 			name = wk.rec.Name
 		}
 		msg := fmt.Sprintf("Worker heartbeat timeout (worker %s unresponsive)", name)
-		b.serverLog(js.job.ID, msg)
 		e.fail(b, js, ss, msg)
 	}
 	// Decisions commit atomically, so nothing should be left undecided;

@@ -56,7 +56,6 @@ func (e *Engine) stepTimedOut(b *batch, jobID, name string, deadline time.Time) 
 	}
 	msg := "Step timed out after " + secs(time.Duration(ss.flow.Timeout))
 	e.unhold(ss)
-	b.serverLog(jobID, fmt.Sprintf("step %q: %s", name, msg))
 	e.fail(b, js, ss, msg)
 }
 

@@ -93,7 +93,6 @@ func (e *Engine) loseWorker(b *batch, wk *workerState) {
 	for _, ss := range steps {
 		js := e.st.jobs[ss.rec.JobID]
 		e.unhold(ss)
-		b.serverLog(js.job.ID, msg)
 		e.fail(b, js, ss, msg)
 	}
 }

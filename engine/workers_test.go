@@ -46,8 +46,8 @@ c: {action: ok}`)), enginetest.Options{NoWorker: true, HeartbeatTimeout: 90 * ti
 	if s := f.Step(job, "c"); s.Status != engine.StepReady {
 		t.Errorf("c is %s, want still ready for another worker", s.Status)
 	}
-	if lines := f.Logs.ServerLines(job); !slices.Contains(lines, msg) {
-		t.Errorf("server lines = %q, want %q", lines, msg)
+	if lines, want := f.Logs.ServerLines(job), `step "a" failed: `+msg; !slices.Contains(lines, want) {
+		t.Errorf("server lines = %q, want %q", lines, want)
 	}
 	w, _, _, err := f.Engine.Worker(t.Context(), remote)
 	if err != nil || w.Status != engine.WorkerInactive {
