@@ -32,3 +32,14 @@ func TestDecodeConfigFileExpandsEnvAndRejectsUnknownKeys(t *testing.T) {
 		t.Fatalf("want %s:2:1 unknown field error, got %v", bad, err)
 	}
 }
+
+func TestMainUsage(t *testing.T) {
+	var out, errOut strings.Builder
+	if code := Main([]string{"--help"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "serve") {
+		t.Fatalf("--help: exit %d, stdout %q", code, out.String())
+	}
+	out.Reset()
+	if code := Main([]string{"frobnicate"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unknown command "frobnicate"`) {
+		t.Fatalf("unknown command: exit %d, stderr %q", code, errOut.String())
+	}
+}

@@ -13,6 +13,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, usage)
 		return 2
 	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprintln(stdout, usage)
+		return 0
+	}
 	cmd, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "appliance: unknown command %q\n\n%s\n", args[0], usage)

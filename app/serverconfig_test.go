@@ -1,0 +1,72 @@
+package app
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/appliance-sh/appliance/store"
+)
+
+func TestServerConfigDefaultsNeedNoFile(t *testing.T) {
+	cfg, err := loadServerConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "127.0.0.1:8080" || cfg.DataDir != "data" || *cfg.Workers != runtime.NumCPU() ||
+		cfg.Workspaces["examples"].Path != "examples" || cfg.LogStorage.LocalDir != store.DefaultLogDir() ||
+		cfg.heartbeatTimeout != 90*time.Second || cfg.WorkerToken != "" {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+}
+
+func TestServerConfigFile(t *testing.T) {
+	t.Setenv("APPLIANCE_TEST_TOKEN", "tok")
+	cases := []struct {
+		name, yaml, wantErr string
+		check               func(*ServerConfig) bool
+	}{
+		{name: "every key", yaml: `listen: 0.0.0.0:9000
+data_dir: /var/lib/appliance
+workspaces:
+  ops: {type: folder, path: /srv/ops}
+worker_token: ${APPLIANCE_TEST_TOKEN}
+workers: 0
+worker_tags: [local]
+heartbeat_timeout: 5s
+log_storage:
+  local_dir: /var/log/appliance
+`, check: func(c *ServerConfig) bool {
+			return c.Listen == "0.0.0.0:9000" && c.WorkerToken == "tok" && *c.Workers == 0 &&
+				c.Workspaces["ops"].Path == "/srv/ops" && len(c.Workspaces) == 1 && c.WorkerTags[0] == "local" &&
+				c.heartbeatTimeout == 5*time.Second && c.LogStorage.LocalDir == "/var/log/appliance"
+		}},
+		{name: "unknown key", yaml: "listen: x\nworkerz: 2\n", wantErr: ":2:1: "},
+		{name: "wrong type", yaml: "workers: many\n", wantErr: ":1:10: "},
+		{name: "negative workers", yaml: "workers: -1\n", wantErr: "workers: must be 0 or more"},
+		{name: "workspace type", yaml: "workspaces: {a: {type: git, path: x}}\n", wantErr: `workspaces.a.type: unsupported type "git"`},
+		{name: "workspace path", yaml: "workspaces: {a: {type: folder}}\n", wantErr: "workspaces.a.path: required"},
+		{name: "heartbeat", yaml: "heartbeat_timeout: soon\n", wantErr: `heartbeat_timeout: "soon" is not a positive duration`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "server-config.yaml")
+			if err := os.WriteFile(path, []byte(c.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := loadServerConfig(path)
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil || !c.check(cfg) {
+				t.Fatalf("config %+v, error %v", cfg, err)
+			}
+		})
+	}
+}
