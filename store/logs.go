@@ -25,7 +25,10 @@ const subscriberBuffer = 256
 func DefaultLogDir() string { return filepath.Join(os.TempDir(), "appliance", "logs") }
 
 // Logs keeps one JSONL file per job, `<dir>/<job id>.jsonl`, with one
-// writer per job and live subscribers for the WebSocket stream.
+// writer at a time per job and live subscribers for the WebSocket stream.
+// Each append opens and closes the file: appends come about once a second
+// per running step, and no handle can be left open by a line that arrives
+// after its job has ended.
 type Logs struct {
 	dir       string
 	subBuffer int // chunks per subscriber channel
@@ -34,14 +37,14 @@ type Logs struct {
 	jobs map[string]*jobLog
 }
 
-// jobLog is the open state of one job's log: the append handle and its
-// live subscribers. Its mutex orders appends with subscriptions, so a
-// subscriber sees every chunk exactly once, in backfill or as an update.
+// jobLog is the live state of one job's log: its subscribers. Its mutex
+// orders appends with subscriptions, so a subscriber sees every chunk
+// exactly once, in backfill or as an update. It exists while an append is
+// under way or someone watches.
 type jobLog struct {
 	mu     sync.Mutex
-	f      *os.File // opened on first append
 	subs   map[*subscriber]struct{}
-	closed bool // removed from Logs.jobs by Finish or Close; callers retry
+	closed bool // removed from Logs.jobs; callers retry
 }
 
 type subscriber struct {
@@ -129,15 +132,8 @@ func (l *Logs) Append(jobID string, lines []engine.LogLine) error {
 		return fmt.Errorf("append log of job %s: %w", jobID, err)
 	}
 	jl := l.lock(jobID)
-	defer jl.mu.Unlock()
-	if jl.f == nil {
-		f, err := os.OpenFile(l.jsonlPath(jobID), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		if err != nil {
-			return fmt.Errorf("append log of job %s: %w", jobID, err)
-		}
-		jl.f = f
-	}
-	if _, err := jl.f.Write(chunk); err != nil {
+	defer l.release(jobID, jl)
+	if err := appendFile(l.jsonlPath(jobID), chunk); err != nil {
 		return fmt.Errorf("append log of job %s: %w", jobID, err)
 	}
 	for s := range jl.subs {
@@ -153,9 +149,34 @@ func (l *Logs) Append(jobID string, lines []engine.LogLine) error {
 	return nil
 }
 
-// Finish closes the job's file and ends its live subscriptions; each
-// subscriber still receives every chunk already sent before its channel
-// reports closed. Lines appended later reopen the file.
+func appendFile(path string, chunk []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(chunk)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// release unlocks a job's state, retiring it when nobody watches.
+func (l *Logs) release(jobID string, jl *jobLog) {
+	if len(jl.subs) == 0 {
+		jl.closed = true
+		l.mu.Lock()
+		if l.jobs[jobID] == jl {
+			delete(l.jobs, jobID)
+		}
+		l.mu.Unlock()
+	}
+	jl.mu.Unlock()
+}
+
+// Finish ends the job's live subscriptions; each subscriber still receives
+// every chunk already sent before its channel reports closed. Lines
+// appended later are still written.
 func (l *Logs) Finish(jobID string) {
 	l.mu.Lock()
 	jl := l.jobs[jobID]
@@ -172,14 +193,13 @@ func (l *Logs) Close() error {
 	jobs := l.jobs
 	l.jobs = make(map[string]*jobLog)
 	l.mu.Unlock()
-	var errs []error
 	for _, jl := range jobs {
-		errs = append(errs, jl.retire())
+		jl.retire()
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
-func (jl *jobLog) retire() error {
+func (jl *jobLog) retire() {
 	jl.mu.Lock()
 	defer jl.mu.Unlock()
 	jl.closed = true
@@ -187,15 +207,6 @@ func (jl *jobLog) retire() error {
 		close(s.ch)
 	}
 	jl.subs = nil
-	if jl.f == nil {
-		return nil
-	}
-	err := jl.f.Close()
-	jl.f = nil
-	if err != nil {
-		return fmt.Errorf("close log file: %w", err)
-	}
-	return nil
 }
 
 // Read returns the job's log ("" when there is none yet); with a step, only

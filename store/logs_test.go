@@ -145,22 +145,38 @@ func TestConcurrentAppendsToOneJobKeepLinesIntact(t *testing.T) {
 	}
 }
 
-func TestFinishClosesTheFileAndLaterLinesReopenIt(t *testing.T) {
+func TestLinesAfterFinishAreWrittenAndHoldNothingOpen(t *testing.T) {
 	l := openLogs(t)
 	appendLines(t, l, "j", line("a", "before"))
 	l.Finish("j")
 	l.Finish("j") // idempotent
-	l.mu.Lock()
-	open := len(l.jobs)
-	l.mu.Unlock()
-	if open != 0 {
-		t.Errorf("%d job logs still open after Finish", open)
+	before := openFDs(t)
+	for i := 0; i < 50; i++ {
+		appendLines(t, l, fmt.Sprintf("late-%d", i), line("a", "late"))
 	}
 	appendLines(t, l, "j", line("a", "after"))
+	if after := openFDs(t); after > before {
+		t.Errorf("%d file descriptors open after late appends, %d before", after, before)
+	}
+	l.mu.Lock()
+	live := len(l.jobs)
+	l.mu.Unlock()
+	if live != 0 {
+		t.Errorf("%d job logs still held with nobody watching", live)
+	}
 	got, err := l.Read("j", "a")
 	if err != nil || strings.Count(got, "\n") != 2 || !strings.Contains(got, "after") {
 		t.Errorf("Read = %q, %v; want both lines", got, err)
 	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd to count open files:", err)
+	}
+	return len(fds)
 }
 
 func TestUnsafeJobIDsAreRejected(t *testing.T) {

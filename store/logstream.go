@@ -20,7 +20,7 @@ func (l *Logs) Subscribe(jobID string) (backfill []byte, updates <-chan []byte, 
 		return nil, nil, nil, fmt.Errorf("subscribe to log: %w", err)
 	}
 	jl := l.lock(jobID)
-	defer jl.mu.Unlock()
+	defer l.release(jobID, jl)
 	// Under the job lock no append can land between this read and the
 	// registration below.
 	backfill, err = l.readFile(jobID)
@@ -36,21 +36,13 @@ func (l *Logs) Subscribe(jobID string) (backfill []byte, updates <-chan []byte, 
 
 func (l *Logs) unsubscribe(jobID string, jl *jobLog, s *subscriber) {
 	jl.mu.Lock()
-	defer jl.mu.Unlock()
 	if jl.closed {
+		jl.mu.Unlock()
 		return // Finish or Close already closed the channel
 	}
 	if _, ok := jl.subs[s]; ok {
 		delete(jl.subs, s)
 		close(s.ch)
 	}
-	// A job that was only watched, never written, leaves nothing behind.
-	if jl.f == nil && len(jl.subs) == 0 {
-		jl.closed = true
-		l.mu.Lock()
-		if l.jobs[jobID] == jl {
-			delete(l.jobs, jobID)
-		}
-		l.mu.Unlock()
-	}
+	l.release(jobID, jl)
 }
