@@ -271,3 +271,34 @@ func TestHotReloadNewJobsUseTheNewRevisionRunningJobsKeepTheirs(t *testing.T) {
 		}
 	}
 }
+
+func TestPipelineDeploysAndRunsAChildJob(t *testing.T) {
+	f := startFixture(t, examples, 2)
+	id := f.execute("examples", "pipeline", map[string]any{"dry_run": false})
+	j := f.waitTerminal(id)
+	if j.Status != "completed" {
+		t.Fatalf("job %s: %+v", j.Status, j.Steps)
+	}
+	deploy := j.step("deploy")
+	if env, _ := deploy.Input["environment"].(map[string]any); deploy.Status != "completed" || env["url"] != "https://staging.example.com" {
+		t.Fatalf("deploy: %+v, want completed with the staging connection resolved", deploy)
+	}
+	if logs := f.logs(id, "deploy"); !strings.Contains(logs, "deploying to https://staging.example.com") {
+		t.Fatalf("deploy log: %s", logs)
+	}
+	if greet := j.step("greet"); greet.Status != "completed" {
+		t.Fatalf("greet (a task step): %+v, want completed", greet)
+	}
+	var children struct {
+		Items []struct {
+			JobID      string  `json:"job_id"`
+			Status     string  `json:"status"`
+			SourceType string  `json:"source_type"`
+			SourceID   *string `json:"source_id"`
+		} `json:"items"`
+	}
+	do(t, "GET", f.url+"/api/jobs?workspace=examples&task_name=hello-world", nil, &children)
+	if len(children.Items) != 1 || children.Items[0].SourceType != "task" || *children.Items[0].SourceID != id || children.Items[0].Status != "completed" {
+		t.Fatalf("child jobs: %+v", children.Items)
+	}
+}

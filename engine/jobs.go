@@ -23,6 +23,12 @@ func (e *Engine) buildJob(req CreateJob) (*jobState, error) {
 	if !ok {
 		return nil, fmt.Errorf("workspace %q: %w", req.Workspace, ErrNotFound)
 	}
+	return e.buildJobIn(ws, req)
+}
+
+// buildJobIn is buildJob on a given workspace revision (a child job runs on
+// its parent's).
+func (e *Engine) buildJobIn(ws *workflow.Workspace, req CreateJob) (*jobState, error) {
 	task, ok := ws.Tasks[req.Task]
 	if !ok {
 		return nil, fmt.Errorf("task %q in workspace %q: %w", req.Task, req.Workspace, ErrNotFound)
@@ -283,6 +289,8 @@ func (e *Engine) cancelJob(b *batch, js *jobState, reason string) {
 	b.dirtyJob(js.job)
 	b.serverLog(js.job.ID, reason)
 	b.finished = append(b.finished, js)
+	e.cancelChildren(b, js)
+	e.jobEnded(b, js)
 }
 
 // checkJobDone ends the job once every step is terminal.
@@ -320,6 +328,7 @@ func (e *Engine) checkJobDone(b *batch, js *jobState) {
 	js.job.CompletedAt = &now
 	b.dirtyJob(js.job)
 	b.finished = append(b.finished, js)
+	e.jobEnded(b, js)
 }
 
 // markJobStarted moves a pending job to running when its first step starts.

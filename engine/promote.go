@@ -119,16 +119,21 @@ func (e *Engine) expand(b *batch, js *jobState, p *stepState, scope map[string]a
 	}
 }
 
-// prepare resolves a step's input and makes it ready for a worker.
+// prepare resolves a step's input and makes it ready for a worker, or
+// dispatches it on the server.
 func (e *Engine) prepare(b *batch, js *jobState, ss *stepState) {
 	switch ss.action.Type {
-	case workflow.TypeTask, workflow.TypeAgent, workflow.TypeApproval:
+	case workflow.TypeAgent, workflow.TypeApproval:
 		e.fail(b, js, ss, fmt.Sprintf("action type %q is not supported yet", ss.action.Type))
 		return
 	}
 	input, err := e.resolveInput(js, ss)
 	if err != nil {
 		e.fail(b, js, ss, "input: "+err.Error())
+		return
+	}
+	if ss.action.Type == workflow.TypeTask {
+		e.startChild(b, js, ss, input)
 		return
 	}
 	now := b.now

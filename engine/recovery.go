@@ -32,7 +32,7 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 	for _, s := range steps {
 		byJob[s.JobID] = append(byJob[s.JobID], s)
 	}
-	var ready, orphaned []*stepState
+	var ready, orphaned, awaiting []*stepState
 	for _, j := range jobs {
 		js, err := e.restoreJob(j, byJob[j.ID])
 		if err != nil {
@@ -48,6 +48,8 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 			switch {
 			case ss.rec.Status == StepReady:
 				ready = append(ready, ss)
+			case ss.rec.Status == StepRunning && ss.rec.ChildJobID != "":
+				awaiting = append(awaiting, ss)
 			case ss.rec.Status == StepRunning && len(ss.instances) == 0:
 				wk, ok := e.st.workers[derefOr(ss.rec.WorkerID)]
 				if !ok || wk.rec.Status != WorkerActive || startup && wk.rec.InProcess {
@@ -84,6 +86,14 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 			b.dirtyWorker(wk.rec)
 		case !wk.rec.InProcess && wk.rec.Status == WorkerActive:
 			b.afterCommit(func() { e.armHeartbeat(wk, e.cfg.HeartbeatTimeout) })
+		}
+	}
+	// A task step waits for its child job, which was loaded with the rest;
+	// both change in one commit, so a child is missing only if it had to
+	// be abandoned above.
+	for _, ss := range awaiting {
+		if child, ok := e.st.jobs[ss.rec.ChildJobID]; !ok || child.job.Terminal() {
+			e.fail(b, e.st.jobs[ss.rec.JobID], ss, fmt.Sprintf("child job %s did not resume", ss.rec.ChildJobID))
 		}
 	}
 	for _, ss := range orphaned {

@@ -95,11 +95,12 @@ func JobTerminal(status string) bool {
 type Step struct {
 	JobID        string         `json:"job_id"`
 	Name         string         `json:"step_name"`
-	FlowStep     string         `json:"flow_step"`      // the flow step this record belongs to
-	Index        int            `json:"index"`          // for_each instance index, -1 otherwise
-	Item         any            `json:"item,omitempty"` // for_each instance item: `each.item` in its templates
-	Seq          int            `json:"seq"`            // display order within the job
-	ActionName   string         `json:"action_name"`    // for inline actions, the step name
+	FlowStep     string         `json:"flow_step"`              // the flow step this record belongs to
+	Index        int            `json:"index"`                  // for_each instance index, -1 otherwise
+	Item         any            `json:"item,omitempty"`         // for_each instance item: `each.item` in its templates
+	ChildJobID   string         `json:"child_job_id,omitempty"` // the job a task step runs
+	Seq          int            `json:"seq"`                    // display order within the job
+	ActionName   string         `json:"action_name"`            // for inline actions, the step name
 	ActionType   string         `json:"action_type"`
 	Runner       string         `json:"runner"` // local, docker, pod, or none (server-side)
 	Input        map[string]any `json:"input"`  // resolved when the step becomes ready
