@@ -55,6 +55,23 @@ func TestFailingPythonStepReportsTheException(t *testing.T) {
 	if b := j.step("build"); b.Status != "skipped" {
 		t.Fatalf("build after a failed test run: %s, want skipped", b.Status)
 	}
+
+	// The task's on_error hook ran the notify action with the hook context.
+	var hooks struct {
+		Items []struct {
+			JobID      string  `json:"job_id"`
+			SourceType string  `json:"source_type"`
+			SourceID   *string `json:"source_id"`
+		} `json:"items"`
+	}
+	do(t, "GET", f.url+"/api/jobs?workspace=examples&task_name=notify", nil, &hooks)
+	if len(hooks.Items) != 1 || hooks.Items[0].SourceType != "hook" || *hooks.Items[0].SourceID != id {
+		t.Fatalf("hook jobs: %+v", hooks.Items)
+	}
+	hook := f.waitTerminal(hooks.Items[0].JobID)
+	if logs := f.logs(hook.JobID, "notify"); hook.Status != "completed" || !strings.Contains(logs, "notify: pipeline failed: unit-tests: Exit code: 1") {
+		t.Fatalf("hook job %s, log:\n%s", hook.Status, logs)
+	}
 }
 
 func TestPipelineFansOutAndSkipsDeployOnDryRun(t *testing.T) {

@@ -42,9 +42,16 @@ func (e *Engine) startChild(b *batch, js *jobState, ss *stepState, input map[str
 	e.insertJob(b, child)
 }
 
-// jobEnded moves a child job's parent step on once the child is terminal:
-// completed with the child's output, or failed naming the child.
-func (e *Engine) jobEnded(b *batch, child *jobState) {
+// jobEnded does what a job's end sets off: its hooks fire, and a child
+// job's parent step moves on.
+func (e *Engine) jobEnded(b *batch, js *jobState) {
+	e.fireHooks(b, js)
+	e.childEnded(b, js)
+}
+
+// childEnded moves a child job's parent step on once the child is
+// terminal: completed with the child's output, or failed naming the child.
+func (e *Engine) childEnded(b *batch, child *jobState) {
 	if child.job.ParentJobID == "" {
 		return
 	}

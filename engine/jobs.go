@@ -33,6 +33,12 @@ func (e *Engine) buildJobIn(ws *workflow.Workspace, req CreateJob) (*jobState, e
 	if !ok {
 		return nil, fmt.Errorf("task %q in workspace %q: %w", req.Task, req.Workspace, ErrNotFound)
 	}
+	return e.buildJobOf(ws, task, req)
+}
+
+// buildJobOf lays out a job of the given task, which may be one the engine
+// made up (a hook's single action).
+func (e *Engine) buildJobOf(ws *workflow.Workspace, task *workflow.Task, req CreateJob) (*jobState, error) {
 	input, err := ws.ResolveInput(task.Input, req.Input)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)

@@ -152,6 +152,9 @@ func (e *Engine) restoreJob(j *Job, steps []*Step) (*jobState, error) {
 		return nil, fmt.Errorf("workspace %q is no longer loaded", j.Workspace)
 	}
 	task, ok := ws.Tasks[j.TaskName]
+	if !ok && j.SourceType == SourceHook {
+		task, ok = hookTask(ws, j.TaskName)
+	}
 	if !ok {
 		return nil, fmt.Errorf("task %q is no longer in workspace %q", j.TaskName, j.Workspace)
 	}

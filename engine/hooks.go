@@ -1,0 +1,167 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/appliance-sh/appliance/engine/workflow"
+)
+
+// fireHooks creates the hook jobs of a job that has just ended, in the same
+// commit: the task's on_success (completed) or on_error (failed or
+// cancelled) hooks, or, for a top-level job of a task with none for that
+// event, the workspace's. Hook jobs fire no hooks of their own. A hook that
+// cannot start is a `_server` line in the job's log.
+func (e *Engine) fireHooks(b *batch, js *jobState) {
+	if js.job.SourceType == SourceHook {
+		e.reportHookJob(b, js)
+		return
+	}
+	hooks := e.hooksFor(js)
+	if len(hooks) == 0 {
+		return
+	}
+	vars := map[string]any{"hook": hookContext(js)}
+	secrets := make(map[string]any, len(js.ws.Secrets))
+	for k, v := range js.ws.Secrets {
+		secrets[k] = v
+	}
+	vars["secret"], vars["secrets"] = secrets, secrets
+	for _, h := range hooks {
+		hj, err := e.buildHookJob(js, h, vars)
+		if err != nil {
+			b.serverLog(js.job.ID, fmt.Sprintf("hook %q did not start: %v", h.Action, err))
+			continue
+		}
+		b.serverLog(js.job.ID, fmt.Sprintf("hook %q started job %s", h.Action, hj.job.ID))
+		e.insertJob(b, hj)
+	}
+}
+
+func (e *Engine) hooksFor(js *jobState) []*workflow.Hook {
+	success := js.job.Status == JobCompleted
+	hooks := js.task.OnError
+	if success {
+		hooks = js.task.OnSuccess
+	}
+	if len(hooks) > 0 || js.job.ParentJobID != "" {
+		return hooks
+	}
+	if success {
+		return js.ws.OnSuccess
+	}
+	return js.ws.OnError
+}
+
+// buildHookJob renders a hook's input with the hook context and lays out
+// its job: a job of the task a task action names, or a one-step job of the
+// action itself.
+func (e *Engine) buildHookJob(js *jobState, h *workflow.Hook, vars map[string]any) (*jobState, error) {
+	input := map[string]any{}
+	if h.Input != nil {
+		v, err := js.ws.Templates.EvalValue(h.Input, vars)
+		if err != nil {
+			return nil, fmt.Errorf("input: %w", err)
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("input rendered to %T, not an object", v)
+		}
+		input = m
+	}
+	source := js.job.ID
+	req := CreateJob{Workspace: js.job.Workspace, Input: input, SourceType: SourceHook, SourceID: &source}
+	if a, ok := js.ws.Actions[h.Action]; ok && a.Type == workflow.TypeTask {
+		req.Task = a.Task
+		return e.buildJobIn(js.ws, req)
+	}
+	task, ok := hookTask(js.ws, h.Action)
+	if !ok {
+		return nil, fmt.Errorf("unknown action %q", h.Action)
+	}
+	req.Task = h.Action
+	return e.buildJobOf(js.ws, task, req)
+}
+
+// hookTask is the task a hook job of a non-task action runs: one step,
+// named after the action, taking the hook's rendered input as its own. The
+// job's task_name is the action's name.
+func hookTask(ws *workflow.Workspace, action string) (*workflow.Task, bool) {
+	a, ok := ws.Actions[action]
+	if !ok || a.Type == workflow.TypeTask {
+		return nil, false
+	}
+	return &workflow.Task{
+		Name:      action,
+		Mode:      "distributed",
+		Flow:      map[string]*workflow.FlowStep{action: {Inline: a}},
+		FlowOrder: []string{action},
+	}, true
+}
+
+// reportHookJob writes a hook job's failure into the log of the job that
+// fired it.
+func (e *Engine) reportHookJob(b *batch, hj *jobState) {
+	if hj.job.Status == JobCompleted || hj.job.SourceID == nil {
+		return
+	}
+	b.serverLog(*hj.job.SourceID, fmt.Sprintf("hook job %s (%s) %s", hj.job.ID, hj.job.TaskName, hj.job.Status))
+}
+
+// hookContext is the `hook.*` variables of the interface.
+func hookContext(js *jobState) map[string]any {
+	j := js.job
+	var failed []any
+	var errs []string
+	js.each(func(ss *stepState) {
+		if ss.rec.Status != StepFailed {
+			return
+		}
+		var msg any
+		if ss.rec.ErrorMessage != nil {
+			msg = *ss.rec.ErrorMessage
+			errs = append(errs, ss.rec.Name+": "+*ss.rec.ErrorMessage)
+		}
+		failed = append(failed, map[string]any{
+			"step_name":           ss.rec.Name,
+			"action_name":         ss.rec.ActionName,
+			"error_message":       msg,
+			"continue_on_failure": ss.flow.ContinueOnFailure,
+		})
+	})
+	if failed == nil {
+		failed = []any{}
+	}
+	ctx := map[string]any{
+		"workspace":     j.Workspace,
+		"task_name":     j.TaskName,
+		"job_id":        j.ID,
+		"status":        j.Status,
+		"is_success":    j.Status == JobCompleted,
+		"error_message": nil,
+		"source_type":   j.SourceType,
+		"source_id":     nil,
+		"started_at":    timestamp(j.StartedAt),
+		"completed_at":  timestamp(j.CompletedAt),
+		"duration_secs": nil,
+		"failed_steps":  failed,
+	}
+	if len(errs) > 0 {
+		ctx["error_message"] = strings.Join(errs, "\n")
+	}
+	if j.SourceID != nil {
+		ctx["source_id"] = *j.SourceID
+	}
+	if j.StartedAt != nil && j.CompletedAt != nil {
+		ctx["duration_secs"] = j.CompletedAt.Sub(*j.StartedAt).Seconds()
+	}
+	return ctx
+}
+
+func timestamp(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
