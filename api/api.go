@@ -19,6 +19,7 @@ import (
 type Orchestrator interface {
 	CreateJob(ctx context.Context, req engine.CreateJob) (*engine.Job, error)
 	CancelJob(ctx context.Context, jobID string) error
+	Approve(ctx context.Context, jobID, step string, a engine.Approval) error
 	Job(ctx context.Context, id string) (*engine.Job, []*engine.Step, error)
 	Jobs(ctx context.Context, f engine.JobFilter) ([]*engine.Job, int, error)
 	JobDone(ctx context.Context, jobID string) (<-chan struct{}, error)
@@ -111,6 +112,7 @@ func New(cfg Config) *echo.Echo {
 	a.GET("/jobs", s.listJobs)
 	a.GET("/jobs/:id", s.getJob)
 	a.POST("/jobs/:id/cancel", s.cancelJob)
+	a.POST("/jobs/:id/steps/:step/approve", s.approveStep)
 	a.GET("/jobs/:id/logs", s.jobLogs)
 	a.GET("/jobs/:id/steps/:step/logs", s.stepLogs)
 	a.GET("/jobs/:id/logs/stream", s.streamLogs)

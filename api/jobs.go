@@ -56,6 +56,43 @@ func (s *server) cancelJob(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": engine.JobCancelled})
 }
 
+// approveRequest is the body of POST /api/jobs/{id}/steps/{step}/approve.
+type approveRequest struct {
+	Approved        *bool          `json:"approved"`
+	Input           map[string]any `json:"input"`
+	RejectionReason string         `json:"rejection_reason"`
+}
+
+// approveStep answers a waiting approval step (DESIGN.md "Approval API").
+// With auth off the approver is recorded as "anonymous".
+func (s *server) approveStep(c echo.Context) error {
+	id, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	var req approveRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if req.Approved == nil {
+		return echo.NewHTTPError(http.StatusBadRequest, `"approved" (true or false) is required`)
+	}
+	err = s.cfg.Engine.Approve(c.Request().Context(), id, c.Param("step"), engine.Approval{
+		Approved:        *req.Approved,
+		By:              "anonymous",
+		Input:           req.Input,
+		RejectionReason: req.RejectionReason,
+	})
+	if err != nil {
+		return err
+	}
+	status := "rejected"
+	if *req.Approved {
+		status = "approved"
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": status})
+}
+
 // logsResponse is the body of both log endpoints.
 type logsResponse struct {
 	Logs string `json:"logs"`

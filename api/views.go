@@ -44,6 +44,10 @@ type stepView struct {
 	StartedAt    *time.Time     `json:"started_at"`
 	CompletedAt  *time.Time     `json:"completed_at"`
 	ErrorMessage *string        `json:"error_message"`
+	// Beyond the interface: what an approver is asked, and the job a task
+	// step runs.
+	Message    string `json:"message,omitempty"`
+	ChildJobID string `json:"child_job_id,omitempty"`
 }
 
 type workerItem struct {
@@ -130,6 +134,8 @@ func jobDetailOf(j *engine.Job, steps []*engine.Step) jobDetail {
 			StartedAt:    utcPtr(s.StartedAt),
 			CompletedAt:  utcPtr(s.CompletedAt),
 			ErrorMessage: s.ErrorMessage,
+			Message:      s.Message,
+			ChildJobID:   s.ChildJobID,
 		}
 	}
 	return d

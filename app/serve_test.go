@@ -319,3 +319,72 @@ func TestPipelineDeploysAndRunsAChildJob(t *testing.T) {
 		t.Fatalf("child jobs: %+v", children.Items)
 	}
 }
+
+const approvalWorkspace = `tasks:
+  release:
+    flow:
+      ask:
+        type: approval
+        message: "Ship {{ input.version | default('it') }}?"
+      ship:
+        depends_on: [ask]
+        type: script
+        script: echo shipped by {{ ask.output.approved_by }}
+`
+
+func TestApprovalOverTheAPI(t *testing.T) {
+	dir := t.TempDir()
+	writeWorkspace(t, dir, approvalWorkspace)
+	f := startFixture(t, map[string]string{"ws": dir}, 1)
+	var out struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+	}
+	approve := func(id, step, body string) int {
+		out.Status, out.Error = "", ""
+		return do(t, "POST", f.url+"/api/jobs/"+id+"/steps/"+step+"/approve", body, &out)
+	}
+
+	id := f.execute("ws", "release", map[string]any{"version": "2.0"})
+	f.waitJob(id, "the approval to wait", func(j jobView) bool { return j.step("ask").Status == "waiting" })
+	var detail struct {
+		Steps []struct {
+			StepName string `json:"step_name"`
+			Message  string `json:"message"`
+		} `json:"steps"`
+	}
+	do(t, "GET", f.url+"/api/jobs/"+id, nil, &detail)
+	if detail.Steps[0].Message != "Ship 2.0?" {
+		t.Fatalf("approval message %q", detail.Steps[0].Message)
+	}
+	for _, c := range []struct {
+		step, body string
+		code       int
+	}{
+		{"ask", `{}`, 400},
+		{"ask", `{"approved": `, 400},
+		{"ship", `{"approved": true}`, 409},
+		{"nope", `{"approved": true}`, 404},
+	} {
+		if code := approve(id, c.step, c.body); code != c.code || out.Error == "" {
+			t.Errorf("approve %s with %s: %d %q, want %d with an error", c.step, c.body, code, out.Error, c.code)
+		}
+	}
+	if code := approve(id, "ask", `{"approved": true}`); code != 200 || out.Status != "approved" {
+		t.Fatalf("approve: %d %+v", code, out)
+	}
+	j := f.waitTerminal(id)
+	if j.Status != "completed" || !strings.Contains(f.logs(id, "ship"), "shipped by anonymous") {
+		t.Fatalf("approved job %s, ship log %q", j.Status, f.logs(id, "ship"))
+	}
+
+	id = f.execute("ws", "release", nil)
+	f.waitJob(id, "the approval to wait", func(j jobView) bool { return j.step("ask").Status == "waiting" })
+	if code := approve(id, "ask", `{"approved": false, "rejection_reason": "freeze"}`); code != 200 || out.Status != "rejected" {
+		t.Fatalf("reject: %d %+v", code, out)
+	}
+	j = f.waitTerminal(id)
+	if j.Status != "failed" || j.step("ship").Status != "skipped" || *j.step("ask").ErrorMessage != "Rejected by anonymous: freeze" {
+		t.Fatalf("rejected job %s: %+v", j.Status, j.Steps)
+	}
+}

@@ -159,9 +159,13 @@ func hookContext(js *jobState) map[string]any {
 	return ctx
 }
 
+// timeFormat is how timestamps appear inside template variables and
+// outputs: RFC 3339 in UTC, as the API writes them.
+const timeFormat = time.RFC3339Nano
+
 func timestamp(t *time.Time) any {
 	if t == nil {
 		return nil
 	}
-	return t.UTC().Format(time.RFC3339Nano)
+	return t.UTC().Format(timeFormat)
 }

@@ -123,8 +123,11 @@ func (e *Engine) expand(b *batch, js *jobState, p *stepState, scope map[string]a
 // dispatches it on the server.
 func (e *Engine) prepare(b *batch, js *jobState, ss *stepState) {
 	switch ss.action.Type {
-	case workflow.TypeAgent, workflow.TypeApproval:
+	case workflow.TypeAgent:
 		e.fail(b, js, ss, fmt.Sprintf("action type %q is not supported yet", ss.action.Type))
+		return
+	case workflow.TypeApproval:
+		e.awaitApproval(b, js, ss)
 		return
 	}
 	input, err := e.resolveInput(js, ss)
@@ -147,6 +150,15 @@ func (e *Engine) prepare(b *batch, js *jobState, ss *stepState) {
 // resolveInput renders the flow step's input map in the job's scope, then
 // applies the action's input definitions.
 func (e *Engine) resolveInput(js *jobState, ss *stepState) (map[string]any, error) {
+	given, err := e.givenInput(js, ss)
+	if err != nil || ss.action.Input == nil || len(ss.action.Input.Fields) == 0 {
+		return given, err
+	}
+	return js.ws.ResolveInput(ss.action.Input, given)
+}
+
+// givenInput is the flow step's input map rendered in the job's scope.
+func (e *Engine) givenInput(js *jobState, ss *stepState) (map[string]any, error) {
 	var given map[string]any
 	switch {
 	case ss.flow.Input != nil:
@@ -168,10 +180,7 @@ func (e *Engine) resolveInput(js *jobState, ss *stepState) (map[string]any, erro
 	default:
 		given = map[string]any{}
 	}
-	if ss.action.Input == nil || len(ss.action.Input.Fields) == 0 {
-		return given, nil
-	}
-	return js.ws.ResolveInput(ss.action.Input, given)
+	return given, nil
 }
 
 // stepDone moves the DAG on after a step became terminal.

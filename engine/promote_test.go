@@ -158,9 +158,9 @@ d: {action: ok, depends_on: [c]}`,
 			wantJob: engine.JobCompleted,
 		},
 		{
-			name: "server-side action types fail until they are supported",
+			name: "agent steps fail until they are supported",
 			flow: `
-a: {type: approval, message: "ok?"}
+a: {type: agent, provider: llm, prompt: "hi"}
 b: {action: ok, depends_on: [a]}`,
 			want:    map[string]string{"a": "failed", "b": "skipped"},
 			wantJob: engine.JobFailed,
@@ -344,7 +344,7 @@ func TestOrchestrationErrorsAreServerLogLines(t *testing.T) {
 	cases := []struct{ name, flow, want string }{
 		{"when", `a: {action: ok, when: "{{ nope.output }}"}`, `step "a" failed: when: `},
 		{"for_each", `a: {action: ok, for_each: "{{ input }}"}`, `step "a" failed: for_each: `},
-		{"unsupported type", `a: {type: approval, message: hi}`, `step "a" failed: action type "approval" is not supported yet`},
+		{"unsupported type", `a: {type: agent, provider: llm, prompt: hi}`, `step "a" failed: action type "agent" is not supported yet`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -99,6 +99,7 @@ type Step struct {
 	Index        int            `json:"index"`                  // for_each instance index, -1 otherwise
 	Item         any            `json:"item,omitempty"`         // for_each instance item: `each.item` in its templates
 	ChildJobID   string         `json:"child_job_id,omitempty"` // the job a task step runs
+	Message      string         `json:"message,omitempty"`      // an approval step's rendered message
 	Seq          int            `json:"seq"`                    // display order within the job
 	ActionName   string         `json:"action_name"`            // for inline actions, the step name
 	ActionType   string         `json:"action_type"`
@@ -186,6 +187,14 @@ type CreateJob struct {
 	Input      map[string]any
 	SourceType string
 	SourceID   *string
+}
+
+// Approval is an approver's answer to a waiting approval step.
+type Approval struct {
+	Approved        bool
+	By              string         // who answered
+	Input           map[string]any // checked against the approval action's input definitions
+	RejectionReason string
 }
 
 // JobFilter selects a page of jobs, newest first.
