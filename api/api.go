@@ -25,7 +25,7 @@ type Orchestrator interface {
 	JobDone(ctx context.Context, jobID string) (<-chan struct{}, error)
 
 	RegisterWorker(ctx context.Context, name string, tags []string, inProcess bool) (string, error)
-	Heartbeat(ctx context.Context, workerID string) error
+	Heartbeat(ctx context.Context, workerID string, running []engine.StepRef) error
 	Claim(ctx context.Context, workerID string, tags []string, wait time.Duration) (*engine.Claim, error)
 	StartStep(ctx context.Context, workerID, jobID, step string) error
 	CompleteStep(ctx context.Context, workerID, jobID, step string, res engine.StepResult) error

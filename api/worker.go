@@ -92,12 +92,29 @@ func workerID(c echo.Context) (string, error) {
 	return req.WorkerID, nil
 }
 
+// heartbeatRequest is the heartbeat body. running (ours, optional) lists
+// the steps the worker runs, so a claim whose answer was lost is recovered.
+type heartbeatRequest struct {
+	WorkerID string            `json:"worker_id"`
+	Running  []runners.StepRef `json:"running"`
+}
+
 func (s *server) heartbeat(c echo.Context) error {
-	id, err := workerID(c)
-	if err != nil {
+	var req heartbeatRequest
+	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	if err := s.cfg.Engine.Heartbeat(c.Request().Context(), id); err != nil {
+	if req.WorkerID == "" {
+		return badRequest("worker_id is required")
+	}
+	var running []engine.StepRef
+	if req.Running != nil {
+		running = make([]engine.StepRef, len(req.Running))
+		for i, r := range req.Running {
+			running[i] = engine.StepRef{JobID: r.JobID, Step: r.Step}
+		}
+	}
+	if err := s.cfg.Engine.Heartbeat(c.Request().Context(), req.WorkerID, running); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, statusOK)

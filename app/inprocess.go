@@ -46,8 +46,12 @@ func (s *inProcessServer) Register(ctx context.Context, name string, tags []stri
 	return s.engine.RegisterWorker(ctx, name, tags, true)
 }
 
-func (s *inProcessServer) Heartbeat(ctx context.Context, workerID string) error {
-	err := s.engine.Heartbeat(ctx, workerID)
+func (s *inProcessServer) Heartbeat(ctx context.Context, workerID string, running []runners.StepRef) error {
+	refs := make([]engine.StepRef, len(running))
+	for i, r := range running {
+		refs[i] = engine.StepRef{JobID: r.JobID, Step: r.Step}
+	}
+	err := s.engine.Heartbeat(ctx, workerID, refs)
 	if errors.Is(err, engine.ErrNotFound) {
 		return fmt.Errorf("%w: %v", runners.ErrUnknownWorker, err)
 	}

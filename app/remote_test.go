@@ -911,3 +911,54 @@ func hasLine(t testing.TB, text, step, stream, line string) bool {
 	}
 	return false
 }
+
+// TestLostClaimAnswerIsRecoveredFromHeartbeats claims a step over raw HTTP
+// as if its answer never arrived: the worker's heartbeats do not name it,
+// so the server makes it ready again and a real worker runs it.
+func TestLostClaimAnswerIsRecoveredFromHeartbeats(t *testing.T) {
+	f, _ := remoteFixture(t, `
+tasks:
+  once:
+    flow:
+      only:
+        type: script
+        script: echo ran once
+`, func(c *ServerConfig) { c.heartbeatTimeout = 600 * time.Millisecond })
+	var reg struct {
+		WorkerID string `json:"worker_id"`
+	}
+	if code, e := workerCall(t, f.url, workerToken, "POST", "/worker/register", map[string]any{"name": "flaky", "tags": []string{}}, &reg); code != 200 {
+		t.Fatalf("register: %d %s", code, e)
+	}
+	id := f.execute("main", "once", nil)
+	var claim struct {
+		JobID    string `json:"job_id"`
+		StepName string `json:"step_name"`
+	}
+	if code, e := workerCall(t, f.url, workerToken, "POST", "/worker/jobs/claim?wait=1", map[string]any{"worker_id": reg.WorkerID, "tags": []string{}}, &claim); code != 200 || claim.JobID != id {
+		t.Fatalf("claim: %d %s %+v", code, e, claim)
+	}
+
+	// The flaky worker heartbeats without the step until the server gives
+	// the step up (a third of the heartbeat timeout after the claim).
+	deadline := time.Now().Add(10 * time.Second)
+	for f.job(id).step("only").Status != "ready" {
+		if time.Now().After(deadline) {
+			t.Fatalf("step still %s after heartbeats without it", f.job(id).step("only").Status)
+		}
+		if code, e := workerCall(t, f.url, workerToken, "POST", "/worker/heartbeat", map[string]any{"worker_id": reg.WorkerID, "running": []any{}}, nil); code != 200 {
+			t.Fatalf("heartbeat: %d %s", code, e)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	startWorkerProcess(t, f.url, workerToken, "steady", "")
+	j := f.waitTerminal(id)
+	steady := f.worker("steady")
+	if j.Status != "completed" || j.step("only").WorkerID == nil || *j.step("only").WorkerID != steady.ID {
+		t.Fatalf("job %s, step on %v; want completed on the steady worker %s", j.Status, j.step("only").WorkerID, steady.ID)
+	}
+	if logs := f.logs(id, "_server"); !strings.Contains(logs, "worker flaky never received its claim") {
+		t.Fatalf("_server log: %s", logs)
+	}
+}

@@ -179,7 +179,7 @@ func (e *Engine) hand(b *batch, js *jobState, ss *stepState, c *Claim, wk *worke
 		b.afterCommit(func() { e.armStepTimer(js, ss) })
 	}
 	b.dirtyStep(ss.rec)
-	wk.running[ss] = struct{}{}
+	wk.running[ss] = b.now
 	w.assigned = true
 	b.deliver(w, c, nil)
 }

@@ -238,7 +238,7 @@ b: {action: ok}`))
 		{"complete an unknown step", func() error { return f.Engine.CompleteStep(ctx, "", job, "zz", enginetest.Ok(nil)) }, engine.ErrNotFound},
 		{"complete in an unknown job", func() error { return f.Engine.CompleteStep(ctx, "", "nope", "a", enginetest.Ok(nil)) }, engine.ErrNotFound},
 		{"claim by an unknown worker", func() error { _, err := f.Engine.Claim(ctx, "ghost", nil, 0); return err }, engine.ErrNotFound},
-		{"heartbeat of an unknown worker", func() error { return f.Engine.Heartbeat(ctx, "ghost") }, engine.ErrNotFound},
+		{"heartbeat of an unknown worker", func() error { return f.Engine.Heartbeat(ctx, "ghost", nil) }, engine.ErrNotFound},
 		{"register without a name", func() error { _, err := f.Engine.RegisterWorker(ctx, "", nil, false); return err }, engine.ErrInvalid},
 		{"start by the holder", func() error { return f.Engine.StartStep(ctx, f.Worker, job, "a") }, nil},
 		{"complete without a worker id", func() error { return f.Engine.CompleteStep(ctx, "", job, "a", enginetest.Ok(nil)) }, nil},

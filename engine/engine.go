@@ -115,8 +115,12 @@ func (e *Engine) RegisterWorker(ctx context.Context, name string, tags []string,
 }
 
 // Heartbeat marks a worker alive (ErrNotFound for an unknown worker).
-func (e *Engine) Heartbeat(ctx context.Context, workerID string) error {
-	_, err := e.do(ctx, func(b *batch) (any, error) { return nil, e.heartbeat(b, workerID) })
+//
+// running, when not nil, lists every step the worker is running: a step it
+// holds but does not name, claimed a third of the heartbeat timeout ago or
+// more, was lost on its way to the worker and is recovered (see reconcile).
+func (e *Engine) Heartbeat(ctx context.Context, workerID string, running []StepRef) error {
+	_, err := e.do(ctx, func(b *batch) (any, error) { return nil, e.heartbeat(b, workerID, running) })
 	return err
 }
 

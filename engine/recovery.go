@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
@@ -26,7 +27,7 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 	b := newBatch(e.clock.Now())
 
 	for _, w := range workers {
-		e.st.workers[w.ID] = &workerState{rec: w, running: map[*stepState]struct{}{}}
+		e.st.workers[w.ID] = &workerState{rec: w, running: map[*stepState]time.Time{}}
 	}
 	byJob := map[string][]*Step{}
 	for _, s := range steps {
@@ -56,7 +57,7 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 					orphaned = append(orphaned, ss)
 					return
 				}
-				wk.running[ss] = struct{}{}
+				wk.running[ss] = time.Time{}
 				if ss.rec.Deadline != nil {
 					b.afterCommit(func() { e.armStepTimer(js, ss) })
 				}

@@ -46,7 +46,7 @@ waiting: {action: ok}`)), enginetest.Options{HeartbeatTimeout: 90 * time.Second}
 	f.RunStep("waiting", enginetest.Ok(nil))
 
 	// The remote worker reports across the restart and the DAG moves on.
-	if err := f.Engine.Heartbeat(t.Context(), edge); err != nil {
+	if err := f.Engine.Heartbeat(t.Context(), edge, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Engine.CompleteStep(t.Context(), edge, job, "remote", enginetest.Ok(map[string]any{"v": 1})); err != nil {
@@ -80,11 +80,11 @@ tasks:
 	if s := f.Step(slow, "a"); s.Status != engine.StepRunning {
 		t.Fatalf("a is %s within the fresh grace, want running", s.Status)
 	}
-	if err := f.Engine.Heartbeat(t.Context(), edge); err != nil {
+	if err := f.Engine.Heartbeat(t.Context(), edge, nil); err != nil {
 		t.Fatal(err)
 	}
 	f.Clock.Advance(80 * time.Second)
-	if err := f.Engine.Heartbeat(t.Context(), edge); err != nil {
+	if err := f.Engine.Heartbeat(t.Context(), edge, nil); err != nil {
 		t.Fatal(err)
 	}
 	// The step deadline (5m after the claim) survives the restart.

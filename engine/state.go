@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"time"
+
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
@@ -53,11 +55,12 @@ type stepState struct {
 	noWorkerLogged bool
 }
 
-// workerState is a registered worker and the steps it holds.
+// workerState is a registered worker and the steps it holds, with when it
+// claimed each (zero when loaded at start-up).
 type workerState struct {
 	rec     *Worker
 	timer   Timer // heartbeat timeout of a remote worker
-	running map[*stepState]struct{}
+	running map[*stepState]time.Time
 }
 
 func (s *state) stopTimers() {

@@ -173,6 +173,12 @@ type Claim struct {
 	Timeout    time.Duration // 0 = none; the worker kills the step at its deadline
 }
 
+// StepRef names one step of one job.
+type StepRef struct {
+	JobID string
+	Step  string
+}
+
 // StepResult is a worker's report of a finished step.
 type StepResult struct {
 	Output   map[string]any

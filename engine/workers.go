@@ -20,7 +20,7 @@ func (e *Engine) registerWorker(b *batch, name string, tags []string, inProcess 
 			RegisteredAt: b.now,
 			InProcess:    inProcess,
 		},
-		running: map[*stepState]struct{}{},
+		running: map[*stepState]time.Time{},
 	}
 	e.st.workers[id] = wk
 	b.dirtyWorker(wk.rec)
@@ -30,13 +30,47 @@ func (e *Engine) registerWorker(b *batch, name string, tags []string, inProcess 
 	return id, nil
 }
 
-func (e *Engine) heartbeat(b *batch, id string) error {
+func (e *Engine) heartbeat(b *batch, id string, running []StepRef) error {
 	wk, ok := e.st.workers[id]
 	if !ok {
 		return fmt.Errorf("worker %s: %w", id, ErrNotFound)
 	}
 	e.touchWorker(b, wk)
+	if running != nil {
+		e.reconcile(b, wk, running)
+	}
 	return nil
+}
+
+// reconcile compares the steps a worker says it runs with those it holds.
+// A held step it does not name, claimed long enough ago that the answer
+// must have reached it, was lost on the way (the claim's answer never
+// arrived): not started, it goes back to ready for any worker; started,
+// it fails, since whatever ran it is gone. A worker names a step from the
+// moment its claim arrives until its completion is acknowledged.
+func (e *Engine) reconcile(b *batch, wk *workerState, running []StepRef) {
+	named := make(map[StepRef]bool, len(running))
+	for _, r := range running {
+		named[r] = true
+	}
+	grace := e.cfg.HeartbeatTimeout / 3
+	var lost []*stepState
+	for ss, claimed := range wk.running {
+		if !named[StepRef{JobID: ss.rec.JobID, Step: ss.rec.Name}] && b.now.Sub(claimed) >= grace {
+			lost = append(lost, ss)
+		}
+	}
+	sortSteps(lost)
+	for _, ss := range lost {
+		js := e.st.jobs[ss.rec.JobID]
+		if ss.rec.StartedAt == nil {
+			b.serverLog(js.job.ID, fmt.Sprintf("step %q: worker %s never received its claim; it is ready again", ss.rec.Name, wk.rec.Name))
+			e.release(b, wk.rec.ID, ss.rec.JobID, ss.rec.Name)
+			continue
+		}
+		e.unhold(ss)
+		e.fail(b, js, ss, fmt.Sprintf("Worker %s no longer runs this step", wk.rec.Name))
+	}
 }
 
 // touchWorker records a sign of life: last seen now, active again, and a
@@ -84,15 +118,21 @@ func (e *Engine) loseWorker(b *batch, wk *workerState) {
 	for ss := range wk.running {
 		steps = append(steps, ss)
 	}
+	sortSteps(steps)
+	for _, ss := range steps {
+		js := e.st.jobs[ss.rec.JobID]
+		e.unhold(ss)
+		e.fail(b, js, ss, msg)
+	}
+}
+
+// sortSteps orders steps by job, then position, so decisions over a set of
+// them happen in the same order every time.
+func sortSteps(steps []*stepState) {
 	sort.Slice(steps, func(i, j int) bool {
 		if steps[i].rec.JobID != steps[j].rec.JobID {
 			return steps[i].rec.JobID < steps[j].rec.JobID
 		}
 		return steps[i].rec.Seq < steps[j].rec.Seq
 	})
-	for _, ss := range steps {
-		js := e.st.jobs[ss.rec.JobID]
-		e.unhold(ss)
-		e.fail(b, js, ss, msg)
-	}
 }

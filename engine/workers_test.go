@@ -26,7 +26,7 @@ c: {action: ok}`)), enginetest.Options{NoWorker: true, HeartbeatTimeout: 90 * ti
 
 	// A heartbeat inside the window resets it.
 	f.Clock.Advance(60 * time.Second)
-	if err := f.Engine.Heartbeat(t.Context(), remote); err != nil {
+	if err := f.Engine.Heartbeat(t.Context(), remote, nil); err != nil {
 		t.Fatal(err)
 	}
 	f.Clock.Advance(60 * time.Second)
@@ -54,7 +54,7 @@ c: {action: ok}`)), enginetest.Options{NoWorker: true, HeartbeatTimeout: 90 * ti
 		t.Fatalf("worker = %+v, %v; want inactive", w, err)
 	}
 
-	if err := f.Engine.Heartbeat(t.Context(), remote); err != nil {
+	if err := f.Engine.Heartbeat(t.Context(), remote, nil); err != nil {
 		t.Fatal(err)
 	}
 	if w, _, _, _ := f.Engine.Worker(t.Context(), remote); w.Status != engine.WorkerActive {
@@ -140,5 +140,63 @@ tasks:
 	}
 	if _, _, err := f.Engine.Jobs(t.Context(), engine.JobFilter{TaskName: "one"}); !errorsIs(err, engine.ErrInvalid) {
 		t.Errorf("task without workspace: err = %v, want ErrInvalid", err)
+	}
+}
+
+// A claim whose answer never reached its worker is recovered from the
+// worker's heartbeat, which names the steps it really runs.
+func TestHeartbeatRecoversStepsTheWorkerNeverGot(t *testing.T) {
+	f := enginetest.NewWith(t, enginetest.LoadWorkspace(t, flowYAML(`
+a: {action: ok}
+b: {action: ok}
+c: {action: ok}`)), enginetest.Options{NoWorker: true, HeartbeatTimeout: 90 * time.Second})
+	remote := f.Register("edge-1", nil, false)
+	job := f.Execute("t", nil)
+	for i := 0; i < 3; i++ {
+		if c, err := f.Engine.Claim(t.Context(), remote, nil, 0); err != nil || c == nil {
+			t.Fatalf("claim %d = %+v, %v", i, c, err)
+		}
+	}
+	if err := f.Engine.StartStep(t.Context(), remote, job, "b"); err != nil {
+		t.Fatal(err)
+	}
+	named := []engine.StepRef{{JobID: job, Step: "c"}}
+
+	// Too soon after the claims: the answers may still be on their way.
+	if err := f.Engine.Heartbeat(t.Context(), remote, named); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.StepStatuses(job); got["a"] != engine.StepRunning || got["b"] != engine.StepRunning {
+		t.Fatalf("statuses right after the claims: %v", got)
+	}
+
+	// Without a list (an older worker) nothing is decided.
+	f.Clock.Advance(31 * time.Second)
+	if err := f.Engine.Heartbeat(t.Context(), remote, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.StepStatuses(job); got["a"] != engine.StepRunning {
+		t.Fatalf("statuses after a heartbeat without a list: %v", got)
+	}
+
+	if err := f.Engine.Heartbeat(t.Context(), remote, named); err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := f.Step(job, "a"), f.Step(job, "b"), f.Step(job, "c")
+	if a.Status != engine.StepReady || a.WorkerID != nil {
+		t.Errorf("a (claimed, never started, not named) = %s held by %v, want ready again", a.Status, a.WorkerID)
+	}
+	if b.Status != engine.StepFailed || deref(b.ErrorMessage) != "Worker edge-1 no longer runs this step" {
+		t.Errorf("b (started, not named) = %s %q, want failed", b.Status, deref(b.ErrorMessage))
+	}
+	if c.Status != engine.StepRunning {
+		t.Errorf("c (named) = %s, want still running", c.Status)
+	}
+	want := `step "a": worker edge-1 never received its claim; it is ready again`
+	if lines := f.Logs.ServerLines(job); !slices.Contains(lines, want) {
+		t.Errorf("server lines %q lack %q", lines, want)
+	}
+	if next, err := f.Engine.Claim(t.Context(), remote, nil, 0); err != nil || next == nil || next.StepName != "a" {
+		t.Fatalf("a is not claimable again: %+v %v", next, err)
 	}
 }

@@ -101,9 +101,12 @@ func (c *Client) Register(ctx context.Context, name string, tags []string) (stri
 }
 
 // Heartbeat implements Server.
-func (c *Client) Heartbeat(ctx context.Context, workerID string) error {
+func (c *Client) Heartbeat(ctx context.Context, workerID string, running []StepRef) error {
+	if running == nil {
+		running = []StepRef{}
+	}
 	return c.call(ctx, "heartbeat", http.MethodPost, "/worker/heartbeat", nil, requestTimeout,
-		map[string]any{"worker_id": workerID}, nil)
+		map[string]any{"worker_id": workerID, "running": running}, nil)
 }
 
 // Claim implements Server.

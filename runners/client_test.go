@@ -94,7 +94,7 @@ func TestClientSpeaksTheWorkerEndpointsWireFormat(t *testing.T) {
 	if err != nil || id != "11111111-2222-3333-4444-555555555555" {
 		t.Fatalf("register: %q %v", id, err)
 	}
-	if err := c.Heartbeat(ctx, id); err != nil {
+	if err := c.Heartbeat(ctx, id, []StepRef{{JobID: "j-1", Step: "build[0]"}}); err != nil {
 		t.Fatal(err)
 	}
 	a, err := c.Claim(ctx, id, []string{"gpu"})
@@ -123,7 +123,8 @@ func TestClientSpeaksTheWorkerEndpointsWireFormat(t *testing.T) {
 
 	want := []request{
 		{Method: "POST", Path: "/worker/register", Body: map[string]any{"name": "box", "tags": []any{}}},
-		{Method: "POST", Path: "/worker/heartbeat", Body: map[string]any{"worker_id": id}},
+		{Method: "POST", Path: "/worker/heartbeat", Body: map[string]any{"worker_id": id,
+			"running": []any{map[string]any{"job_id": "j-1", "step_name": "build[0]"}}}},
 		{Method: "POST", Path: "/worker/jobs/claim", Query: "wait=20", Body: map[string]any{"worker_id": id, "tags": []any{"gpu"}}},
 		{Method: "POST", Path: "/worker/jobs/j-1/steps/build[0]/start", RawPath: "/worker/jobs/j-1/steps/build%5B0%5D/start",
 			Body: map[string]any{"worker_id": id}},
@@ -170,7 +171,7 @@ func TestErrorAnswersBecomeProtocolErrors(t *testing.T) {
 		sentinel error
 		text     string
 	}{
-		{"heartbeat of a forgotten worker", 404, func(c *Client) error { return c.Heartbeat(context.Background(), "w") },
+		{"heartbeat of a forgotten worker", 404, func(c *Client) error { return c.Heartbeat(context.Background(), "w", nil) },
 			ErrUnknownWorker, "heartbeat: server answered 404: the message"},
 		{"claim by a forgotten worker", 404, func(c *Client) error { _, err := c.Claim(context.Background(), "w", nil); return err },
 			ErrUnknownWorker, "claim: server answered 404: the message"},
@@ -206,11 +207,11 @@ func TestUnreachableServerIsATransientError(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	err := NewClient(url, "t", nil).Heartbeat(testContext(t), "w")
+	err := NewClient(url, "t", nil).Heartbeat(testContext(t), "w", nil)
 	if err == nil || permanent(err) {
 		t.Fatalf("error %v, want a transient one", err)
 	}
-	if err := NewClient("ftp://x", "t", nil).Heartbeat(testContext(t), "w"); err == nil || !strings.Contains(err.Error(), "want http(s)://") {
+	if err := NewClient("ftp://x", "t", nil).Heartbeat(testContext(t), "w", nil); err == nil || !strings.Contains(err.Error(), "want http(s)://") {
 		t.Fatalf("bad server url gave %v", err)
 	}
 }

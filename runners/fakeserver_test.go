@@ -38,6 +38,7 @@ type fakeServer struct {
 	logs                                     map[string][]LogLine // by "job/step"
 	logsAtComplete                           map[string]int
 	running, maxRunning                      int
+	reported                                 [][]StepRef // each heartbeat's running list
 }
 
 func newFakeServer(wsDir string) *fakeServer {
@@ -119,10 +120,11 @@ func (f *fakeServer) Register(ctx context.Context, name string, tags []string) (
 	return id, nil
 }
 
-func (f *fakeServer) Heartbeat(ctx context.Context, workerID string) error {
+func (f *fakeServer) Heartbeat(ctx context.Context, workerID string, running []StepRef) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.heartbeats++
+	f.reported = append(f.reported, running)
 	if !f.known[workerID] {
 		return ErrUnknownWorker
 	}

@@ -15,7 +15,10 @@ import (
 // for the in-process pool.
 type Server interface {
 	Register(ctx context.Context, name string, tags []string) (workerID string, err error)
-	Heartbeat(ctx context.Context, workerID string) error // ErrUnknownWorker when the server forgot it
+	// Heartbeat says the worker is alive and lists the steps it runs, from
+	// each claim's arrival until its completion is acknowledged (never nil).
+	// ErrUnknownWorker when the server forgot the worker.
+	Heartbeat(ctx context.Context, workerID string, running []StepRef) error
 	// Claim long-polls for a step; nil without error means no work.
 	Claim(ctx context.Context, workerID string, tags []string) (*Assignment, error)
 	Start(ctx context.Context, workerID, jobID, step string) error
@@ -43,6 +46,12 @@ type Assignment struct {
 	ActionSpec  *workflow.Action `json:"action_spec"`
 	Input       map[string]any   `json:"input"`
 	TimeoutSecs float64          `json:"timeout_secs,omitempty"` // 0 = none
+}
+
+// StepRef names a step a worker runs, in heartbeats.
+type StepRef struct {
+	JobID string `json:"job_id"`
+	Step  string `json:"step_name"`
 }
 
 // Result is the body of POST /worker/jobs/{id}/steps/{step}/complete.

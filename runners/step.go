@@ -12,6 +12,9 @@ import (
 // runAssignment runs one claimed step from start report to completion
 // report. stepsCtx ends when running steps must be killed (drain deadline).
 func (w *Worker) runAssignment(stepsCtx context.Context, workerID string, a *Assignment) {
+	ref := StepRef{JobID: a.JobID, Step: a.StepName}
+	w.track(ref)
+	defer w.untrack(ref) // only once the server has the completion (or refused it)
 	log := w.log.With("job_id", a.JobID, "step", a.StepName)
 	err := w.retry("report step start", func(ctx context.Context) error {
 		return w.srv.Start(ctx, workerID, a.JobID, a.StepName)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 )
@@ -82,9 +83,10 @@ type Worker struct {
 	cfg WorkerConfig
 	log *slog.Logger
 
-	regMu sync.Mutex // serialises (re-)registration
-	mu    sync.Mutex
-	id    string
+	regMu   sync.Mutex // serialises (re-)registration
+	mu      sync.Mutex
+	id      string
+	running map[StepRef]struct{} // claimed and not yet reported complete
 }
 
 // NewWorker returns a worker claiming steps from srv.
@@ -93,7 +95,7 @@ func NewWorker(srv Server, cfg WorkerConfig, log *slog.Logger) *Worker {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Worker{srv: srv, cfg: cfg, log: log.With("worker", cfg.Name)}
+	return &Worker{srv: srv, cfg: cfg, log: log.With("worker", cfg.Name), running: map[StepRef]struct{}{}}
 }
 
 // ID is the id the server gave this worker ("" before registration).
@@ -211,7 +213,7 @@ func (w *Worker) heartbeats(ctx context.Context) {
 		case <-t.C:
 		}
 		id := w.ID()
-		err := w.srv.Heartbeat(ctx, id)
+		err := w.srv.Heartbeat(ctx, id, w.runningSteps())
 		switch {
 		case err == nil || ctx.Err() != nil:
 		case errors.Is(err, ErrUnknownWorker):
@@ -222,6 +224,36 @@ func (w *Worker) heartbeats(ctx context.Context) {
 			w.log.Warn("heartbeat failed", "err", err)
 		}
 	}
+}
+
+// track and untrack keep the set of steps the worker holds, which its
+// heartbeats report.
+func (w *Worker) track(ref StepRef) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.running[ref] = struct{}{}
+}
+
+func (w *Worker) untrack(ref StepRef) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.running, ref)
+}
+
+func (w *Worker) runningSteps() []StepRef {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	refs := make([]StepRef, 0, len(w.running))
+	for r := range w.running {
+		refs = append(refs, r)
+	}
+	sort.Slice(refs, func(i, j int) bool {
+		if refs[i].JobID != refs[j].JobID {
+			return refs[i].JobID < refs[j].JobID
+		}
+		return refs[i].Step < refs[j].Step
+	})
+	return refs
 }
 
 // claimLoop claims and runs one step at a time until ctx ends. Its error is

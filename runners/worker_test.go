@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -380,4 +382,25 @@ func TestCompletionIsRetriedOnErrorsButNotOnConflict(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Heartbeats name each step from its claim until its completion is
+// reported, so the server can tell a claim whose answer was lost.
+func TestHeartbeatsReportTheStepsBeingRun(t *testing.T) {
+	f := newFakeServer(t.TempDir())
+	gate := filepath.Join(t.TempDir(), "gate")
+	f.enqueue(script("j1", "long", `while [ ! -f `+gate+` ]; do sleep 0.02; done`))
+	startWorker(t, f, testWorkerConfig())
+	waitStarted(t, f, "j1/long")
+	reported := func(want []StepRef) func() bool {
+		return func() bool {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return len(f.reported) > 0 && reflect.DeepEqual(f.reported[len(f.reported)-1], want)
+		}
+	}
+	eventually(t, 10*time.Second, "a heartbeat naming the running step", reported([]StepRef{{JobID: "j1", Step: "long"}}))
+	writeFile(t, gate, "")
+	waitResult(t, f, "j1/long")
+	eventually(t, 10*time.Second, "a heartbeat naming no step", reported([]StepRef{}))
 }
