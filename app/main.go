@@ -32,7 +32,16 @@ commands:
   serve       run the server (defaults: 127.0.0.1:8080, ./data, workspace ./examples)
   worker      run a remote worker (--config worker-config.yaml)
   validate    check a workspace directory: appliance validate DIR
-  schema      print the JSON Schema of the workflow format`
+  schema      print the JSON Schema of the workflow format
+
+client commands (--server URL, default $APPLIANCE_SERVER or http://127.0.0.1:8080;
+$APPLIANCE_TOKEN is sent as a bearer token; --json prints the raw answer):
+  run         run a task: appliance run TASK [--workspace WS] [--input k=v ...] [--input-json '{...}'] [--follow]
+  jobs        list jobs: appliance jobs [--workspace WS] [--task T] [--limit N] [--offset N]
+  logs        print a job's log: appliance logs JOB_ID [--step S] [--follow]
+  cancel      cancel a running job: appliance cancel JOB_ID
+  tasks       list the tasks: appliance tasks [--workspace WS]
+  workers     list the workers and when they were last seen`
 
 // commands maps a command name to its implementation.
 var commands = map[string]func(args []string, stdout, stderr io.Writer) int{}

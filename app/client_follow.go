@@ -1,0 +1,101 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+
+	"github.com/coder/websocket"
+)
+
+// serverStep is the step name of the server's own log lines.
+const serverStep = "_server"
+
+// maxStreamReconnects bounds how often a viewer that keeps falling behind
+// starts over; each reconnect resends the whole log.
+const maxStreamReconnects = 5
+
+// followJobLog is followLog with the step column sized up front from the
+// job's steps, so lines of later steps stay aligned with earlier ones. It
+// answers 404 for an unknown job before any stream is opened.
+func (c *apiClient) followJobLog(ctx context.Context, jobID string, p *logPrinter) error {
+	job, _, err := c.job(ctx, jobID)
+	if err != nil {
+		return err
+	}
+	known := p.step == "" || p.step == serverStep
+	for _, s := range job.Steps {
+		if p.step == "" || s.StepName == p.step {
+			p.width = max(p.width, len(s.StepName))
+			known = true
+		}
+	}
+	if !known {
+		// Said now: a misspelt step would otherwise print nothing until
+		// the job ends.
+		return fmt.Errorf("job %s has no step %q", jobID, p.step)
+	}
+	return c.followLog(ctx, jobID, p)
+}
+
+// followLog prints the job's log from the live stream
+// (GET /api/jobs/{id}/logs/stream) until the server closes it normally,
+// which it does once the job has ended and its log is complete.
+func (c *apiClient) followLog(ctx context.Context, jobID string, p *logPrinter) error {
+	for attempt := 0; ; attempt++ {
+		code, err := c.streamOnce(ctx, jobID, p)
+		switch {
+		case code == websocket.StatusNormalClosure:
+			p.flush()
+			return nil
+		case code == websocket.StatusTryAgainLater && attempt < maxStreamReconnects:
+			// We fell behind and were dropped: the server resends the log
+			// from its start, and the printer skips what it has shown.
+			p.restart()
+		case err != nil:
+			return fmt.Errorf("follow the log of job %s: %w", jobID, err)
+		default:
+			return fmt.Errorf("follow the log of job %s: stream closed with status %d", jobID, code)
+		}
+	}
+}
+
+// streamOnce reads one connection to its end and returns its close status
+// (-1 when it ended without a close frame).
+func (c *apiClient) streamOnce(ctx context.Context, jobID string, p *logPrinter) (websocket.StatusCode, error) {
+	conn, resp, err := websocket.Dial(ctx, c.base+"/api/jobs/"+url.PathEscape(jobID)+"/logs/stream", &websocket.DialOptions{
+		HTTPClient: c.http,
+		HTTPHeader: c.header(),
+	})
+	if err != nil {
+		if resp != nil && resp.StatusCode != 101 {
+			// A refused upgrade is a plain API answer, e.g. 404 for an
+			// unknown job; Dial keeps the start of its body.
+			var body []byte
+			if resp.Body != nil {
+				body, _ = io.ReadAll(resp.Body)
+			}
+			return -1, errorOfAnswer(resp.StatusCode, body)
+		}
+		return -1, c.transportError(err)
+	}
+	defer conn.CloseNow()
+	// The backfill of a long log arrives as one frame.
+	conn.SetReadLimit(-1)
+	for {
+		_, data, err := conn.Read(ctx)
+		if err != nil {
+			code := websocket.CloseStatus(err)
+			if code == -1 && ctx.Err() != nil {
+				return -1, ctx.Err()
+			}
+			if code == -1 && errors.Is(err, io.EOF) {
+				return -1, errors.New("connection closed without a close frame")
+			}
+			return code, err
+		}
+		p.write(data)
+	}
+}

@@ -1,0 +1,46 @@
+package app
+
+import (
+	"context"
+	"io"
+	"net/url"
+)
+
+func init() { commands["logs"] = cmdLogs }
+
+// cmdLogs is `appliance logs JOB_ID`: the job's log so far or, with
+// --follow, as it grows until the job ends.
+func cmdLogs(args []string, stdout, stderr io.Writer) int {
+	cc := newClientCommand("logs", "appliance logs JOB_ID [--step S] [--follow]", stdout, stderr)
+	step := cc.fs.String("step", "", "only this step's lines (_server: the server's own)")
+	follow := cc.fs.Bool("follow", false, "keep streaming until the job ends")
+	pos, code, ok := cc.parse(args, 1)
+	if !ok {
+		return code
+	}
+	id := pos[0]
+	return cc.run(func(ctx context.Context, c *apiClient) (int, error) {
+		p := &logPrinter{w: stdout, step: *step, raw: *cc.json}
+		if *follow {
+			return 0, c.followJobLog(ctx, id, p)
+		}
+		path := "/api/jobs/" + url.PathEscape(id) + "/logs"
+		if *step != "" {
+			path = "/api/jobs/" + url.PathEscape(id) + "/steps/" + url.PathEscape(*step) + "/logs"
+		}
+		var answer struct {
+			Logs string `json:"logs"`
+		}
+		raw, err := c.get(ctx, path, &answer)
+		if err != nil {
+			return 1, err
+		}
+		if *cc.json {
+			cc.printJSON(raw)
+			return 0, nil
+		}
+		p.write([]byte(answer.Logs))
+		p.flush()
+		return 0, nil
+	})
+}

@@ -1,0 +1,139 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+)
+
+func init() { commands["run"] = cmdRun }
+
+// inputFlags collects repeated --input k=v flags.
+type inputFlags []string
+
+func (f *inputFlags) String() string     { return strings.Join(*f, " ") }
+func (f *inputFlags) Set(v string) error { *f = append(*f, v); return nil }
+
+// cmdRun is `appliance run TASK`: it executes the task, prints the job id
+// and, with --follow, the job's log and its final status.
+func cmdRun(args []string, stdout, stderr io.Writer) int {
+	cc := newClientCommand("run", "appliance run TASK [--workspace WS] [--input k=v ...] [--input-json '{...}'] [--follow]", stdout, stderr)
+	ws := cc.fs.String("workspace", "", "workspace of the task (default: the only one holding it)")
+	var inputs inputFlags
+	cc.fs.Var(&inputs, "input", "input field `k=v`, repeatable; v is read as JSON when it parses (42, true, {...}), else as a string")
+	inputJSON := cc.fs.String("input-json", "", "the input as a JSON object; --input fields override its keys")
+	follow := cc.fs.Bool("follow", false, "stream the job's log until it ends; exit 1 unless it completed")
+	pos, code, ok := cc.parse(args, 1)
+	if !ok {
+		return code
+	}
+	input, err := buildInput(*inputJSON, inputs)
+	if err != nil {
+		return cc.usageError("%v", err)
+	}
+	task := pos[0]
+	return cc.run(func(ctx context.Context, c *apiClient) (int, error) {
+		if *ws == "" {
+			if *ws, err = c.workspaceOf(ctx, task); err != nil {
+				return 1, err
+			}
+		}
+		var created struct {
+			JobID string `json:"job_id"`
+		}
+		path := "/api/workspaces/" + url.PathEscape(*ws) + "/tasks/" + url.PathEscape(task) + "/execute"
+		raw, err := c.post(ctx, path, map[string]any{"input": input}, &created)
+		if err != nil {
+			return 1, err
+		}
+		if *cc.json {
+			cc.printJSON(raw)
+		} else {
+			fmt.Fprintln(stdout, created.JobID)
+		}
+		if !*follow {
+			return 0, nil
+		}
+		return followJob(ctx, c, cc, created.JobID)
+	})
+}
+
+// followJob prints the job's log until it ends, then its final status; the
+// exit code says whether it completed.
+func followJob(ctx context.Context, c *apiClient, cc *clientCommand, jobID string) (int, error) {
+	if err := c.followJobLog(ctx, jobID, &logPrinter{w: cc.stdout, raw: *cc.json}); err != nil {
+		return 1, err
+	}
+	job, raw, err := c.job(ctx, jobID)
+	if err != nil {
+		return 1, err
+	}
+	if *cc.json {
+		cc.printJSON(raw)
+	} else {
+		printOutcome(cc.stdout, job)
+	}
+	if job.Status == "completed" {
+		return 0, nil
+	}
+	return 1, nil
+}
+
+// printOutcome says how the job ended and, when it failed, why.
+func printOutcome(w io.Writer, j *apiJob) {
+	if !terminal(j.Status) {
+		fmt.Fprintf(w, "job %s is still %s\n", j.JobID, j.Status)
+		return
+	}
+	fmt.Fprintf(w, "job %s %s in %s\n", j.JobID, j.Status, j.duration(time.Now()))
+	for _, s := range j.Steps {
+		if s.Status != "failed" || s.ErrorMessage == nil {
+			continue
+		}
+		msg := strings.ReplaceAll(strings.TrimRight(*s.ErrorMessage, "\n"), "\n", "\n    ")
+		fmt.Fprintf(w, "  step %s failed: %s\n", s.StepName, msg)
+	}
+}
+
+// buildInput merges --input-json and the --input k=v fields. A value is
+// JSON when it parses as JSON (numbers, booleans, objects, quoted strings),
+// else the string as typed: `name=Ada` and `count=3` both mean what they say.
+func buildInput(inputJSON string, fields []string) (map[string]any, error) {
+	input := map[string]any{}
+	if strings.TrimSpace(inputJSON) != "" {
+		if err := decodeExact(inputJSON, &input); err != nil || input == nil {
+			return nil, fmt.Errorf("--input-json must be a JSON object: %q", inputJSON)
+		}
+	}
+	for _, f := range fields {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--input %q: want key=value", f)
+		}
+		var parsed any
+		if err := decodeExact(v, &parsed); err == nil {
+			input[k] = parsed
+		} else {
+			input[k] = v
+		}
+	}
+	return input, nil
+}
+
+// decodeExact decodes s as exactly one JSON value, keeping numbers as
+// written so a long id survives the round trip.
+func decodeExact(s string, v any) error {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("unexpected data after the JSON value")
+	}
+	return nil
+}
