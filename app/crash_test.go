@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -93,19 +94,8 @@ const crashWorkspace = `tasks:
 // jobs are being submitted and run, restarts it on the same data dir, and
 // checks every job whose creation was acknowledged still exists and ends.
 func TestKillNineLosesNoAcknowledgedJob(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary; skipped with -short")
-	}
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	ws := filepath.Join(dir, "ws")
-	writeWorkspace(t, ws, crashWorkspace)
-	args := []string{"--data-dir", filepath.Join(dir, "data"), "--workspace", ws, "--workers", "4"}
-	addr := freePort(t)
-	server := startProcess(t, bin, addr, args...)
+	p := startBinaryServer(t, crashWorkspace, 4)
+	server, addr := p.cmd, p.addr
 
 	const jobs = 100
 	var (
@@ -144,7 +134,7 @@ func TestKillNineLosesNoAcknowledgedJob(t *testing.T) {
 		t.Fatalf("only %d jobs acknowledged before the kill", len(acked))
 	}
 
-	startProcess(t, bin, addr, args...)
+	p.restart()
 	f := &serverFixture{t: t, url: "http://" + addr}
 	for _, id := range acked {
 		j := f.waitTerminal(id)
@@ -160,6 +150,40 @@ func TestKillNineLosesNoAcknowledgedJob(t *testing.T) {
 		t.Fatalf("job list total %d < %d acknowledged jobs", list.Total, len(acked))
 	}
 	t.Logf("%d jobs acknowledged before kill -9; all present and terminal after restart (%d listed)", len(acked), list.Total)
+}
+
+// binaryServer is `appliance serve` running as a real process on a
+// workspace of its own, restartable on the same data dir and port.
+type binaryServer struct {
+	t    *testing.T
+	bin  string
+	addr string
+	args []string
+	cmd  *exec.Cmd
+}
+
+func startBinaryServer(t *testing.T, workspaceYAML string, workers int) *binaryServer {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the binary; skipped with -short")
+	}
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	writeWorkspace(t, ws, workspaceYAML)
+	p := &binaryServer{t: t, bin: bin, addr: freePort(t),
+		args: []string{"--data-dir", filepath.Join(dir, "data"), "--workspace", ws, "--workers", strconv.Itoa(workers)}}
+	p.restart()
+	return p
+}
+
+// restart starts the server (again) and waits until it answers.
+func (p *binaryServer) restart() {
+	p.t.Helper()
+	p.cmd = startProcess(p.t, p.bin, p.addr, p.args...)
 }
 
 func writeWorkspace(t testing.TB, dir, yaml string) {
@@ -184,19 +208,8 @@ const drainWorkspace = `tasks:
 // step runs: the server exits cleanly after the step finished, and the job
 // is completed when it comes back.
 func TestSigtermLetsRunningStepsFinish(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary; skipped with -short")
-	}
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	ws := filepath.Join(dir, "ws")
-	writeWorkspace(t, ws, drainWorkspace)
-	args := []string{"--data-dir", filepath.Join(dir, "data"), "--workspace", ws, "--workers", "1"}
-	addr := freePort(t)
-	server := startProcess(t, bin, addr, args...)
+	p := startBinaryServer(t, drainWorkspace, 1)
+	server, addr := p.cmd, p.addr
 	f := &serverFixture{t: t, url: "http://" + addr}
 
 	id := f.execute("ws", "slow", nil)
@@ -215,7 +228,7 @@ func TestSigtermLetsRunningStepsFinish(t *testing.T) {
 		t.Fatal("server did not exit after SIGTERM")
 	}
 
-	startProcess(t, bin, addr, args...)
+	p.restart()
 	j := f.job(id)
 	if j.Status != "completed" || j.step("nap").Status != "completed" {
 		t.Fatalf("after a graceful stop: job %s, step %s; want both completed", j.Status, j.step("nap").Status)
