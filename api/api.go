@@ -1,5 +1,6 @@
 // Package api serves the HTTP interface: the public /api endpoints, the
-// worker protocol under /worker, and the live log stream over WebSocket.
+// worker protocol under /worker, webhooks under /hooks, and the live log
+// stream over WebSocket.
 package api
 
 import (
@@ -129,6 +130,8 @@ func New(cfg Config) *echo.Echo {
 	w.GET("/jobs/:id/cancelled", s.waitCancelled)
 	w.POST("/jobs/:id/complete", s.completeJob)
 	w.GET("/workspace/:file", s.workspaceTarball)
+
+	s.webhookRoutes(e)
 	return e
 }
 

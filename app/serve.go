@@ -20,6 +20,7 @@ import (
 
 	"github.com/appliance-sh/appliance/api"
 	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/schedule"
 	"github.com/appliance-sh/appliance/engine/workflow"
 	"github.com/appliance-sh/appliance/runners"
 	"github.com/appliance-sh/appliance/store"
@@ -133,19 +134,21 @@ type Server struct {
 	logs     *store.Logs
 	engine   *engine.Engine
 
-	cancelEngine  context.CancelFunc
-	cancelWorkers context.CancelFunc
-	cancelWatch   context.CancelFunc
-	engineDone    chan error
-	workersDone   chan struct{}
-	background    sync.WaitGroup
+	cancelEngine    context.CancelFunc
+	cancelWorkers   context.CancelFunc
+	cancelWatch     context.CancelFunc
+	cancelScheduler context.CancelFunc
+	engineDone      chan error
+	schedulerDone   chan struct{}
+	workersDone     chan struct{}
+	background      sync.WaitGroup
 }
 
 // Addr is the address the server listens on.
 func (s *Server) Addr() string { return s.listener.Addr().String() }
 
 // startServer opens the storage, loads the workspaces and starts the
-// orchestrator, the HTTP server and the in-process workers.
+// orchestrator, the scheduler, the HTTP server and the in-process workers.
 func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (*Server, error) {
 	dirs := map[string]string{}
 	for name, ws := range cfg.Workspaces {
@@ -188,6 +191,16 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (*Ser
 	engineCtx, cancelEngine := context.WithCancel(context.Background())
 	s.cancelEngine = cancelEngine
 	go func() { s.engineDone <- eng.Run(engineCtx) }()
+
+	schedulerCtx, cancelScheduler := context.WithCancel(context.Background())
+	s.cancelScheduler, s.schedulerDone = cancelScheduler, make(chan struct{})
+	sched := schedule.New(schedule.Config{Workspaces: registry, Jobs: eng, State: db, Clock: schedule.RealClock{}, Logger: log.With("component", "scheduler")})
+	go func() {
+		defer close(s.schedulerDone)
+		if err := sched.Run(schedulerCtx); err != nil {
+			log.Error("scheduler stopped; triggers will not fire", "err", err)
+		}
+	}()
 
 	watchCtx, cancelWatch := context.WithCancel(context.Background())
 	s.cancelWatch = cancelWatch
@@ -246,6 +259,9 @@ func (s *Server) goBackground(f func()) {
 // running steps, then stops the HTTP server and the orchestrator and closes
 // the storage.
 func (s *Server) Shutdown() error {
+	// Triggers stop first, so none fires into an orchestrator shutting down.
+	s.cancelScheduler()
+	<-s.schedulerDone
 	s.cancelWorkers()
 	s.cancelWatch()
 	<-s.workersDone

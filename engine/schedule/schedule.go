@@ -1,4 +1,4 @@
-// Package schedule computes when cron triggers fire, in their time zone.
+// Package schedule computes when cron triggers fire, in their time zone, and fires them.
 package schedule
 
 import (

@@ -1,0 +1,347 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/workflow"
+)
+
+// Limits of the webhook status endpoint's `timeout` query parameter.
+const (
+	defaultHookWait = 30 * time.Second
+	maxHookWaitSecs = 300
+)
+
+// The keys of a webhook job's input that the request fills in; the
+// trigger's own input defaults never overwrite them.
+var requestInputKeys = []string{"body", "headers", "method", "query"}
+
+var errHookSecret = echo.NewHTTPError(http.StatusUnauthorized, "missing or invalid webhook secret")
+
+// webhookRoutes serves /hooks: outside /api, no user auth, each trigger's
+// optional secret instead.
+func (s *server) webhookRoutes(e *echo.Echo) {
+	h := e.Group("/hooks")
+	h.POST("/:name", s.callWebhook)
+	h.GET("/:name", s.callWebhook)
+	h.GET("/:name/jobs/:job_id", s.webhookJob)
+}
+
+// hook is a webhook trigger found by its URL name.
+type hook struct {
+	ws      string
+	trigger *workflow.Trigger
+}
+
+// findHook returns the enabled webhook trigger named name in the first
+// workspace (by name) whose current revision has one.
+func (s *server) findHook(name string) (hook, error) {
+	for _, st := range s.cfg.Workspaces.List() {
+		if st.Workspace == nil {
+			continue
+		}
+		keys := make([]string, 0, len(st.Workspace.Triggers))
+		for k := range st.Workspace.Triggers {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			t := st.Workspace.Triggers[k]
+			if t != nil && t.Type == workflow.TriggerWebhook && t.Enabled && t.WebhookName == name {
+				return hook{ws: st.Name, trigger: t}, nil
+			}
+		}
+	}
+	return hook{}, notFound("webhook %q", name)
+}
+
+// checkSecret accepts a request for a trigger without secret, or one that
+// carries the secret as ?secret= or as a bearer token. Digests are
+// compared, in constant time, so not even the secret's length leaks.
+func checkSecret(c echo.Context, t *workflow.Trigger) error {
+	if t.Secret == "" {
+		return nil
+	}
+	want := sha256.Sum256([]byte(t.Secret))
+	matches := func(got string) bool {
+		d := sha256.Sum256([]byte(got))
+		return subtle.ConstantTimeCompare(d[:], want[:]) == 1
+	}
+	if q := c.QueryParams(); q.Has("secret") && matches(q.Get("secret")) {
+		return nil
+	}
+	if tok, ok := bearer(c.Request()); ok && matches(tok) {
+		return nil
+	}
+	return errHookSecret
+}
+
+// hookAccepted is the async answer, and (with status and output) the sync one.
+type hookAccepted struct {
+	JobID   string `json:"job_id"`
+	Trigger string `json:"trigger"`
+	Task    string `json:"task"`
+}
+
+type hookResult struct {
+	hookAccepted
+	Status string         `json:"status"`
+	Output map[string]any `json:"output"`
+}
+
+// callWebhook runs the trigger's task with the request as its input. In
+// sync mode it waits up to the trigger's timeout_secs for the job to end.
+func (s *server) callWebhook(c echo.Context) error {
+	h, err := s.findHook(c.Param("name"))
+	if err != nil {
+		return err
+	}
+	if err := checkSecret(c, h.trigger); err != nil {
+		return err
+	}
+	input, err := hookInput(c, h.trigger)
+	if err != nil {
+		return err
+	}
+	name := h.trigger.WebhookName
+	ctx := c.Request().Context()
+	job, err := s.cfg.Engine.CreateJob(ctx, engine.CreateJob{
+		Workspace:  h.ws,
+		Task:       h.trigger.Task,
+		Input:      input,
+		SourceType: engine.SourceWebhook,
+		SourceID:   &name,
+	})
+	if err != nil {
+		return err
+	}
+	accepted := hookAccepted{JobID: job.ID, Trigger: name, Task: job.TaskName}
+	if h.trigger.Mode != "sync" {
+		return c.JSON(http.StatusOK, accepted)
+	}
+	timeout := time.Duration(h.trigger.TimeoutSecs) * time.Second
+	if timeout <= 0 {
+		timeout = defaultHookWait
+	}
+	job, ended, err := s.waitJob(ctx, job.ID, timeout)
+	if err != nil {
+		return err
+	}
+	if !ended {
+		return c.JSON(http.StatusAccepted, map[string]string{
+			"job_id": job.ID, "trigger": name, "task": job.TaskName, "status": job.Status,
+		})
+	}
+	return c.JSON(http.StatusOK, hookResult{hookAccepted: accepted, Status: job.Status, Output: completedOutput(job)})
+}
+
+// hookJobView is the webhook status endpoint's answer.
+type hookJobView struct {
+	hookResult
+	CreatedAt   time.Time  `json:"created_at"`
+	CompletedAt *time.Time `json:"completed_at"`
+}
+
+// webhookJob reports a job this webhook created, optionally waiting for
+// it to end: 200 when it is there (or ended in time), 202 when the wait
+// timed out.
+func (s *server) webhookJob(c echo.Context) error {
+	id := c.Param("job_id")
+	if !isUUID(id) {
+		return badRequest("invalid job id %q: want a UUID", id)
+	}
+	h, err := s.findHook(c.Param("name"))
+	if err != nil {
+		return err
+	}
+	if err := checkSecret(c, h.trigger); err != nil {
+		return err
+	}
+	wait, timeout, err := hookWaitParams(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	name := h.trigger.WebhookName
+	job, _, err := s.cfg.Engine.Job(ctx, id)
+	if errors.Is(err, engine.ErrNotFound) || (err == nil && !fromHook(job, name)) {
+		return notFound("job %s of webhook %q", id, name)
+	}
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if wait && !job.Terminal() {
+		var ended bool
+		if job, ended, err = s.waitJob(ctx, id, timeout); err != nil {
+			return err
+		}
+		if !ended {
+			status = http.StatusAccepted
+		}
+	}
+	return c.JSON(status, hookJobView{
+		hookResult: hookResult{
+			hookAccepted: hookAccepted{JobID: job.ID, Trigger: name, Task: job.TaskName},
+			Status:       job.Status,
+			Output:       completedOutput(job),
+		},
+		CreatedAt:   job.CreatedAt.UTC(),
+		CompletedAt: utcPtr(job.CompletedAt),
+	})
+}
+
+func fromHook(j *engine.Job, name string) bool {
+	return j.SourceType == engine.SourceWebhook && j.SourceID != nil && *j.SourceID == name
+}
+
+// completedOutput is a job's output when it completed, else nil: a failed
+// or cancelled job's partial outputs are not its result.
+func completedOutput(j *engine.Job) map[string]any {
+	if j.Status != engine.JobCompleted {
+		return nil
+	}
+	return j.Output
+}
+
+// waitJob waits up to timeout for a job to end and returns it as last
+// committed, and whether it is terminal.
+func (s *server) waitJob(ctx context.Context, id string, timeout time.Duration) (*engine.Job, bool, error) {
+	done, err := s.cfg.Engine.JobDone(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
+	job, _, err := s.cfg.Engine.Job(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	return job, job.Terminal(), nil
+}
+
+// hookWaitParams reads `wait` (a boolean, default false) and `timeout`
+// (whole seconds, 0 to 300, default 30).
+func hookWaitParams(c echo.Context) (bool, time.Duration, error) {
+	wait := false
+	if v := c.QueryParam("wait"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return false, 0, badRequest("wait must be true or false, got %q", v)
+		}
+		wait = b
+	}
+	timeout := defaultHookWait
+	if v := c.QueryParam("timeout"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > maxHookWaitSecs {
+			return false, 0, badRequest("timeout must be a whole number of seconds from 0 to %d, got %q", maxHookWaitSecs, v)
+		}
+		timeout = time.Duration(n) * time.Second
+	}
+	return wait, timeout, nil
+}
+
+// hookInput builds a webhook job's input from the request: body, headers,
+// method and query, then the trigger's input defaults beside them.
+//
+// Header names are lowercase; a header or query parameter sent once is a
+// string, one sent several times an array of its values in order. The
+// credential is left out: the `secret` query parameter, and, for a
+// trigger with a secret, the Authorization header.
+func hookInput(c echo.Context, t *workflow.Trigger) (map[string]any, error) {
+	r := c.Request()
+	body, err := hookBody(r)
+	if err != nil {
+		return nil, err
+	}
+	headers := map[string]any{}
+	for k, vs := range r.Header {
+		k = strings.ToLower(k)
+		if t.Secret != "" && k == "authorization" {
+			continue
+		}
+		headers[k] = oneOrMany(vs)
+	}
+	if r.Host != "" {
+		headers["host"] = r.Host // net/http moves it out of Header
+	}
+	query := map[string]any{}
+	for k, vs := range r.URL.Query() {
+		if k != "secret" {
+			query[k] = oneOrMany(vs)
+		}
+	}
+	input := map[string]any{"body": body, "headers": headers, "method": r.Method, "query": query}
+	for k, v := range t.Input {
+		if _, taken := input[k]; !taken {
+			input[k] = v
+		}
+	}
+	return input, nil
+}
+
+// hookBody is the request body: null for GET, parsed JSON when the
+// Content-Type is application/json (an empty body is null), else the raw
+// text.
+func hookBody(r *http.Request) (any, error) {
+	if r.Method == http.MethodGet {
+		return nil, nil
+	}
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, errBodyTooLarge
+		}
+		return nil, badRequest("read request body: %v", err)
+	}
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt != "application/json" {
+		return string(raw), nil
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, badRequest("malformed JSON body: %v", err)
+	}
+	if dec.More() {
+		return nil, badRequest("malformed JSON body: unexpected data after the value")
+	}
+	return v, nil
+}
+
+func oneOrMany(vs []string) any {
+	if len(vs) == 1 {
+		return vs[0]
+	}
+	out := make([]any, len(vs))
+	for i, v := range vs {
+		out[i] = v
+	}
+	return out
+}
