@@ -54,6 +54,10 @@ type Config struct {
 	Engine     Orchestrator
 	Workspaces Workspaces
 	Logs       LogStore
+	// Auth turns authentication on (nil = off: no tokens needed, and the
+	// /api/auth endpoints are 404). Users must then be set.
+	Auth  *AuthConfig
+	Users UserStore
 	// WorkerToken is the shared bearer token of the worker endpoints; when
 	// empty they refuse every request.
 	WorkerToken string
@@ -67,6 +71,9 @@ type Config struct {
 	StreamWriteTimeout time.Duration
 	// Now is the clock for trigger next_runs and log timestamps (nil = time.Now).
 	Now func() time.Time
+	// UI serves every GET outside /api, /worker, /hooks and /healthz
+	// (nil = no UI).
+	UI http.Handler
 }
 
 // server holds the handlers' dependencies.
@@ -74,6 +81,7 @@ type server struct {
 	cfg      Config
 	log      *slog.Logger
 	tarballs *tarballCache
+	auth     *authService // nil when auth is off
 }
 
 // New returns the HTTP handler of the API. The caller may add routes (the
@@ -97,7 +105,7 @@ func New(cfg Config) *echo.Echo {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.recoverPanics, limitBody)
+	e.Use(s.recoverPanics, limitBody, s.authenticate)
 
 	e.GET("/healthz", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, statusOK)
@@ -132,6 +140,8 @@ func New(cfg Config) *echo.Echo {
 	w.GET("/workspace/:file", s.workspaceTarball)
 
 	s.webhookRoutes(e)
+	s.authRoutes(e)
+	s.uiRoutes(e)
 	return e
 }
 
@@ -153,5 +163,7 @@ type oidcProvider struct {
 }
 
 func (s *server) getConfig(c echo.Context) error {
-	return c.JSON(http.StatusOK, configResponse{OIDCProviders: []oidcProvider{}, Version: s.cfg.Version})
+	resp := configResponse{OIDCProviders: []oidcProvider{}, Version: s.cfg.Version}
+	s.describeAuth(&resp)
+	return c.JSON(http.StatusOK, resp)
 }

@@ -64,7 +64,7 @@ type approveRequest struct {
 }
 
 // approveStep answers a waiting approval step (DESIGN.md "Approval API").
-// With auth off the approver is recorded as "anonymous".
+// The approver is the user's email, or "anonymous" with auth off.
 func (s *server) approveStep(c echo.Context) error {
 	id, err := jobIDParam(c)
 	if err != nil {
@@ -79,7 +79,7 @@ func (s *server) approveStep(c echo.Context) error {
 	}
 	err = s.cfg.Engine.Approve(c.Request().Context(), id, c.Param("step"), engine.Approval{
 		Approved:        *req.Approved,
-		By:              "anonymous",
+		By:              actorName(c),
 		Input:           req.Input,
 		RejectionReason: req.RejectionReason,
 	})

@@ -166,11 +166,13 @@ func (s *server) executeTask(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
+	sourceType, sourceID := jobSource(c)
 	job, err := s.cfg.Engine.CreateJob(c.Request().Context(), engine.CreateJob{
 		Workspace:  ws.Name,
 		Task:       c.Param("name"),
 		Input:      object(req.Input),
-		SourceType: engine.SourceAPI,
+		SourceType: sourceType,
+		SourceID:   sourceID,
 	})
 	if err != nil {
 		return err

@@ -42,14 +42,19 @@ func workerMain(ctx context.Context, configFile string, stdout, stderr io.Writer
 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	client := runners.NewClient(cfg.ServerURL, cfg.Token, nil, runners.WithWorkspaceCache(cfg.WorkspaceCacheDir))
-	w := runners.NewWorker(client, runners.WorkerConfig{
+	wcfg := runners.WorkerConfig{
 		Name:              cfg.Name,
 		Tags:              cfg.Tags,
 		MaxConcurrent:     cfg.MaxConcurrent,
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		LogPushInterval:   cfg.LogPushInterval,
 		DrainTimeout:      cfg.DrainTimeout,
-	}, log)
+	}
+	if err := detectRunners(ctx, cfg.Docker, &wcfg, log); err != nil {
+		fmt.Fprintln(stderr, "appliance worker:", err)
+		return 2
+	}
+	w := runners.NewWorker(client, wcfg, log)
 	if err := w.Run(ctx); err != nil {
 		if errors.Is(err, runners.ErrUnauthorized) {
 			fmt.Fprintln(stderr, "appliance worker: worker token rejected by server: worker_token must equal the server's worker_token")

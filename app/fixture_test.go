@@ -38,6 +38,9 @@ func startFixture(t testing.TB, workspaces map[string]string, workers int, tweak
 	cfg.DataDir = filepath.Join(dir, "data")
 	cfg.LogStorage.LocalDir = filepath.Join(dir, "logs")
 	cfg.Workers = &workers
+	// A test that fails mid-step must not wait minutes for the step, nor
+	// leave its process behind.
+	cfg.drainTimeout = 2 * time.Second
 	cfg.Workspaces = map[string]WorkspaceConfig{}
 	for name, path := range workspaces {
 		cfg.Workspaces[name] = WorkspaceConfig{Type: "folder", Path: path}

@@ -564,7 +564,8 @@ tasks:
         type: script
         script: exit 3
 `)
-	startWorkerProcess(t, f.url, workerToken, "lister", "tags: [linux, build]\n")
+	// No daemon at that endpoint, so the tags are exactly the configured ones.
+	startWorkerProcess(t, f.url, workerToken, "lister", "tags: [linux, build]\ndocker: {endpoint: \"unix:///nonexistent/docker.sock\"}\n")
 	id := f.execute("main", "mixed", nil)
 	if j := f.waitTerminal(id); j.Status != "failed" {
 		t.Fatalf("job %s, want failed", j.Status)

@@ -24,6 +24,7 @@ import (
 	"github.com/appliance-sh/appliance/engine/workflow"
 	"github.com/appliance-sh/appliance/runners"
 	"github.com/appliance-sh/appliance/store"
+	"github.com/appliance-sh/appliance/ui"
 )
 
 // Version is the server version reported by /api/config; set at build time
@@ -106,6 +107,7 @@ func printSettings(w io.Writer, cfg *ServerConfig, addr string) {
 	fmt.Fprintf(w, "appliance %s serving on http://%s\n", Version, addr)
 	fmt.Fprintf(w, "  data_dir:              %s\n", cfg.DataDir)
 	fmt.Fprintf(w, "  log_storage.local_dir: %s\n", cfg.LogStorage.LocalDir)
+	fmt.Fprintf(w, "  log_storage.archive:   %s\n", cfg.LogStorage.describeArchive())
 	names := make([]string, 0, len(cfg.Workspaces))
 	for name := range cfg.Workspaces {
 		names = append(names, name)
@@ -121,7 +123,8 @@ func printSettings(w io.Writer, cfg *ServerConfig, addr string) {
 	}
 	fmt.Fprintf(w, "  worker_token:          %s\n", token)
 	fmt.Fprintf(w, "  heartbeat_timeout:     %s\n", cfg.heartbeatTimeout)
-	fmt.Fprintf(w, "  auth:                  off\n")
+	fmt.Fprintf(w, "  drain_timeout:         %s\n", cfg.drainTimeout)
+	fmt.Fprintf(w, "  auth:                  %s\n", cfg.Auth.describe())
 }
 
 // Server is a running appliance server.
@@ -132,6 +135,7 @@ type Server struct {
 	http     *http.Server
 	db       *store.DB
 	logs     *store.Logs
+	archive  *store.ArchivingLogs // nil unless log_storage archives logs
 	engine   *engine.Engine
 
 	cancelEngine    context.CancelFunc
@@ -150,6 +154,17 @@ func (s *Server) Addr() string { return s.listener.Addr().String() }
 // startServer opens the storage, loads the workspaces and starts the
 // orchestrator, the scheduler, the HTTP server and the in-process workers.
 func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (*Server, error) {
+	pool := runners.WorkerConfig{
+		Name:          hostname() + "-inprocess",
+		Tags:          cfg.WorkerTags,
+		MaxConcurrent: *cfg.Workers,
+		DrainTimeout:  cfg.drainTimeout,
+	}
+	if *cfg.Workers > 0 {
+		if err := detectRunners(ctx, cfg.Docker, &pool, log.With("worker", "in-process")); err != nil {
+			return nil, err
+		}
+	}
 	dirs := map[string]string{}
 	for name, ws := range cfg.Workspaces {
 		dirs[name] = ws.Path
@@ -167,10 +182,23 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (*Ser
 		db.Close()
 		return nil, err
 	}
+	jobLogs, archive, err := openArchive(cfg.LogStorage, logs, db, log)
+	if err != nil {
+		db.Close()
+		logs.Close()
+		return nil, err
+	}
+	if created, err := seedInitialUser(ctx, db, cfg.Auth, time.Now()); err != nil {
+		db.Close()
+		logs.Close()
+		return nil, err
+	} else if created {
+		log.Info("created the initial admin user", "email", cfg.Auth.InitialUser.Email)
+	}
 	eng, err := engine.New(engine.Config{
 		Store:            db,
 		Workspaces:       registry,
-		Logs:             logs,
+		Logs:             jobLogs,
 		Logger:           log,
 		HeartbeatTimeout: cfg.heartbeatTimeout,
 	})
@@ -186,7 +214,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (*Ser
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 
-	s := &Server{cfg: cfg, log: log, listener: ln, db: db, logs: logs, engine: eng,
+	s := &Server{cfg: cfg, log: log, listener: ln, db: db, logs: logs, archive: archive, engine: eng,
 		engineDone: make(chan error, 1), workersDone: make(chan struct{})}
 	engineCtx, cancelEngine := context.WithCancel(context.Background())
 	s.cancelEngine = cancelEngine
@@ -214,10 +242,13 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (*Ser
 		Handler: api.New(api.Config{
 			Engine:      eng,
 			Workspaces:  registry,
-			Logs:        logs,
+			Logs:        jobLogs,
 			WorkerToken: cfg.WorkerToken,
 			Version:     Version,
 			Logger:      log,
+			UI:          ui.Handler(),
+			Auth:        cfg.Auth.apiConfig(),
+			Users:       db,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
@@ -230,14 +261,10 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (*Ser
 	workersCtx, cancelWorkers := context.WithCancel(context.Background())
 	s.cancelWorkers = cancelWorkers
 	if *cfg.Workers > 0 {
-		pool := runners.NewWorker(newInProcessServer(eng, logs, registry), runners.WorkerConfig{
-			Name:          hostname() + "-inprocess",
-			Tags:          cfg.WorkerTags,
-			MaxConcurrent: *cfg.Workers,
-		}, log.With("worker", "in-process"))
+		workers := runners.NewWorker(newInProcessServer(eng, jobLogs, registry), pool, log.With("worker", "in-process"))
 		go func() {
 			defer close(s.workersDone)
-			if err := pool.Run(workersCtx); err != nil && !errors.Is(err, context.Canceled) {
+			if err := workers.Run(workersCtx); err != nil && !errors.Is(err, context.Canceled) {
 				log.Error("in-process workers stopped", "err", err)
 			}
 		}()
@@ -276,7 +303,9 @@ func (s *Server) Shutdown() error {
 	defer cancel()
 	httpErr := s.http.Shutdown(ctx)
 	s.background.Wait()
-	return errors.Join(httpErr, engineErr, s.logs.Close(), s.db.Close())
+	// Uploads started by the last finished jobs go out before the logs close.
+	archiveErr := s.drainArchive()
+	return errors.Join(httpErr, engineErr, archiveErr, s.logs.Close(), s.db.Close())
 }
 
 func hostname() string {

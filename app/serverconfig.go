@@ -22,11 +22,20 @@ type ServerConfig struct {
 	// once; 0 turns the pool off. Default: one per CPU.
 	Workers    *int     `yaml:"workers"`
 	WorkerTags []string `yaml:"worker_tags"`
+	// Docker configures the in-process pool's docker runner, added when a
+	// Docker daemon answers at start-up.
+	Docker DockerSection `yaml:"docker"`
 	// HeartbeatTimeout is how long a remote worker may be silent before it
 	// is inactive and its running steps fail (3 heartbeat intervals).
 	HeartbeatTimeout string `yaml:"heartbeat_timeout"`
+	// DrainTimeout is how long the in-process workers' running steps may
+	// go on after SIGTERM before they are killed and failed.
+	DrainTimeout string `yaml:"drain_timeout"`
+	// Auth turns authentication on; nil = off (app/authconfig.go).
+	Auth *AuthConfig `yaml:"auth"`
 
 	heartbeatTimeout time.Duration
+	drainTimeout     time.Duration
 }
 
 // WorkspaceConfig locates one workspace.
@@ -37,7 +46,9 @@ type WorkspaceConfig struct {
 
 // LogStorageConfig is the log_storage section.
 type LogStorageConfig struct {
-	LocalDir string `yaml:"local_dir"`
+	LocalDir string          `yaml:"local_dir"`
+	Archive  *ArchiveConfig  `yaml:"archive"` // finished jobs' logs; wins over S3
+	S3       *LegacyS3Config `yaml:"s3"`      // legacy form of an s3 archive
 }
 
 // loadServerConfig reads path (none when empty) and fills in the defaults.
@@ -72,6 +83,12 @@ func loadServerConfig(path string) (*ServerConfig, error) {
 	if cfg.LogStorage.LocalDir == "" {
 		cfg.LogStorage.LocalDir = store.DefaultLogDir()
 	}
+	if _, _, err := cfg.LogStorage.archive(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Auth.validate(); err != nil {
+		return nil, err
+	}
 	if cfg.Workers == nil {
 		n := runtime.NumCPU()
 		cfg.Workers = &n
@@ -79,13 +96,12 @@ func loadServerConfig(path string) (*ServerConfig, error) {
 	if *cfg.Workers < 0 {
 		return nil, fmt.Errorf("workers: must be 0 or more, got %d", *cfg.Workers)
 	}
-	cfg.heartbeatTimeout = 90 * time.Second
-	if cfg.HeartbeatTimeout != "" {
-		d, err := time.ParseDuration(cfg.HeartbeatTimeout)
-		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("heartbeat_timeout: %q is not a positive duration", cfg.HeartbeatTimeout)
-		}
-		cfg.heartbeatTimeout = d
+	var err error
+	if cfg.heartbeatTimeout, err = positiveDuration("heartbeat_timeout", cfg.HeartbeatTimeout, 90*time.Second); err != nil {
+		return nil, err
+	}
+	if cfg.drainTimeout, err = positiveDuration("drain_timeout", cfg.DrainTimeout, 10*time.Minute); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }
@@ -100,3 +116,15 @@ func configPath(flagValue string) string {
 
 // dbPath is where the server keeps its bbolt file.
 func (c *ServerConfig) dbPath() string { return filepath.Join(c.DataDir, "appliance.db") }
+
+// positiveDuration parses a duration setting, or gives its default when unset.
+func positiveDuration(key, value string, def time.Duration) (time.Duration, error) {
+	if value == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(value)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s: %q is not a positive duration", key, value)
+	}
+	return d, nil
+}

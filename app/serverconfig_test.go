@@ -37,12 +37,13 @@ worker_token: ${APPLIANCE_TEST_TOKEN}
 workers: 0
 worker_tags: [local]
 heartbeat_timeout: 5s
+drain_timeout: 30s
 log_storage:
   local_dir: /var/log/appliance
 `, check: func(c *ServerConfig) bool {
 			return c.Listen == "0.0.0.0:9000" && c.WorkerToken == "tok" && *c.Workers == 0 &&
 				c.Workspaces["ops"].Path == "/srv/ops" && len(c.Workspaces) == 1 && c.WorkerTags[0] == "local" &&
-				c.heartbeatTimeout == 5*time.Second && c.LogStorage.LocalDir == "/var/log/appliance"
+				c.heartbeatTimeout == 5*time.Second && c.drainTimeout == 30*time.Second && c.LogStorage.LocalDir == "/var/log/appliance"
 		}},
 		{name: "unknown key", yaml: "listen: x\nworkerz: 2\n", wantErr: ":2:1: "},
 		{name: "wrong type", yaml: "workers: many\n", wantErr: ":1:10: "},
@@ -50,6 +51,7 @@ log_storage:
 		{name: "workspace type", yaml: "workspaces: {a: {type: git, path: x}}\n", wantErr: `workspaces.a.type: unsupported type "git"`},
 		{name: "workspace path", yaml: "workspaces: {a: {type: folder}}\n", wantErr: "workspaces.a.path: required"},
 		{name: "heartbeat", yaml: "heartbeat_timeout: soon\n", wantErr: `heartbeat_timeout: "soon" is not a positive duration`},
+		{name: "drain", yaml: "drain_timeout: -1s\n", wantErr: `drain_timeout: "-1s" is not a positive duration`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -12,15 +12,16 @@ import (
 
 // workerFile is worker-config.yaml as written.
 type workerFile struct {
-	ServerURL         string   `yaml:"server_url"`
-	WorkerToken       string   `yaml:"worker_token"`
-	WorkerName        string   `yaml:"worker_name"`
-	Tags              []string `yaml:"tags"`
-	MaxConcurrent     *int     `yaml:"max_concurrent"`
-	WorkspaceCacheDir string   `yaml:"workspace_cache_dir"`
-	HeartbeatInterval string   `yaml:"heartbeat_interval"`
-	LogPushInterval   string   `yaml:"log_push_interval"`
-	DrainTimeout      string   `yaml:"drain_timeout"`
+	ServerURL         string        `yaml:"server_url"`
+	WorkerToken       string        `yaml:"worker_token"`
+	WorkerName        string        `yaml:"worker_name"`
+	Tags              []string      `yaml:"tags"`
+	MaxConcurrent     *int          `yaml:"max_concurrent"`
+	WorkspaceCacheDir string        `yaml:"workspace_cache_dir"`
+	HeartbeatInterval string        `yaml:"heartbeat_interval"`
+	LogPushInterval   string        `yaml:"log_push_interval"`
+	DrainTimeout      string        `yaml:"drain_timeout"`
+	Docker            DockerSection `yaml:"docker"`
 }
 
 // workerConfig is a remote worker's effective configuration, defaults applied.
@@ -34,6 +35,7 @@ type workerConfig struct {
 	HeartbeatInterval time.Duration
 	LogPushInterval   time.Duration
 	DrainTimeout      time.Duration
+	Docker            DockerSection
 }
 
 // loadWorkerConfig reads and checks a worker config file.
@@ -52,6 +54,7 @@ func loadWorkerConfig(path string) (*workerConfig, error) {
 		Tags:              f.Tags,
 		MaxConcurrent:     1,
 		WorkspaceCacheDir: f.WorkspaceCacheDir,
+		Docker:            f.Docker,
 	}
 	if cfg.ServerURL == "" {
 		return nil, fmt.Errorf("%s: server_url is required (e.g. http://appliance.internal:8080)", path)

@@ -1,0 +1,88 @@
+// Package accounts holds the records of authentication (users, OIDC links,
+// refresh tokens, API keys) and the storage port for them: the api package
+// uses it, the store package implements it, and neither imports the other.
+package accounts
+
+import (
+	"context"
+	"time"
+)
+
+// User is an account. Email is unique, compared case-insensitively.
+type User struct {
+	ID    string  `json:"id"`
+	Email string  `json:"email"`
+	Name  *string `json:"name"`
+	// PasswordHash is an argon2id PHC string; empty for users who only
+	// sign in through OIDC.
+	PasswordHash string    `json:"password_hash,omitempty"`
+	IsAdmin      bool      `json:"is_admin"`
+	Groups       []string  `json:"groups"`
+	CreatedAt    time.Time `json:"created_at"`
+	// OIDCProviders lists the providers the user has an auth link with, in
+	// the order the links were made.
+	OIDCProviders []string `json:"oidc_providers,omitempty"`
+}
+
+// AuthLink ties an OIDC identity (provider id and the token's subject) to
+// a user.
+type AuthLink struct {
+	Provider  string    `json:"provider"`
+	Subject   string    `json:"subject"`
+	UserID    string    `json:"user_id"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// RefreshToken is a stored refresh token; the token itself is never
+// stored, only Hash (see the api's refreshHash).
+type RefreshToken struct {
+	Hash      string    `json:"hash"`
+	UserID    string    `json:"user_id"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// APIKey is a stored API key; Hash is the hex SHA-256 of the key.
+type APIKey struct {
+	Hash       string     `json:"hash"`
+	Prefix     string     `json:"prefix"`
+	Name       string     `json:"name"`
+	UserID     string     `json:"user_id"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  *time.Time `json:"expires_at"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+}
+
+// UserStore persists users and their credentials; *store.DB implements it.
+// Missing records are engine.ErrNotFound, a duplicate email or key prefix
+// engine.ErrConflict.
+type UserStore interface {
+	CreateUser(ctx context.Context, u *User) error
+	User(ctx context.Context, id string) (*User, error)
+	UserByEmail(ctx context.Context, email string) (*User, error)
+	// Users pages users in creation order and returns their total.
+	Users(ctx context.Context, limit, offset int) ([]*User, int, error)
+	SetAdmin(ctx context.Context, id string, isAdmin bool) (*User, error)
+	SetGroups(ctx context.Context, id string, groups []string) (*User, error)
+	// Groups lists the distinct group names users have, sorted.
+	Groups(ctx context.Context) ([]string, error)
+
+	// ProvisionLinkedUser applies the OIDC just-in-time rules in one
+	// transaction: the user linked to link's provider and subject; else the
+	// user with that email, now linked; else newUser, created and linked.
+	ProvisionLinkedUser(ctx context.Context, link AuthLink, email string, newUser *User) (*User, error)
+
+	PutRefreshToken(ctx context.Context, t *RefreshToken) error
+	// RotateRefreshToken revokes the token with oldHash and stores next for
+	// the same user, atomically; an unknown or expired (at now) token is
+	// engine.ErrNotFound. It returns the revoked token.
+	RotateRefreshToken(ctx context.Context, oldHash string, next *RefreshToken, now time.Time) (*RefreshToken, error)
+	DeleteRefreshToken(ctx context.Context, hash string) error
+
+	CreateAPIKey(ctx context.Context, k *APIKey) error
+	APIKeyByHash(ctx context.Context, hash string) (*APIKey, error)
+	// APIKeys lists a user's keys ordered by prefix.
+	APIKeys(ctx context.Context, userID string) ([]*APIKey, error)
+	DeleteAPIKey(ctx context.Context, userID, prefix string) error
+	TouchAPIKey(ctx context.Context, hash string, at time.Time) error
+}

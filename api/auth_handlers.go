@@ -1,0 +1,192 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/appliance-sh/appliance/engine"
+)
+
+var errBadCredentials = echo.NewHTTPError(http.StatusUnauthorized, "invalid email or password")
+
+// tokenPair is the body of login and refresh.
+type tokenPair struct {
+	AccessToken  string `json:"access_token"`
+	RefreshToken string `json:"refresh_token"`
+}
+
+type loginRequest struct {
+	Email    string `json:"email"`
+	Password string `json:"password"`
+}
+
+func (s *server) login(c echo.Context) error {
+	if !s.auth.hasInternal() {
+		return notFound("password login (no internal provider is configured)")
+	}
+	var req loginRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	email := strings.TrimSpace(req.Email)
+	if email == "" || req.Password == "" {
+		return badRequest("email and password are required")
+	}
+	ctx := c.Request().Context()
+	u, err := s.auth.users.UserByEmail(ctx, email)
+	if err != nil && !errors.Is(err, engine.ErrNotFound) {
+		return err
+	}
+	hash := ""
+	if u != nil {
+		hash = u.PasswordHash
+	}
+	if hash == "" {
+		// No such user, or one who signs in only through OIDC: spend the
+		// time a real check takes, then refuse with the same message.
+		hash = s.auth.dummyPasswordHash()
+		u = nil
+	}
+	ok, err := verifyPassword(hash, req.Password)
+	if err != nil {
+		return fmt.Errorf("login: %w", err)
+	}
+	if !ok || u == nil {
+		return errBadCredentials
+	}
+	pair, err := s.auth.issueTokens(ctx, u)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, pair)
+}
+
+func (a *authService) hasInternal() bool {
+	for _, p := range a.cfg.Providers {
+		if p.Type == ProviderInternal {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *authService) dummyPasswordHash() string {
+	a.dummyOnce.Do(func() {
+		h, err := HashPassword("appliance timing equaliser")
+		if err != nil {
+			a.log.Error("hash dummy password", "err", err)
+		}
+		a.dummyHash = h
+	})
+	return a.dummyHash
+}
+
+// issueTokens gives u a new access token and a new stored refresh token.
+func (a *authService) issueTokens(ctx context.Context, u *User) (*tokenPair, error) {
+	access, err := a.issueAccessToken(u)
+	if err != nil {
+		return nil, err
+	}
+	refresh, stored, err := a.newRefreshToken(u.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.users.PutRefreshToken(ctx, stored); err != nil {
+		return nil, err
+	}
+	return &tokenPair{AccessToken: access, RefreshToken: refresh}, nil
+}
+
+type refreshRequest struct {
+	RefreshToken string `json:"refresh_token"`
+}
+
+func decodeRefreshToken(c echo.Context) (string, error) {
+	var req refreshRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return "", err
+	}
+	if req.RefreshToken == "" {
+		return "", badRequest("refresh_token is required")
+	}
+	return req.RefreshToken, nil
+}
+
+var errBadRefresh = echo.NewHTTPError(http.StatusUnauthorized, "invalid or expired refresh token")
+
+// refresh rotates a refresh token: the old one is revoked in the same
+// transaction that stores the new one, so each token works once.
+func (s *server) refresh(c echo.Context) error {
+	token, err := decodeRefreshToken(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	next, stored, err := s.auth.newRefreshToken("")
+	if err != nil {
+		return err
+	}
+	old, err := s.auth.users.RotateRefreshToken(ctx, s.auth.refreshHash(token), stored, s.auth.now())
+	if errors.Is(err, engine.ErrNotFound) {
+		return errBadRefresh
+	}
+	if err != nil {
+		return err
+	}
+	u, err := s.auth.users.User(ctx, old.UserID)
+	if errors.Is(err, engine.ErrNotFound) {
+		return errBadRefresh
+	}
+	if err != nil {
+		return err
+	}
+	access, err := s.auth.issueAccessToken(u)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, tokenPair{AccessToken: access, RefreshToken: next})
+}
+
+// logout revokes a refresh token; an unknown one is already as revoked as
+// it can be, so the answer is the same.
+func (s *server) logout(c echo.Context) error {
+	token, err := decodeRefreshToken(c)
+	if err != nil {
+		return err
+	}
+	if err := s.auth.users.DeleteRefreshToken(c.Request().Context(), s.auth.refreshHash(token)); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// meView is GET /api/auth/me.
+type meView struct {
+	UserID    string    `json:"user_id"`
+	Name      *string   `json:"name"`
+	Email     string    `json:"email"`
+	IsAdmin   bool      `json:"is_admin"`
+	Groups    []string  `json:"groups"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func (s *server) me(c echo.Context) error {
+	u := caller(c).user
+	return c.JSON(http.StatusOK, meView{
+		UserID: u.ID, Name: u.Name, Email: u.Email, IsAdmin: u.IsAdmin,
+		Groups: nonNil(u.Groups), CreatedAt: u.CreatedAt.UTC(),
+	})
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

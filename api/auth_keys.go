@@ -1,0 +1,113 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/appliance-sh/appliance/engine"
+)
+
+// Bounds of API key requests.
+const (
+	maxAPIKeyNameLen  = 200
+	maxAPIKeyDays     = 36500
+	apiKeyPrefixTries = 20
+)
+
+type createAPIKeyRequest struct {
+	Name          string `json:"name"`
+	ExpiresInDays *int   `json:"expires_in_days"`
+}
+
+// createdAPIKey is the only answer that ever holds the raw key.
+type createdAPIKey struct {
+	Key       string     `json:"key"`
+	Name      string     `json:"name"`
+	Prefix    string     `json:"prefix"`
+	ExpiresAt *time.Time `json:"expires_at"`
+}
+
+// apiKeyView is an item of the key list.
+type apiKeyView struct {
+	Prefix     string     `json:"prefix"`
+	Name       string     `json:"name"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  *time.Time `json:"expires_at"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+}
+
+// createAPIKey issues a key to the caller. Only an access token may do so
+// (403 for a caller using an API key), so a leaked key cannot mint more.
+func (s *server) createAPIKey(c echo.Context) error {
+	p := caller(c)
+	if p.viaAPIKey {
+		return echo.NewHTTPError(http.StatusForbidden, "api keys can only be created with an access token (log in), not with an api key")
+	}
+	var req createAPIKeyRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	name := strings.TrimSpace(req.Name)
+	if name == "" {
+		return badRequest("name is required and must not be empty")
+	}
+	if len(name) > maxAPIKeyNameLen {
+		return badRequest("name is too long (%d characters, at most %d)", len(name), maxAPIKeyNameLen)
+	}
+	now := s.auth.now()
+	var expires *time.Time
+	if req.ExpiresInDays != nil {
+		days := *req.ExpiresInDays
+		if days < 1 || days > maxAPIKeyDays {
+			return badRequest("expires_in_days must be between 1 and %d, or null for a key that never expires; got %d", maxAPIKeyDays, days)
+		}
+		t := now.Add(time.Duration(days) * 24 * time.Hour).UTC()
+		expires = &t
+	}
+	// Prefixes are short, so two keys of one user may share one; draw again.
+	for range apiKeyPrefixTries {
+		key, err := newAPIKey()
+		if err != nil {
+			return err
+		}
+		rec := &APIKey{
+			Hash: apiKeyHash(key), Prefix: key[:apiKeyShownLen], Name: name,
+			UserID: p.user.ID, CreatedAt: now.UTC(), ExpiresAt: expires,
+		}
+		err = s.auth.users.CreateAPIKey(c.Request().Context(), rec)
+		if errors.Is(err, engine.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, createdAPIKey{Key: key, Name: name, Prefix: rec.Prefix, ExpiresAt: expires})
+	}
+	return echo.NewHTTPError(http.StatusConflict, "too many api keys: no free key prefix left; revoke unused keys")
+}
+
+func (s *server) listAPIKeys(c echo.Context) error {
+	keys, err := s.auth.users.APIKeys(c.Request().Context(), caller(c).user.ID)
+	if err != nil {
+		return err
+	}
+	out := make([]apiKeyView, len(keys))
+	for i, k := range keys {
+		out[i] = apiKeyView{Prefix: k.Prefix, Name: k.Name, CreatedAt: k.CreatedAt.UTC(), ExpiresAt: utcPtr(k.ExpiresAt), LastUsedAt: utcPtr(k.LastUsedAt)}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// deleteAPIKey revokes one of the caller's keys; someone else's key is a
+// 404 like a missing one, so prefixes of other users cannot be probed.
+func (s *server) deleteAPIKey(c echo.Context) error {
+	err := s.auth.users.DeleteAPIKey(c.Request().Context(), caller(c).user.ID, c.Param("prefix"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "revoked"})
+}

@@ -1,0 +1,202 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/appliance-sh/appliance/engine"
+)
+
+// authService is the state of authentication when it is on.
+type authService struct {
+	cfg   *AuthConfig
+	users UserStore
+	log   *slog.Logger
+	oidc  *oidcFlows
+
+	// dummyHash is verified against when a login names no user, so an
+	// unknown email takes as long as a wrong password.
+	dummyOnce sync.Once
+	dummyHash string
+}
+
+func newAuthService(cfg *AuthConfig, users UserStore, log *slog.Logger) *authService {
+	a := &authService{cfg: cfg, users: users, log: log}
+	a.oidc = newOIDCFlows(a)
+	return a
+}
+
+func (a *authService) now() time.Time {
+	if a.cfg.Now != nil {
+		return a.cfg.Now()
+	}
+	return time.Now()
+}
+
+// apiKeyTouchEvery bounds how often a key's last_used_at is written, so a
+// busy script does not cost a database write per request.
+const apiKeyTouchEvery = time.Minute
+
+// principal is the authenticated caller of a request.
+type principal struct {
+	user *User
+	// viaAPIKey: authenticated by an API key rather than an access token.
+	viaAPIKey bool
+}
+
+// principalKey is where authenticate leaves the principal in the echo context.
+const principalKey = "appliance.principal"
+
+// publicRoutes are the /api routes that need no token even with auth on.
+var publicRoutes = map[string]bool{
+	"/api/config":                       true,
+	"/api/auth/login":                   true,
+	"/api/auth/refresh":                 true,
+	"/api/auth/logout":                  true,
+	"/api/auth/oidc/:provider":          true,
+	"/api/auth/oidc/:provider/callback": true,
+}
+
+// streamRoute may carry its token as ?token=, since browsers cannot set
+// headers on a WebSocket.
+const streamRoute = "/api/jobs/:id/logs/stream"
+
+var (
+	errMissingToken = echo.NewHTTPError(http.StatusUnauthorized, "missing bearer token (Authorization: Bearer <token>)")
+	errInvalidToken = echo.NewHTTPError(http.StatusUnauthorized, "invalid or expired token")
+)
+
+// authenticate requires a bearer token (JWT or API key) on /api routes
+// other than the public ones when auth is on. /worker and /hooks keep
+// their own credentials.
+func (s *server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.auth == nil {
+			return next(c)
+		}
+		path := c.Request().URL.Path
+		underAPI := path == "/api" || strings.HasPrefix(path, "/api/")
+		if !underAPI || publicRoutes[c.Path()] {
+			return next(c)
+		}
+		token := bearerToken(c.Request())
+		if token == "" && c.Path() == streamRoute {
+			token = c.QueryParam("token")
+		}
+		if token == "" {
+			return errMissingToken
+		}
+		p, err := s.auth.principalOf(c.Request().Context(), token)
+		if err != nil {
+			return err
+		}
+		c.Set(principalKey, p)
+		return next(c)
+	}
+}
+
+// bearerToken reads `Authorization: Bearer <token>` (scheme in any case).
+func bearerToken(r *http.Request) string {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}
+
+// principalOf resolves a token to its user: 401 for anything that does not
+// name a live user, a store failure as itself.
+func (a *authService) principalOf(ctx context.Context, token string) (*principal, error) {
+	if isAPIKey(token) {
+		return a.apiKeyPrincipal(ctx, token)
+	}
+	userID, err := a.parseAccessToken(token)
+	if err != nil {
+		return nil, errInvalidToken
+	}
+	u, err := a.users.User(ctx, userID)
+	if errors.Is(err, engine.ErrNotFound) {
+		return nil, errInvalidToken
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load user of token: %w", err)
+	}
+	return &principal{user: u}, nil
+}
+
+func (a *authService) apiKeyPrincipal(ctx context.Context, key string) (*principal, error) {
+	if len(key) != apiKeyLen {
+		return nil, errInvalidToken
+	}
+	k, err := a.users.APIKeyByHash(ctx, apiKeyHash(key))
+	if errors.Is(err, engine.ErrNotFound) {
+		return nil, errInvalidToken
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load api key: %w", err)
+	}
+	now := a.now()
+	if k.ExpiresAt != nil && !now.Before(*k.ExpiresAt) {
+		return nil, echo.NewHTTPError(http.StatusUnauthorized, "api key expired")
+	}
+	u, err := a.users.User(ctx, k.UserID)
+	if errors.Is(err, engine.ErrNotFound) {
+		return nil, errInvalidToken
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load user of api key: %w", err)
+	}
+	if k.LastUsedAt == nil || now.Sub(*k.LastUsedAt) >= apiKeyTouchEvery {
+		// A failed touch only loses a timestamp; the request goes on.
+		if err := a.users.TouchAPIKey(ctx, k.Hash, now); err != nil {
+			a.log.Warn("record api key use", "prefix", k.Prefix, "err", err)
+		}
+	}
+	return &principal{user: u, viaAPIKey: true}, nil
+}
+
+// caller returns the request's principal; nil when auth is off.
+func caller(c echo.Context) *principal {
+	p, _ := c.Get(principalKey).(*principal)
+	return p
+}
+
+// jobSource attributes a job created through the API: to the calling user
+// with auth on, to "api" without (DESIGN.md "source_type").
+func jobSource(c echo.Context) (string, *string) {
+	if p := caller(c); p != nil {
+		email := p.user.Email
+		return engine.SourceUser, &email
+	}
+	return engine.SourceAPI, nil
+}
+
+// actorName names who answered an approval: the user's email with auth on.
+func actorName(c echo.Context) string {
+	if p := caller(c); p != nil {
+		return p.user.Email
+	}
+	return "anonymous"
+}
+
+// requireAdmin guards the admin endpoints (403 for other users).
+func (s *server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		p := caller(c)
+		if p == nil {
+			return errMissingToken
+		}
+		if !p.user.IsAdmin {
+			return echo.NewHTTPError(http.StatusForbidden, "admin privileges required")
+		}
+		return next(c)
+	}
+}

@@ -1,0 +1,50 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/appliance-sh/appliance/api/accounts"
+)
+
+// AuthConfig turns authentication on (api.Config.Auth; nil = off). The app
+// builds it from the `auth` section of server-config.yaml.
+type AuthConfig struct {
+	// JWTSecret signs access tokens (HS256).
+	JWTSecret []byte
+	// RefreshSecret keys the HMAC under which refresh tokens are stored, so
+	// the database alone can neither check nor mint one.
+	RefreshSecret []byte
+	// BaseURL is the server's public URL; OIDC redirect URIs are built on it.
+	BaseURL string
+	// Providers by id: "internal" (email and password) or "oidc".
+	Providers map[string]AuthProvider
+	// Now is the clock of token lifetimes and key expiry (nil = time.Now).
+	Now func() time.Time
+	// HTTPClient talks to OIDC providers (nil = http.DefaultClient).
+	HTTPClient *http.Client
+}
+
+// Provider types of auth.providers.
+const (
+	ProviderInternal = "internal"
+	ProviderOIDC     = "oidc"
+)
+
+// AuthProvider is one entry of auth.providers.
+type AuthProvider struct {
+	Type         string
+	DisplayName  string
+	IssuerURL    string
+	ClientID     string
+	ClientSecret string
+}
+
+// The account records and their store, under their api names.
+type (
+	User         = accounts.User
+	AuthLink     = accounts.AuthLink
+	RefreshToken = accounts.RefreshToken
+	APIKey       = accounts.APIKey
+	UserStore    = accounts.UserStore
+)

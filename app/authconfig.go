@@ -1,0 +1,193 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/appliance-sh/appliance/api"
+	"github.com/appliance-sh/appliance/engine"
+)
+
+// AuthConfig is the `auth` section of server-config.yaml; without it auth
+// is off.
+type AuthConfig struct {
+	JWTSecret     string                        `yaml:"jwt_secret"`
+	RefreshSecret string                        `yaml:"refresh_secret"`
+	BaseURL       string                        `yaml:"base_url"`
+	Providers     map[string]AuthProviderConfig `yaml:"providers"`
+	// InitialUser is created at start-up, as an admin, when no user has
+	// its email; an existing user is left as it is (password included).
+	InitialUser *InitialUserConfig `yaml:"initial_user"`
+}
+
+// AuthProviderConfig is one entry of auth.providers.
+type AuthProviderConfig struct {
+	ProviderType string `yaml:"provider_type"` // internal | oidc
+	DisplayName  string `yaml:"display_name"`
+	IssuerURL    string `yaml:"issuer_url"`
+	ClientID     string `yaml:"client_id"`
+	ClientSecret string `yaml:"client_secret"`
+}
+
+// InitialUserConfig is auth.initial_user.
+type InitialUserConfig struct {
+	Email    string `yaml:"email"`
+	Password string `yaml:"password"`
+}
+
+// minSecretLen is the shortest accepted secret: HS256 wants a key of at
+// least its 256-bit output.
+const minSecretLen = 32
+
+// providerID keeps provider ids usable in URL paths and in "oidc:<id>".
+var providerID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// validate checks the section; a nil section (auth off) is valid.
+func (a *AuthConfig) validate() error {
+	if a == nil {
+		return nil
+	}
+	for _, s := range []struct{ field, value string }{{"jwt_secret", a.JWTSecret}, {"refresh_secret", a.RefreshSecret}} {
+		if s.value == "" {
+			return fmt.Errorf("auth.%s: required when auth is configured (generate one with: openssl rand -hex 32)", s.field)
+		}
+		if len(s.value) < minSecretLen {
+			return fmt.Errorf("auth.%s: too short (%d characters, at least %d; generate one with: openssl rand -hex 32)", s.field, len(s.value), minSecretLen)
+		}
+	}
+	if len(a.Providers) == 0 {
+		return errors.New("auth.providers: at least one provider is required (for example internal: {provider_type: internal})")
+	}
+	hasOIDC, hasInternal := false, false
+	for _, id := range a.providerIDs() {
+		p := a.Providers[id]
+		field := "auth.providers." + id
+		if !providerID.MatchString(id) {
+			return fmt.Errorf("%s: provider id must be 1 to 64 letters, digits, _ or -", field)
+		}
+		switch p.ProviderType {
+		case api.ProviderInternal:
+			hasInternal = true
+		case api.ProviderOIDC:
+			hasOIDC = true
+			if err := httpURL(field+".issuer_url", p.IssuerURL); err != nil {
+				return err
+			}
+			if p.ClientID == "" {
+				return fmt.Errorf("%s.client_id: required for an oidc provider", field)
+			}
+			if p.ClientSecret == "" {
+				return fmt.Errorf("%s.client_secret: required for an oidc provider", field)
+			}
+		case "":
+			return fmt.Errorf("%s.provider_type: required (internal or oidc)", field)
+		default:
+			return fmt.Errorf("%s.provider_type: unknown type %q (internal or oidc)", field, p.ProviderType)
+		}
+	}
+	if hasOIDC {
+		if err := httpURL("auth.base_url", a.BaseURL); err != nil {
+			return fmt.Errorf("%w (the public URL of this server, needed for oidc redirect URIs)", err)
+		}
+	}
+	if u := a.InitialUser; u != nil {
+		if !strings.Contains(u.Email, "@") {
+			return fmt.Errorf("auth.initial_user.email: %q is not an email address", u.Email)
+		}
+		if u.Password == "" {
+			return errors.New("auth.initial_user.password: required")
+		}
+		if !hasInternal {
+			return errors.New("auth.initial_user: needs a provider with provider_type internal to log in with")
+		}
+	}
+	return nil
+}
+
+func httpURL(field, raw string) error {
+	if raw == "" {
+		return fmt.Errorf("%s: required", field)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%s: %q is not an http(s) URL", field, raw)
+	}
+	return nil
+}
+
+func (a *AuthConfig) providerIDs() []string {
+	ids := make([]string, 0, len(a.Providers))
+	for id := range a.Providers {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// apiConfig is what the API needs of the section; nil when auth is off.
+func (a *AuthConfig) apiConfig() *api.AuthConfig {
+	if a == nil {
+		return nil
+	}
+	out := &api.AuthConfig{
+		JWTSecret:     []byte(a.JWTSecret),
+		RefreshSecret: []byte(a.RefreshSecret),
+		BaseURL:       a.BaseURL,
+		Providers:     map[string]api.AuthProvider{},
+	}
+	for id, p := range a.Providers {
+		out.Providers[id] = api.AuthProvider{
+			Type: p.ProviderType, DisplayName: p.DisplayName,
+			IssuerURL: p.IssuerURL, ClientID: p.ClientID, ClientSecret: p.ClientSecret,
+		}
+	}
+	return out
+}
+
+// describe is the start-up line of the section.
+func (a *AuthConfig) describe() string {
+	if a == nil {
+		return "off"
+	}
+	parts := make([]string, 0, len(a.Providers))
+	for _, id := range a.providerIDs() {
+		parts = append(parts, id+" ("+a.Providers[id].ProviderType+")")
+	}
+	return "on, providers " + strings.Join(parts, ", ")
+}
+
+// seedInitialUser creates auth.initial_user as an admin unless a user with
+// that email exists. It reports whether it created one.
+func seedInitialUser(ctx context.Context, users api.UserStore, a *AuthConfig, now time.Time) (bool, error) {
+	if a == nil || a.InitialUser == nil {
+		return false, nil
+	}
+	email := strings.TrimSpace(a.InitialUser.Email)
+	_, err := users.UserByEmail(ctx, email)
+	if err == nil {
+		return false, nil
+	}
+	if !errors.Is(err, engine.ErrNotFound) {
+		return false, fmt.Errorf("seed initial user: %w", err)
+	}
+	hash, err := api.HashPassword(a.InitialUser.Password)
+	if err != nil {
+		return false, fmt.Errorf("seed initial user: %w", err)
+	}
+	err = users.CreateUser(ctx, &api.User{
+		ID: uuid.NewString(), Email: email, PasswordHash: hash,
+		IsAdmin: true, Groups: []string{}, CreatedAt: now.UTC(),
+	})
+	if err != nil {
+		return false, fmt.Errorf("seed initial user: %w", err)
+	}
+	return true, nil
+}

@@ -1,0 +1,47 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/appliance-sh/appliance/runners"
+)
+
+// DockerSection is the `docker` section of the server and worker configs:
+// where the daemon is and which images script actions with runner docker
+// run in.
+type DockerSection struct {
+	// Endpoint is the daemon address (default $DOCKER_HOST, else the local socket).
+	Endpoint string `yaml:"endpoint"`
+	// Images maps a script language to its image (defaults: runners.DefaultDockerImages).
+	Images map[string]string `yaml:"images"`
+	// KillGrace is how long a cancelled step's container has after SIGTERM (default 5s).
+	KillGrace string `yaml:"kill_grace"`
+}
+
+// detectRunners adds the runners this machine can offer (docker when a
+// daemon answers) to a worker's config, with the tags they bring.
+func detectRunners(ctx context.Context, sec DockerSection, cfg *runners.WorkerConfig, log *slog.Logger) error {
+	dc := runners.DockerConfig{Endpoint: sec.Endpoint, Images: sec.Images, Log: log}
+	if sec.KillGrace != "" {
+		d, err := time.ParseDuration(sec.KillGrace)
+		if err != nil || d < time.Second {
+			return fmt.Errorf("docker.kill_grace: want a duration of at least 1s, got %q", sec.KillGrace)
+		}
+		dc.KillGrace = d
+	}
+	found, tags, err := runners.DetectRunners(ctx, dc, log)
+	if err != nil {
+		return fmt.Errorf("docker: %w", err)
+	}
+	if cfg.Runners == nil {
+		cfg.Runners = map[string]runners.Runner{}
+	}
+	for name, r := range found {
+		cfg.Runners[name] = r
+	}
+	cfg.Tags = runners.MergeTags(cfg.Tags, tags)
+	return nil
+}

@@ -1,0 +1,39 @@
+package runners
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+)
+
+func TestDetectRunnersOffersDockerWhenTheDaemonAnswers(t *testing.T) {
+	needDocker(t)
+	found, tags, err := DetectRunners(context.Background(), DockerConfig{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := found["docker"].(*Docker); !ok {
+		t.Errorf("runners = %v, want a docker runner", found)
+	}
+	if len(tags) != 1 || tags[0] != "docker" {
+		t.Errorf("tags = %v, want [docker]", tags)
+	}
+}
+
+func TestDetectRunnersWithoutDaemonOffersNothing(t *testing.T) {
+	sock := "unix://" + filepath.Join(t.TempDir(), "no-docker.sock")
+	found, tags, err := DetectRunners(context.Background(), DockerConfig{Endpoint: sock}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) != 0 || len(tags) != 0 {
+		t.Errorf("runners %v, tags %v; want none when no daemon answers", found, tags)
+	}
+}
+
+func TestDetectRunnersRejectsImagesForUnknownLanguages(t *testing.T) {
+	_, _, err := DetectRunners(context.Background(), DockerConfig{Images: map[string]string{"cobol": "x"}}, nil)
+	if err == nil {
+		t.Error("want an error for docker.images.cobol")
+	}
+}

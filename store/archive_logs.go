@@ -1,0 +1,294 @@
+package store
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/appliance-sh/appliance/engine"
+)
+
+// JobLookup finds a job by id (engine.ErrNotFound); *DB implements it.
+type JobLookup interface {
+	Job(ctx context.Context, id string) (*engine.Job, error)
+}
+
+// ArchiveOptions tune an ArchivingLogs; zero values take the defaults.
+type ArchiveOptions struct {
+	Prefix   string        // key prefix, see ArchiveKey
+	Workers  int           // concurrent uploads (default 4)
+	Queue    int           // jobs waiting for an upload slot (default 4096)
+	Attempts int           // tries per upload (default 5)
+	Backoff  time.Duration // wait before the first retry, doubled after each (default 1s)
+	Timeout  time.Duration // per attempt, and per archive read (default 1m)
+	Logger   *slog.Logger  // nil = slog.Default()
+}
+
+func (o *ArchiveOptions) setDefaults() {
+	if o.Workers <= 0 {
+		o.Workers = 4
+	}
+	if o.Queue <= 0 {
+		o.Queue = 4096
+	}
+	if o.Attempts <= 0 {
+		o.Attempts = 5
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = time.Second
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// ArchivingLogs is Logs plus an archive: Finish queues the finished job's
+// log for upload, and reads of a job with no local file fall back to the
+// archive. Uploads run on a few background goroutines, so the orchestrator
+// calling Finish never waits for the network.
+type ArchivingLogs struct {
+	*Logs
+	archive Archive
+	jobs    JobLookup
+	opts    ArchiveOptions
+
+	mu     sync.RWMutex // guards closed against sends on the closed queue
+	closed bool
+	queue  chan string
+	// uploadCtx ends the uploads still running when Drain runs out of time.
+	uploadCtx    context.Context
+	cancelUpload context.CancelFunc
+	uploads      sync.WaitGroup
+
+	// finished holds the last recentFinished jobs handed to Finish, in
+	// finishedRing, for Append to tell late lines.
+	finishedMu   sync.Mutex
+	finished     map[string]struct{}
+	finishedRing []string
+	finishedNext int
+	// inflight holds the jobs being uploaded; true means queued again
+	// meanwhile, so the uploader goes once more with the newer log.
+	inflight map[string]bool
+}
+
+// recentFinished is how many finished jobs Append watches for late lines.
+const recentFinished = 1024
+
+var _ engine.LogSink = (*ArchivingLogs)(nil)
+
+// NewArchivingLogs archives logs' finished jobs to archive, looking their
+// keys up through jobs, and starts the upload workers; Drain or Close stops
+// them.
+func NewArchivingLogs(logs *Logs, archive Archive, jobs JobLookup, opts ArchiveOptions) *ArchivingLogs {
+	opts.setDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &ArchivingLogs{Logs: logs, archive: archive, jobs: jobs, opts: opts,
+		queue: make(chan string, opts.Queue), uploadCtx: ctx, cancelUpload: cancel,
+		finished: make(map[string]struct{}, recentFinished), finishedRing: make([]string, recentFinished),
+		inflight: make(map[string]bool)}
+	for range opts.Workers {
+		a.uploads.Go(func() {
+			for id := range a.queue {
+				a.uploadLatest(id)
+			}
+		})
+	}
+	return a
+}
+
+// Finish ends the job's live subscriptions and queues its log for upload.
+// The engine calls it after committing the batch that ended the job and
+// appending that batch's _server lines, hook lines included, so the upload
+// holds them. A full queue drops the upload with an error rather than
+// stall the orchestrator.
+func (a *ArchivingLogs) Finish(jobID string) {
+	a.Logs.Finish(jobID)
+	a.remember(jobID)
+	a.enqueue(jobID)
+}
+
+// Append writes like Logs.Append. Lines can still reach a job after it
+// ended (a failed hook job's report, a late worker push): for a job
+// finished recently they queue it again, so its archive catches up.
+func (a *ArchivingLogs) Append(jobID string, lines []engine.LogLine) error {
+	if err := a.Logs.Append(jobID, lines); err != nil {
+		return err
+	}
+	a.finishedMu.Lock()
+	_, finished := a.finished[jobID]
+	a.finishedMu.Unlock()
+	if finished && len(lines) > 0 {
+		a.enqueue(jobID)
+	}
+	return nil
+}
+
+// remember adds a job to the recently finished ones, forgetting the oldest
+// beyond recentFinished.
+func (a *ArchivingLogs) remember(jobID string) {
+	a.finishedMu.Lock()
+	defer a.finishedMu.Unlock()
+	if _, ok := a.finished[jobID]; ok {
+		return
+	}
+	if old := a.finishedRing[a.finishedNext]; old != "" {
+		delete(a.finished, old)
+	}
+	a.finishedRing[a.finishedNext] = jobID
+	a.finishedNext = (a.finishedNext + 1) % len(a.finishedRing)
+	a.finished[jobID] = struct{}{}
+}
+
+func (a *ArchivingLogs) enqueue(jobID string) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		a.opts.Logger.Error("job log not archived: the archiver is shut down", "job", jobID)
+		return
+	}
+	select {
+	case a.queue <- jobID:
+	default:
+		a.opts.Logger.Error("job log not archived: upload queue full", "job", jobID, "queue", a.opts.Queue)
+	}
+}
+
+// Drain stops taking uploads and waits for the queued and running ones;
+// when ctx ends first it cancels them and says how many were cut short.
+func (a *ArchivingLogs) Drain(ctx context.Context) error {
+	a.mu.Lock()
+	if !a.closed {
+		a.closed = true
+		close(a.queue)
+	}
+	a.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		a.uploads.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		a.cancelUpload()
+		return nil
+	case <-ctx.Done():
+		pending := len(a.queue)
+		a.cancelUpload()
+		<-done // each running upload returns promptly once cancelled
+		return fmt.Errorf("drain log archive: %d queued upload(s) and the running ones abandoned: %w", pending, ctx.Err())
+	}
+}
+
+// Close drains the uploads for at most a minute, then closes the logs.
+func (a *ArchivingLogs) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return errors.Join(a.Drain(ctx), a.Logs.Close())
+}
+
+// uploadLatest uploads a job's log, one upload per job at a time: two at
+// once could land the older log last.
+func (a *ArchivingLogs) uploadLatest(jobID string) {
+	a.finishedMu.Lock()
+	if _, busy := a.inflight[jobID]; busy {
+		a.inflight[jobID] = true
+		a.finishedMu.Unlock()
+		return
+	}
+	for {
+		a.inflight[jobID] = false
+		a.finishedMu.Unlock()
+		a.upload(jobID)
+		a.finishedMu.Lock()
+		if !a.inflight[jobID] {
+			delete(a.inflight, jobID)
+			a.finishedMu.Unlock()
+			return
+		}
+	}
+}
+
+// upload archives one job's log, retrying with backoff.
+func (a *ArchivingLogs) upload(jobID string) {
+	wait := a.opts.Backoff
+	var err error
+	for attempt := 1; attempt <= a.opts.Attempts; attempt++ {
+		var retry bool
+		if retry, err = a.archiveJob(jobID); err == nil || !retry {
+			break
+		}
+		if attempt == a.opts.Attempts {
+			break
+		}
+		a.opts.Logger.Warn("archive job log failed; retrying", "job", jobID, "attempt", attempt, "in", wait, "err", err)
+		select {
+		case <-time.After(wait):
+		case <-a.uploadCtx.Done():
+		}
+		if a.uploadCtx.Err() != nil {
+			break
+		}
+		wait *= 2
+	}
+	if err != nil {
+		a.opts.Logger.Error("archive job log failed", "job", jobID, "err", err)
+	}
+}
+
+// archiveJob uploads the log; retry says whether a failure may pass.
+func (a *ArchivingLogs) archiveJob(jobID string) (retry bool, err error) {
+	ctx, cancel := context.WithTimeout(a.uploadCtx, a.opts.Timeout)
+	defer cancel()
+	job, err := a.jobs.Job(ctx, jobID)
+	if err != nil {
+		return !errors.Is(err, engine.ErrNotFound), fmt.Errorf("look up job: %w", err)
+	}
+	data, err := a.Logs.readFile(jobID)
+	if err != nil {
+		return true, fmt.Errorf("read log of job %s: %w", jobID, err)
+	}
+	if len(data) == 0 {
+		return false, nil // a job that never logged (skipped) has nothing to keep
+	}
+	gz, err := gzipBytes(data)
+	if err != nil {
+		return false, err
+	}
+	if err := a.archive.Put(ctx, ArchiveKey(a.opts.Prefix, job), gz); err != nil {
+		return !errors.Is(err, engine.ErrInvalid), err
+	}
+	return false, nil
+}
+
+func gzipBytes(data []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(data); err != nil {
+		return nil, fmt.Errorf("gzip log: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("gzip log: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func gunzipBytes(gz []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		return nil, fmt.Errorf("gunzip archived log: %w", err)
+	}
+	data, err := io.ReadAll(zr)
+	if err != nil {
+		return nil, fmt.Errorf("gunzip archived log: %w", err)
+	}
+	return data, nil
+}

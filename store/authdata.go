@@ -1,0 +1,216 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/appliance-sh/appliance/api/accounts"
+	"github.com/appliance-sh/appliance/engine"
+)
+
+// PutRefreshToken stores a refresh token by its hash.
+func (db *DB) PutRefreshToken(ctx context.Context, t *accounts.RefreshToken) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := db.bolt.Update(func(tx *bolt.Tx) error { return putRefresh(tx, t) }); err != nil {
+		return fmt.Errorf("store refresh token: %w", err)
+	}
+	return nil
+}
+
+func putRefresh(tx *bolt.Tx, t *accounts.RefreshToken) error {
+	if t.Hash == "" || t.UserID == "" {
+		return fmt.Errorf("refresh token needs a hash and a user: %w", engine.ErrInvalid)
+	}
+	v, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("encode refresh token: %w", err)
+	}
+	return tx.Bucket(bucketRefresh).Put([]byte(t.Hash), v)
+}
+
+// RotateRefreshToken revokes the token with oldHash and stores next for its
+// user in one transaction, so a token can be used once even when two
+// requests race with it. Unknown and expired tokens are engine.ErrNotFound
+// (an expired one is deleted on the way).
+func (db *DB) RotateRefreshToken(ctx context.Context, oldHash string, next *accounts.RefreshToken, now time.Time) (*accounts.RefreshToken, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var old accounts.RefreshToken
+	expired := false
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketRefresh)
+		v := b.Get([]byte(oldHash))
+		if v == nil {
+			return fmt.Errorf("refresh token: %w", engine.ErrNotFound)
+		}
+		if err := json.Unmarshal(v, &old); err != nil {
+			return fmt.Errorf("decode refresh token: %w", err)
+		}
+		if err := b.Delete([]byte(oldHash)); err != nil {
+			return fmt.Errorf("revoke refresh token: %w", err)
+		}
+		if !now.Before(old.ExpiresAt) {
+			// Committing the delete is the point; the caller gets not-found.
+			expired = true
+			return nil
+		}
+		next.UserID = old.UserID
+		return putRefresh(tx, next)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rotate refresh token: %w", err)
+	}
+	if expired {
+		return nil, fmt.Errorf("rotate refresh token: expired: %w", engine.ErrNotFound)
+	}
+	return &old, nil
+}
+
+// DeleteRefreshToken revokes a refresh token; an unknown one is no error,
+// so logging out twice is harmless.
+func (db *DB) DeleteRefreshToken(ctx context.Context, hash string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := db.bolt.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketRefresh).Delete([]byte(hash)) })
+	if err != nil {
+		return fmt.Errorf("revoke refresh token: %w", err)
+	}
+	return nil
+}
+
+func userKeyKey(userID, prefix string) []byte {
+	return joinKey(strPrefix(userID), []byte(prefix))
+}
+
+// CreateAPIKey stores a key; a prefix the user already has is
+// engine.ErrConflict (prefixes identify a user's keys for revocation).
+func (db *DB) CreateAPIKey(ctx context.Context, k *accounts.APIKey) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if k.Hash == "" || k.UserID == "" || k.Prefix == "" {
+		return fmt.Errorf("create api key: needs a hash, a prefix and a user: %w", engine.ErrInvalid)
+	}
+	if err := noSep("user id", k.UserID); err != nil {
+		return fmt.Errorf("create api key: %w", err)
+	}
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		idx := tx.Bucket(bucketUserKeys)
+		ik := userKeyKey(k.UserID, k.Prefix)
+		if idx.Get(ik) != nil {
+			return fmt.Errorf("prefix %s is taken: %w", k.Prefix, engine.ErrConflict)
+		}
+		if err := putAPIKey(tx, k); err != nil {
+			return err
+		}
+		return idx.Put(ik, []byte(k.Hash))
+	})
+	if err != nil {
+		return fmt.Errorf("create api key: %w", err)
+	}
+	return nil
+}
+
+func putAPIKey(tx *bolt.Tx, k *accounts.APIKey) error {
+	v, err := json.Marshal(k)
+	if err != nil {
+		return fmt.Errorf("encode api key: %w", err)
+	}
+	return tx.Bucket(bucketAPIKeys).Put([]byte(k.Hash), v)
+}
+
+func getAPIKey(tx *bolt.Tx, hash []byte) (*accounts.APIKey, error) {
+	v := tx.Bucket(bucketAPIKeys).Get(hash)
+	if v == nil {
+		return nil, fmt.Errorf("api key: %w", engine.ErrNotFound)
+	}
+	var k accounts.APIKey
+	if err := json.Unmarshal(v, &k); err != nil {
+		return nil, fmt.Errorf("decode api key: %w", err)
+	}
+	return &k, nil
+}
+
+// APIKeyByHash returns the key with that SHA-256 (engine.ErrNotFound).
+func (db *DB) APIKeyByHash(ctx context.Context, hash string) (*accounts.APIKey, error) {
+	var k *accounts.APIKey
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		var err error
+		k, err = getAPIKey(tx, []byte(hash))
+		return err
+	})
+	return k, err
+}
+
+// APIKeys lists a user's keys ordered by prefix.
+func (db *DB) APIKeys(ctx context.Context, userID string) ([]*accounts.APIKey, error) {
+	keys := []*accounts.APIKey{}
+	prefix := strPrefix(userID)
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketUserKeys).Cursor()
+		for ik, hash := c.Seek(prefix); ik != nil && bytes.HasPrefix(ik, prefix); ik, hash = c.Next() {
+			k, err := getAPIKey(tx, hash)
+			if err != nil {
+				return err
+			}
+			keys = append(keys, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list api keys: %w", err)
+	}
+	return keys, nil
+}
+
+// DeleteAPIKey revokes the user's key with that prefix; another user's
+// key is engine.ErrNotFound, exactly like a missing one.
+func (db *DB) DeleteAPIKey(ctx context.Context, userID, prefix string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		idx := tx.Bucket(bucketUserKeys)
+		ik := userKeyKey(userID, prefix)
+		hash := idx.Get(ik)
+		if hash == nil {
+			return fmt.Errorf("api key %s: %w", prefix, engine.ErrNotFound)
+		}
+		if err := tx.Bucket(bucketAPIKeys).Delete(hash); err != nil {
+			return err
+		}
+		return idx.Delete(ik)
+	})
+	if err != nil {
+		return fmt.Errorf("revoke api key: %w", err)
+	}
+	return nil
+}
+
+// TouchAPIKey records a use of the key.
+func (db *DB) TouchAPIKey(ctx context.Context, hash string, at time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		k, err := getAPIKey(tx, []byte(hash))
+		if err != nil {
+			return err
+		}
+		k.LastUsedAt = &at
+		return putAPIKey(tx, k)
+	})
+	if err != nil {
+		return fmt.Errorf("record api key use: %w", err)
+	}
+	return nil
+}

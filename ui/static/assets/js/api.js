@@ -1,0 +1,104 @@
+// Calls the HTTP API: JSON in and out, the bearer token when there is one,
+// and one refresh attempt when the server answers 401.
+
+const ACCESS = 'appliance.access_token';
+const REFRESH = 'appliance.refresh_token';
+
+export const tokens = {
+  get access() { return localStorage.getItem(ACCESS) || ''; },
+  get refresh() { return localStorage.getItem(REFRESH) || ''; },
+  set(access, refresh) {
+    localStorage.setItem(ACCESS, access || '');
+    localStorage.setItem(REFRESH, refresh || '');
+  },
+  clear() {
+    localStorage.removeItem(ACCESS);
+    localStorage.removeItem(REFRESH);
+  },
+};
+
+export class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+let unauthorized = () => {};
+
+// onUnauthorized sets what happens when the session cannot be renewed.
+export function onUnauthorized(f) {
+  unauthorized = f;
+}
+
+// One refresh at a time: parallel requests failing together share it, as
+// each refresh token is good for one use only.
+let refreshing = null;
+
+function refresh() {
+  const rt = tokens.refresh;
+  if (!rt) return Promise.resolve(false);
+  refreshing ??= (async () => {
+    try {
+      const r = await fetch('/api/auth/refresh', {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ refresh_token: rt }),
+      });
+      if (!r.ok) return false;
+      const b = await r.json();
+      tokens.set(b.access_token, b.refresh_token);
+      return true;
+    } catch {
+      return false;
+    } finally {
+      refreshing = null;
+    }
+  })();
+  return refreshing;
+}
+
+function send(url, method, body, signal, auth) {
+  const headers = { Accept: 'application/json' };
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  if (auth && tokens.access) headers.Authorization = `Bearer ${tokens.access}`;
+  return fetch(url, {
+    method, headers, signal,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+}
+
+// api sends a request and returns the decoded answer, or throws an ApiError
+// carrying the server's `error` message. With auth false it sends no token
+// and a 401 is just an error (the login form's wrong password).
+export async function api(url, { method = 'GET', body, signal, auth = true } = {}) {
+  let r = await send(url, method, body, signal, auth);
+  if (auth && r.status === 401) {
+    if (await refresh()) r = await send(url, method, body, signal, auth);
+    if (r.status === 401) {
+      tokens.clear();
+      unauthorized();
+      throw new ApiError(401, 'your session has ended; please sign in again');
+    }
+  }
+  const text = await r.text();
+  let data = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    data = null;
+  }
+  if (!r.ok) {
+    throw new ApiError(r.status, (data && data.error) || `${r.status} ${r.statusText}`);
+  }
+  return data;
+}
+
+// logStreamURL is the WebSocket address of a job's live log; a browser
+// cannot set headers on a WebSocket, so the token rides in the query.
+export function logStreamURL(jobID) {
+  const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
+  let url = `${scheme}://${location.host}/api/jobs/${encodeURIComponent(jobID)}/logs/stream`;
+  if (tokens.access) url += `?token=${encodeURIComponent(tokens.access)}`;
+  return url;
+}

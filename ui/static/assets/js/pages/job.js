@@ -1,0 +1,147 @@
+// One job: status, input and output, its steps (for_each instances under
+// their step, approvals with their buttons, child jobs linked), the live log
+// and a Cancel button while it runs.
+import { api } from '../api.js';
+import { h, link, path, replace } from '../dom.js';
+import { duration, isLive, json, jobLink, shortId, status, taskLink, time } from '../format.js';
+import { follow, logView } from '../logview.js';
+
+// POLL is how often a live job's record is fetched again: approvals and
+// status changes carry no log line to notice them by.
+const POLL = 1000;
+
+export async function jobPage(ctx) {
+  const [id] = ctx.params;
+  const { signal } = ctx;
+  let job = await api(path('api', 'jobs', id), { signal });
+  document.title = `${job.task_name} ${shortId(id)} · appliance`;
+
+  const head = h('div');
+  const facts = h('div');
+  const stepsBox = h('section', { 'aria-labelledby': 'steps-h' });
+  const actionError = h('p', { class: 'error', role: 'alert' });
+  const logs = logView();
+  let painted = '';
+
+  const refresh = async () => {
+    try {
+      job = await api(path('api', 'jobs', id), { signal });
+      actionError.textContent = '';
+      paint();
+    } catch (err) {
+      if (!signal.aborted) actionError.textContent = err.message;
+    }
+  };
+
+  // act runs a button's request, then shows the job as it now is.
+  const act = (button, request) => async () => {
+    button.disabled = true;
+    actionError.textContent = '';
+    try {
+      await request();
+      await refresh();
+    } catch (err) {
+      actionError.textContent = err.message;
+      button.disabled = false;
+    }
+  };
+
+  function paint() {
+    // Repainting only on change keeps focus and typing in the approval
+    // fields while the job waits.
+    const now = JSON.stringify(job);
+    if (now === painted) return;
+    painted = now;
+    for (const s of job.steps) logs.addStep(s.step_name);
+    const cancel = isLive(job.status) ? h('button', { type: 'button', class: 'danger' }, 'Cancel job') : null;
+    cancel?.addEventListener('click', act(cancel, () => api(path('api', 'jobs', id, 'cancel'), { method: 'POST' })));
+    replace(head,
+      h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, link('/jobs', 'Jobs'), ' / ', job.workspace, ' / ', taskLink(job.workspace, job.task_name)),
+      h('div', { class: 'title-row' },
+        h('h1', {}, `${job.task_name} `, h('code', { class: 'muted', title: job.job_id }, shortId(job.job_id))),
+        h('span', { id: 'job-status' }, status(job.status)),
+        cancel),
+      actionError);
+    replace(facts,
+      h('dl', { class: 'facts' },
+        h('dt', {}, 'Source'), h('dd', {}, job.source_type,
+          job.source_type === 'task' && job.source_id ? [' of ', jobLink(job.source_id)] : job.source_id ? ` ${job.source_id}` : ''),
+        h('dt', {}, 'Created'), h('dd', {}, time(job.created_at)),
+        h('dt', {}, 'Started'), h('dd', {}, time(job.started_at)),
+        h('dt', {}, 'Completed'), h('dd', {}, time(job.completed_at), job.completed_at ? ` (${duration(job.started_at || job.created_at, job.completed_at)})` : ''),
+        h('dt', {}, 'Revision'), h('dd', {}, h('code', {}, String(job.revision || '').slice(0, 12)))),
+      h('div', { class: 'io' },
+        h('section', { 'aria-labelledby': 'input-h' }, h('h2', { id: 'input-h' }, 'Input'), json(job.input)),
+        h('section', { 'aria-labelledby': 'output-h' }, h('h2', { id: 'output-h' }, 'Output'),
+          job.output ? json(job.output) : h('p', { class: 'muted' }, isLive(job.status) ? 'Not yet.' : 'None.'))));
+    replace(stepsBox, h('h2', { id: 'steps-h' }, 'Steps'), stepsTable(job.steps));
+  }
+
+  function stepsTable(steps) {
+    // for_each instances `name[i]` go under their step's row.
+    const instances = new Map();
+    const top = [];
+    for (const s of steps) {
+      const m = /^(.*)\[(\d+)\]$/.exec(s.step_name);
+      if (m && steps.some((p) => p.step_name === m[1])) {
+        if (!instances.has(m[1])) instances.set(m[1], []);
+        instances.get(m[1]).push(s);
+      } else {
+        top.push(s);
+      }
+    }
+    const rows = [];
+    for (const s of top) {
+      rows.push(stepRow(s, false));
+      const kids = (instances.get(s.step_name) || []).sort((a, b) => index(a) - index(b));
+      for (const k of kids) rows.push(stepRow(k, true));
+    }
+    return h('table', { class: 'steps' },
+      h('thead', {}, h('tr', {}, ['Step', 'Status', 'Worker', 'Started', 'Duration', 'Details'].map((x) => h('th', { scope: 'col' }, x)))),
+      h('tbody', {}, rows));
+  }
+
+  function stepRow(s, instance) {
+    return h('tr', { class: instance ? 'instance' : null, 'data-step': s.step_name },
+      h('th', { scope: 'row' }, h('code', {}, s.step_name),
+        h('div', { class: 'muted small' }, [s.action_type, s.action_name && s.action_name !== s.step_name.replace(/\[\d+\]$/, '') ? s.action_name : ''].filter(Boolean).join(' · '))),
+      h('td', {}, status(s.status)),
+      h('td', {}, s.worker_id ? link(path('workers', s.worker_id), h('code', { title: s.worker_id }, shortId(s.worker_id))) : ''),
+      h('td', {}, time(s.started_at)),
+      h('td', {}, duration(s.started_at, s.completed_at)),
+      h('td', { class: 'details' },
+        s.error_message ? h('pre', { class: 'error-text' }, s.error_message) : null,
+        s.child_job_id ? h('div', {}, 'Child job ', jobLink(s.child_job_id)) : null,
+        s.action_type === 'approval' && s.status === 'waiting' ? approval(s) : null,
+        s.output ? h('details', {}, h('summary', {}, 'Output'), json(s.output)) : null,
+        Object.keys(s.input || {}).length ? h('details', {}, h('summary', {}, 'Input'), json(s.input)) : null));
+  }
+
+  function approval(s) {
+    const base = path('api', 'jobs', id, 'steps', s.step_name, 'approve');
+    const reasonID = `reason-${s.step_name.replace(/[^\w-]/g, '_')}`;
+    const reason = h('input', { id: reasonID, type: 'text', placeholder: 'optional' });
+    const approve = h('button', { type: 'button' }, 'Approve');
+    const reject = h('button', { type: 'button', class: 'danger' }, 'Reject');
+    approve.addEventListener('click', act(approve, () => api(base, { method: 'POST', body: { approved: true } })));
+    reject.addEventListener('click', act(reject, () => api(base, { method: 'POST', body: { approved: false, rejection_reason: reason.value } })));
+    return h('div', { class: 'approval' },
+      s.message ? h('blockquote', {}, s.message) : h('p', {}, 'This step waits for approval.'),
+      h('div', { class: 'actions' }, approve, reject,
+        h('label', { for: reasonID }, 'Reason'), reason));
+  }
+
+  paint();
+  ctx.show(head, facts, stepsBox, logs.el);
+
+  const timer = setInterval(() => {
+    if (isLive(job.status)) refresh();
+    else clearInterval(timer);
+  }, POLL);
+  signal.addEventListener('abort', () => clearInterval(timer));
+  follow(id, logs, signal, { isLive: () => isLive(job.status), onEnd: refresh });
+}
+
+function index(s) {
+  return Number(/\[(\d+)\]$/.exec(s.step_name)?.[1] ?? 0);
+}
