@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"sort"
 	"time"
@@ -33,13 +34,13 @@ type taskSummary struct {
 }
 
 type taskDetail struct {
-	Name        string                        `json:"name"`
-	Description string                        `json:"description,omitempty"`
-	Folder      string                        `json:"folder,omitempty"`
-	Mode        string                        `json:"mode"`
-	Input       *workflow.Inputs              `json:"input"`
-	Flow        map[string]*workflow.FlowStep `json:"flow"`
-	Triggers    []triggerView                 `json:"triggers"`
+	Name        string           `json:"name"`
+	Description string           `json:"description,omitempty"`
+	Folder      string           `json:"folder,omitempty"`
+	Mode        string           `json:"mode"`
+	Input       *workflow.Inputs `json:"input"`
+	Flow        json.RawMessage  `json:"flow"` // steps in file order
+	Triggers    []triggerView    `json:"triggers"`
 }
 
 // triggerView is a trigger as the API shows it: never its secret.
@@ -137,9 +138,9 @@ func (s *server) getTask(c echo.Context) error {
 	if input == nil {
 		input = &workflow.Inputs{}
 	}
-	flow := t.Flow
-	if flow == nil {
-		flow = map[string]*workflow.FlowStep{}
+	flow, err := t.FlowJSON()
+	if err != nil {
+		return err
 	}
 	return c.JSON(http.StatusOK, taskDetail{
 		Name:        c.Param("name"),

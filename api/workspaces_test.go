@@ -92,6 +92,11 @@ func TestTaskDetailShowsInputFlowAndTriggersWithoutSecrets(t *testing.T) {
 	if webhook["name"] != "incoming" || webhook["type"] != "webhook" || webhook["webhook_name"] != "incoming-hook" {
 		t.Fatalf("webhook trigger = %v", webhook)
 	}
+	// Steps come in file order (say, then after), not sorted by name.
+	raw := string(f.api("GET", "/api/workspaces/main/tasks/hello", nil).body)
+	if say, after := strings.Index(raw, `"say":`), strings.Index(raw, `"after":`); say < 0 || after < 0 || say > after {
+		t.Errorf("flow steps out of file order: %s", raw)
+	}
 	if strings.Contains(string(f.api("GET", "/api/workspaces/main/tasks/hello", nil).body), "s3cret") {
 		t.Fatal("the task detail leaks a webhook secret")
 	}

@@ -14,23 +14,46 @@ func (in *Inputs) MarshalJSON() ([]byte, error) {
 	if in == nil {
 		return []byte("null"), nil
 	}
+	return orderedObject(in.keys(), func(k string) any { return in.Fields[k] })
+}
+
+// FlowJSON is the task's flow as one JSON object, steps in file order.
+func (t *Task) FlowJSON() (json.RawMessage, error) {
+	return orderedObject(flowKeys(t), func(k string) any { return t.Flow[k] })
+}
+
+func flowKeys(t *Task) []string {
+	if len(t.FlowOrder) == len(t.Flow) {
+		return t.FlowOrder
+	}
+	out := make([]string, 0, len(t.Flow))
+	for k := range t.Flow {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// orderedObject writes a JSON object whose keys come in the given order
+// (encoding/json sorts map keys).
+func orderedObject(keys []string, value func(string) any) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteByte('{')
-	for i, k := range in.keys() {
+	for i, k := range keys {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		kb, err := json.Marshal(k)
 		if err != nil {
-			return nil, fmt.Errorf("encode input name: %w", err)
+			return nil, fmt.Errorf("encode key: %w", err)
 		}
-		fb, err := json.Marshal(in.Fields[k])
+		vb, err := json.Marshal(value(k))
 		if err != nil {
-			return nil, fmt.Errorf("encode input %q: %w", k, err)
+			return nil, fmt.Errorf("encode %q: %w", k, err)
 		}
 		b.Write(kb)
 		b.WriteByte(':')
-		b.Write(fb)
+		b.Write(vb)
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
