@@ -45,19 +45,9 @@ func TestArchiveConfig(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "server-config.yaml")
-			if err := os.WriteFile(path, []byte(c.yaml), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := loadServerConfig(path)
-			if c.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, c.wantErr)
-				}
+			cfg, err := loadConfigText(t, c.yaml)
+			if configErrorChecked(t, err, c.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got := cfg.LogStorage.describeArchive(); got != c.want {
 				t.Errorf("archive = %s, want %s", got, c.want)

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -61,19 +59,12 @@ func TestAuthConfigSection(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "server-config.yaml")
-			if err := os.WriteFile(path, []byte(c.yaml), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := loadServerConfig(path)
-			if c.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, c.wantErr)
-				}
+			cfg, err := loadConfigText(t, c.yaml)
+			if configErrorChecked(t, err, c.wantErr) {
 				return
 			}
-			if err != nil || !c.check(cfg) {
-				t.Fatalf("config %+v, error %v", cfg, err)
+			if !c.check(cfg) {
+				t.Fatalf("config %+v", cfg)
 			}
 		})
 	}

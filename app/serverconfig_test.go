@@ -55,20 +55,39 @@ log_storage:
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "server-config.yaml")
-			if err := os.WriteFile(path, []byte(c.yaml), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := loadServerConfig(path)
-			if c.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, c.wantErr)
-				}
+			cfg, err := loadConfigText(t, c.yaml)
+			if configErrorChecked(t, err, c.wantErr) {
 				return
 			}
-			if err != nil || !c.check(cfg) {
-				t.Fatalf("config %+v, error %v", cfg, err)
+			if !c.check(cfg) {
+				t.Fatalf("config %+v", cfg)
 			}
 		})
 	}
+}
+
+// loadConfigText loads yaml as server-config.yaml.
+func loadConfigText(t *testing.T, yaml string) (*ServerConfig, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "server-config.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return loadServerConfig(path)
+}
+
+// configErrorChecked asserts a config load's error: one containing want
+// when want is set (then it reports true: nothing more to check), else none.
+func configErrorChecked(t *testing.T, err error, want string) bool {
+	t.Helper()
+	if want != "" {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %v, want one containing %q", err, want)
+		}
+		return true
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return false
 }
