@@ -109,9 +109,17 @@ func newFixture(t *testing.T, opts ...fixtureOption) *fixture {
 	writeFile(t, filepath.Join(wsDir, ".git", "HEAD"), "ref: refs/heads/main\n", 0o644)
 	brokenDir := filepath.Join(tmp, "broken")
 	writeFile(t, filepath.Join(brokenDir, ".workflows", "main.yaml"), "tasks:\n  bad:\n    flow:\n      s:\n        action: missing\n", 0o644)
+	f := startAPI(t, tmp, map[string]string{"main": wsDir, "broken": brokenDir}, opts...)
+	f.wsDir = wsDir
+	return f
+}
 
+// startAPI serves the workspaces (name -> dir) through a real engine on a
+// bbolt file under tmp, real log files and a real HTTP server on 127.0.0.1.
+func startAPI(t *testing.T, tmp string, dirs map[string]string, opts ...fixtureOption) *fixture {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	reg, err := workflow.NewRegistry(map[string]string{"main": wsDir, "broken": brokenDir}, map[string]string{}, log)
+	reg, err := workflow.NewRegistry(dirs, map[string]string{}, log)
 	if err != nil {
 		t.Fatalf("registry: %v", err)
 	}
@@ -158,7 +166,7 @@ func newFixture(t *testing.T, opts ...fixtureOption) *fixture {
 		logs.Close()
 		db.Close()
 	})
-	return &fixture{t: t, url: srv.URL, eng: eng, logs: logs, wsDir: wsDir, client: &http.Client{Timeout: 30 * time.Second}}
+	return &fixture{t: t, url: srv.URL, eng: eng, logs: logs, client: &http.Client{Timeout: 30 * time.Second}}
 }
 
 // in returns the fixture reporting to another test, for subtests.

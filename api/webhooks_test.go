@@ -1,22 +1,13 @@
 package api_test
 
 import (
-	"context"
-	"errors"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/appliance-sh/appliance/api"
-	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/engine/workflow"
-	"github.com/appliance-sh/appliance/store"
 )
 
 // hooksWorkflow is the webhook tests' own workspace, "beta".
@@ -71,47 +62,14 @@ func newHookFixture(t *testing.T) *fixture {
 	dirs := map[string]string{"alpha": filepath.Join(tmp, "alpha"), "beta": filepath.Join(tmp, "beta")}
 	writeFile(t, filepath.Join(dirs["alpha"], ".workflows", "main.yaml"), alphaWorkflow, 0o644)
 	writeFile(t, filepath.Join(dirs["beta"], ".workflows", "main.yaml"), hooksWorkflow, 0o644)
-
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	reg, err := workflow.NewRegistry(dirs, map[string]string{}, log)
-	if err != nil {
-		t.Fatalf("registry: %v", err)
-	}
-	for _, st := range reg.List() {
-		if st.Errors != nil {
-			t.Fatalf("workspace %s: %v", st.Name, st.Errors)
+	f := startAPI(t, tmp, dirs)
+	for _, ws := range f.api("GET", "/api/workspaces", nil).expect(200).array() {
+		if ws["errors"] != nil {
+			t.Fatalf("workspace %v: %v", ws["name"], ws["errors"])
 		}
 	}
-	db, err := store.Open(filepath.Join(tmp, "data", "appliance.db"))
-	if err != nil {
-		t.Fatalf("store: %v", err)
-	}
-	logs, err := store.OpenLogs(filepath.Join(tmp, "logs"))
-	if err != nil {
-		t.Fatalf("logs: %v", err)
-	}
-	eng, err := engine.New(engine.Config{Store: db, Workspaces: reg, Logs: logs, Logger: log, HeartbeatTimeout: time.Hour})
-	if err != nil {
-		t.Fatalf("engine: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	runDone := make(chan error, 1)
-	go func() { runDone <- eng.Run(ctx) }()
-	srv := httptest.NewServer(api.New(api.Config{
-		Engine: eng, Workspaces: reg, Logs: logs, WorkerToken: workerToken,
-		Logger: log, ClaimWaitMax: 5 * time.Second,
-	}))
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		cancel()
-		if err := <-runDone; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("engine run: %v", err)
-		}
-		logs.Close()
-		db.Close()
-	})
-	return &fixture{t: t, url: srv.URL, eng: eng, logs: logs, wsDir: dirs["beta"], client: &http.Client{Timeout: 30 * time.Second}}
+	f.wsDir = dirs["beta"]
+	return f
 }
 
 // hook sends a request with a raw body, a content type and headers that may
