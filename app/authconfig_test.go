@@ -125,7 +125,7 @@ func TestSettingsSayWhetherAuthIsOn(t *testing.T) {
 		}
 		tc.auth(cfg)
 		var out bytes.Buffer
-		printSettings(&out, cfg, "127.0.0.1:1")
+		printSettings(&out, cfg, "127.0.0.1:1", nil)
 		if !strings.Contains(out.String(), tc.want) {
 			t.Fatalf("settings:\n%s\nwant a line %q", out.String(), tc.want)
 		}

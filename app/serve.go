@@ -71,7 +71,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "appliance serve:", err)
 		return 1
 	}
-	printSettings(stdout, cfg, srv.Addr())
+	printSettings(stdout, cfg, srv.Addr(), srv.workerTags)
 	<-ctx.Done()
 	log.Info("shutting down")
 	if err := srv.Shutdown(); err != nil {
@@ -103,7 +103,7 @@ func workspaceName(dir string) string {
 	return filepath.Base(abs)
 }
 
-func printSettings(w io.Writer, cfg *ServerConfig, addr string) {
+func printSettings(w io.Writer, cfg *ServerConfig, addr string, workerTags []string) {
 	fmt.Fprintf(w, "appliance %s serving on http://%s\n", Version, addr)
 	fmt.Fprintf(w, "  data_dir:              %s\n", cfg.DataDir)
 	fmt.Fprintf(w, "  log_storage.local_dir: %s\n", cfg.LogStorage.LocalDir)
@@ -116,7 +116,7 @@ func printSettings(w io.Writer, cfg *ServerConfig, addr string) {
 	for _, name := range names {
 		fmt.Fprintf(w, "  workspace %-12s %s\n", name+":", cfg.Workspaces[name].Path)
 	}
-	fmt.Fprintf(w, "  workers (in-process):  %d, tags %v\n", *cfg.Workers, cfg.WorkerTags)
+	fmt.Fprintf(w, "  workers (in-process):  %d, tags %v\n", *cfg.Workers, workerTags)
 	token := "not set (remote workers cannot join)"
 	if cfg.WorkerToken != "" {
 		token = "set"
@@ -137,6 +137,9 @@ type Server struct {
 	logs     *store.Logs
 	archive  *store.ArchivingLogs // nil unless log_storage archives logs
 	engine   *engine.Engine
+	// workerTags are the in-process workers' tags: worker_tags plus the
+	// runner capabilities found (docker).
+	workerTags []string
 
 	cancelEngine    context.CancelFunc
 	cancelWorkers   context.CancelFunc
@@ -215,7 +218,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (*Ser
 	}
 
 	s := &Server{cfg: cfg, log: log, listener: ln, db: db, logs: logs, archive: archive, engine: eng,
-		engineDone: make(chan error, 1), workersDone: make(chan struct{})}
+		workerTags: pool.Tags, engineDone: make(chan error, 1), workersDone: make(chan struct{})}
 	engineCtx, cancelEngine := context.WithCancel(context.Background())
 	s.cancelEngine = cancelEngine
 	go func() { s.engineDone <- eng.Run(engineCtx) }()
