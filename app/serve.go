@@ -198,10 +198,11 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (*Ser
 	} else if created {
 		log.Info("created the initial admin user", "email", cfg.Auth.InitialUser.Email)
 	}
+	masked := &maskingLogs{serverLogs: jobLogs}
 	eng, err := engine.New(engine.Config{
 		Store:            db,
 		Workspaces:       registry,
-		Logs:             jobLogs,
+		Logs:             masked,
 		Logger:           log,
 		HeartbeatTimeout: cfg.heartbeatTimeout,
 	})
@@ -210,6 +211,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (*Ser
 		logs.Close()
 		return nil, err
 	}
+	masked.secrets = eng
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		db.Close()
@@ -245,7 +247,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (*Ser
 		Handler: api.New(api.Config{
 			Engine:      eng,
 			Workspaces:  registry,
-			Logs:        jobLogs,
+			Logs:        masked,
 			WorkerToken: cfg.WorkerToken,
 			Version:     Version,
 			Logger:      log,
@@ -264,7 +266,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (*Ser
 	workersCtx, cancelWorkers := context.WithCancel(context.Background())
 	s.cancelWorkers = cancelWorkers
 	if *cfg.Workers > 0 {
-		workers := runners.NewWorker(newInProcessServer(eng, jobLogs, registry), pool, log.With("worker", "in-process"))
+		workers := runners.NewWorker(newInProcessServer(eng, masked, registry), pool, log.With("worker", "in-process"))
 		go func() {
 			defer close(s.workersDone)
 			if err := workers.Run(workersCtx); err != nil && !errors.Is(err, context.Canceled) {

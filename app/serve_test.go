@@ -388,3 +388,48 @@ func TestApprovalOverTheAPI(t *testing.T) {
 		t.Fatalf("rejected job %s: %+v", j.Status, j.Steps)
 	}
 }
+
+const secretsWorkspace = `secrets:
+  API_TOKEN: "{{ env.APPLIANCE_TEST_API_TOKEN }}"
+connection_types:
+  db:
+    host: {type: string, required: true}
+    password: {type: string, secret: true}
+connections:
+  prod: {type: db, host: db.internal, password: hunter2-pw}
+tasks:
+  leaky:
+    input:
+      pin: {type: string, secret: true}
+      name: {type: string}
+      target: {type: db}
+    flow:
+      talk:
+        type: script
+        script: |
+          echo "pin={{ input.pin }} name={{ input.name }}"
+          echo "db={{ input.target.host }} pw={{ input.target.password }}"
+          echo "token={{ secret.API_TOKEN }}"
+`
+
+func TestSecretValuesAreMaskedInLogs(t *testing.T) {
+	t.Setenv("APPLIANCE_TEST_API_TOKEN", "tok-1234567")
+	dir := t.TempDir()
+	writeWorkspace(t, dir, secretsWorkspace)
+	f := startFixture(t, map[string]string{"ws": dir}, 1)
+	id := f.execute("ws", "leaky", map[string]any{"pin": "9876", "name": "ada", "target": "prod"})
+	if j := f.waitTerminal(id); j.Status != "completed" {
+		t.Fatalf("job %s", j.Status)
+	}
+	logs := f.logs(id, "talk")
+	for _, want := range []string{"pin=*** name=ada", "db=db.internal pw=***", "token=***"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("log lacks %q:\n%s", want, logs)
+		}
+	}
+	for _, secret := range []string{"9876", "hunter2-pw", "tok-1234567"} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("log shows the secret %q:\n%s", secret, logs)
+		}
+	}
+}

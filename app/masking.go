@@ -1,0 +1,41 @@
+package app
+
+import (
+	"context"
+	"strings"
+
+	"github.com/appliance-sh/appliance/engine"
+)
+
+// secretSource lists the values a job's log must not show.
+type secretSource interface {
+	SecretValues(ctx context.Context, jobID string) ([]string, error)
+}
+
+// maskedMark replaces a secret value in a log line.
+const maskedMark = "***"
+
+// maskingLogs writes every line through with the job's secret values
+// replaced by ***: secret inputs, secret connection properties and the
+// workspace's secrets never reach a log file, a live viewer or the archive.
+// secrets is set once the engine exists (the engine writes through this too).
+type maskingLogs struct {
+	serverLogs
+	secrets secretSource
+}
+
+func (m *maskingLogs) Append(jobID string, lines []engine.LogLine) error {
+	values, err := m.secrets.SecretValues(context.Background(), jobID)
+	if err != nil || len(values) == 0 {
+		// An unknown job has no secrets to mask; its lines pass as they are.
+		return m.serverLogs.Append(jobID, lines)
+	}
+	masked := make([]engine.LogLine, len(lines))
+	for i, l := range lines {
+		for _, v := range values {
+			l.Line = strings.ReplaceAll(l.Line, v, maskedMark)
+		}
+		masked[i] = l
+	}
+	return m.serverLogs.Append(jobID, masked)
+}
