@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
@@ -100,7 +99,7 @@ func archivedJob(t *testing.T, f *serverFixture, prefix string) (id, log, key st
 	}
 	// The engine appends the batch's _server lines just after committing
 	// it, so the API may show the job ended a moment before the hook line.
-	waitFor(t, "the hook line in the job log", func() ([]byte, bool) {
+	waitForObject(t, "the hook line in the job log", func() ([]byte, bool) {
 		log = f.logs(id, "")
 		return nil, strings.Contains(log, `hook \"notify\" started job`)
 	})
@@ -112,19 +111,16 @@ func archivedJob(t *testing.T, f *serverFixture, prefix string) (id, log, key st
 	return id, log, key
 }
 
-// waitFor polls get until it finds the object, failing after a deadline.
-func waitFor(t *testing.T, what string, get func() ([]byte, bool)) []byte {
+// waitForObject polls get until it finds the object, failing after a deadline.
+func waitForObject(t *testing.T, what string, get func() ([]byte, bool)) []byte {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if data, ok := get(); ok {
-			return data
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var data []byte
+	waitUntil(t, what, func() bool {
+		var ok bool
+		data, ok = get()
+		return ok
+	})
+	return data
 }
 
 func gunzip(t *testing.T, gz []byte) string {
@@ -158,7 +154,7 @@ func TestLocalArchiveKeepsTheLogAfterTheLocalFileIsGone(t *testing.T) {
 	id, log, key := archivedJob(t, f, "logs/")
 
 	file := filepath.Join(archiveDir, filepath.FromSlash(key))
-	gz := waitFor(t, file, func() ([]byte, bool) {
+	gz := waitForObject(t, file, func() ([]byte, bool) {
 		data, err := os.ReadFile(file)
 		return data, err == nil
 	})
@@ -257,7 +253,7 @@ func TestS3ArchiveKeepsTheLogAfterTheLocalFileIsGone(t *testing.T) {
 			f := startFixture(t, map[string]string{"ws": ws}, 2, func(c *ServerConfig) { tt.config(c, s3.url) })
 			id, log, key := archivedJob(t, f, "appliance/")
 
-			gz := waitFor(t, "s3://logs/"+key, func() ([]byte, bool) { return s3.object("logs", key) })
+			gz := waitForObject(t, "s3://logs/"+key, func() ([]byte, bool) { return s3.object("logs", key) })
 			if got := gunzip(t, gz); got != log {
 				t.Fatalf("archived log:\n%s\nwant the served log:\n%s", got, log)
 			}
@@ -283,7 +279,7 @@ func TestRefusedUploadsAreRetriedWithoutHoldingUpJobs(t *testing.T) {
 		_, _, key := archivedJob(t, f, "")
 		keys = append(keys, key)
 	}
-	waitFor(t, "refused uploads", func() ([]byte, bool) { return nil, s3.refusedUploads() >= len(keys) })
+	waitForObject(t, "refused uploads", func() ([]byte, bool) { return nil, s3.refusedUploads() >= len(keys) })
 	for _, key := range keys {
 		if _, ok := s3.object("logs", key); ok {
 			t.Fatalf("%s was stored while uploads were refused", key)
@@ -292,6 +288,6 @@ func TestRefusedUploadsAreRetriedWithoutHoldingUpJobs(t *testing.T) {
 	// Once the store accepts uploads again, the retries land every log.
 	s3.setFailing(false)
 	for _, key := range keys {
-		waitFor(t, "s3://logs/"+key+" after the retry", func() ([]byte, bool) { return s3.object("logs", key) })
+		waitForObject(t, "s3://logs/"+key+" after the retry", func() ([]byte, bool) { return s3.object("logs", key) })
 	}
 }

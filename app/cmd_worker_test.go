@@ -190,39 +190,3 @@ func TestRemoteWorkerExitsOnARejectedToken(t *testing.T) {
 		t.Fatalf("exit code %d, want 1", code)
 	}
 }
-
-func TestRemoteWorkerKillsStepWhenJobIsCancelled(t *testing.T) {
-	ws := t.TempDir()
-	writeWorkspace(t, ws, `
-tasks:
-  slow:
-    flow:
-      wait:
-        type: script
-        script: |
-          echo started
-          sleep 300
-`)
-	f := startFixture(t, map[string]string{"main": ws}, 0, func(c *ServerConfig) { c.WorkerToken = "tok" })
-	_, stderr, _ := startRemoteWorker(t, f.url, "tok", "")
-	id := f.execute("main", "slow", nil)
-	f.waitJob(id, "the step to start", func(j jobView) bool { return strings.Contains(f.logs(id, "wait"), "started") })
-	began := time.Now()
-	if code := do(t, "POST", f.url+"/api/jobs/"+id+"/cancel", nil, nil); code != 200 {
-		t.Fatalf("cancel: %d", code)
-	}
-	// The worker logs the step's end once the process is killed and reported.
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(stderr.String(), "Step cancelled") {
-		if time.Now().After(deadline) {
-			t.Fatalf("step not killed after cancel; worker log:\n%s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if took := time.Since(began); took > 10*time.Second {
-		t.Fatalf("cancellation took %s to kill the step", took)
-	}
-	if j := f.job(id); j.Status != "cancelled" {
-		t.Fatalf("job status %s", j.Status)
-	}
-}

@@ -29,6 +29,23 @@ type serverFixture struct {
 // workspaces (name -> dir), with in-process workers unless workers is 0.
 func startFixture(t testing.TB, workspaces map[string]string, workers int, tweak ...func(*ServerConfig)) *serverFixture {
 	t.Helper()
+	cfg := testServerConfig(t, workspaces, workers, tweak...)
+	srv, err := startServer(context.Background(), cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Shutdown(); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return &serverFixture{t: t, srv: srv, url: "http://" + srv.Addr()}
+}
+
+// testServerConfig is a server config for a test: a random loopback port,
+// data and logs in a temp dir, the given workspaces and worker slots.
+func testServerConfig(t testing.TB, workspaces map[string]string, workers int, tweak ...func(*ServerConfig)) *ServerConfig {
+	t.Helper()
 	dir := t.TempDir()
 	cfg, err := loadServerConfig("")
 	if err != nil {
@@ -48,20 +65,15 @@ func startFixture(t testing.TB, workspaces map[string]string, workers int, tweak
 	for _, f := range tweak {
 		f(cfg)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	return cfg
+}
+
+// testLogger discards the server's log, or shows it with -v.
+func testLogger(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(testWriter{t}, nil))
+		return slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	}
-	srv, err := startServer(context.Background(), cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Shutdown(); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	return &serverFixture{t: t, srv: srv, url: "http://" + srv.Addr()}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
 type testWriter struct{ t testing.TB }
@@ -163,17 +175,30 @@ func (f *serverFixture) job(id string) jobView {
 // waitJob polls the job until cond holds, failing after a deadline.
 func (f *serverFixture) waitJob(id string, what string, cond func(jobView) bool) jobView {
 	f.t.Helper()
+	return waitFor(f.t, "job "+id+": "+what, func() jobView { return f.job(id) }, cond)
+}
+
+// waitFor polls get until cond holds for its value, failing the test after
+// a deadline with the last value seen.
+func waitFor[T any](t testing.TB, what string, get func() T, cond func(T) bool) T {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		j := f.job(id)
-		if cond(j) {
-			return j
+		v := get()
+		if cond(v) {
+			return v
 		}
 		if time.Now().After(deadline) {
-			f.t.Fatalf("job %s: timed out waiting for %s; last state %+v", id, what, j)
+			t.Fatalf("timed out waiting for %s; last %+v", what, v)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// waitUntil polls cond until it holds, failing the test after a deadline.
+func waitUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	waitFor(t, what, cond, func(ok bool) bool { return ok })
 }
 
 func (f *serverFixture) waitTerminal(id string) jobView {

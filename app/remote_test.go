@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -269,21 +268,7 @@ tasks:
 }
 
 func TestCancelKillsARemoteWorkersProcessWithinTwoSeconds(t *testing.T) {
-	sleep := uniqueSleep()
-	f, _ := remoteFixture(t, `
-tasks:
-  slow:
-    flow:
-      wait:
-        type: script
-        script: |
-          echo started
-          `+sleep+`
-`)
-	startWorkerProcess(t, f.url, workerToken, "remote-1", "")
-	id := f.execute("main", "slow", nil)
-	pgid := waitSleepProcess(t, sleep)
-	killAtCleanup(t, sleep)
+	f, id, sleep, pgid := sleepOnRemoteWorker(t, "remote-1")
 	if !groupRunning(t, pgid) {
 		t.Fatalf("process group %d of %q is not running before the cancel", pgid, sleep)
 	}
@@ -368,24 +353,7 @@ type restartableServer struct {
 
 func startRestartable(t *testing.T, workspaces map[string]string, tweak ...func(*ServerConfig)) *restartableServer {
 	t.Helper()
-	dir := t.TempDir()
-	cfg, err := loadServerConfig("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Listen = "127.0.0.1:0"
-	cfg.DataDir = filepath.Join(dir, "data")
-	cfg.LogStorage.LocalDir = filepath.Join(dir, "logs")
-	none := 0
-	cfg.Workers = &none
-	cfg.Workspaces = map[string]WorkspaceConfig{}
-	for name, path := range workspaces {
-		cfg.Workspaces[name] = WorkspaceConfig{Type: "folder", Path: path}
-	}
-	for _, f := range tweak {
-		f(cfg)
-	}
-	r := &restartableServer{t: t, cfg: cfg}
+	r := &restartableServer{t: t, cfg: testServerConfig(t, workspaces, 0, tweak...)}
 	r.start()
 	r.cfg.Listen = r.srv.Addr()
 	r.url = "http://" + r.srv.Addr()
@@ -399,11 +367,7 @@ func startRestartable(t *testing.T, workspaces map[string]string, tweak ...func(
 
 func (r *restartableServer) start() {
 	r.t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(testWriter{r.t}, nil))
-	}
-	srv, err := startServer(context.Background(), r.cfg, log)
+	srv, err := startServer(context.Background(), r.cfg, testLogger(r.t))
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -494,22 +458,8 @@ func TestRemoteWorkerProcessExitsOnAWrongToken(t *testing.T) {
 }
 
 func TestCompleteFromAnotherWorkerIsRefused(t *testing.T) {
-	sleep := uniqueSleep()
-	f, _ := remoteFixture(t, `
-tasks:
-  held:
-    flow:
-      wait:
-        type: script
-        script: |
-          echo started
-          `+sleep+`
-`)
-	startWorkerProcess(t, f.url, workerToken, "holder", "")
+	f, id, _, _ := sleepOnRemoteWorker(t, "holder")
 	holder := f.worker("holder")
-	id := f.execute("main", "held", nil)
-	waitSleepProcess(t, sleep)
-	killAtCleanup(t, sleep)
 
 	var reg struct {
 		WorkerID string `json:"worker_id"`
@@ -735,18 +685,6 @@ func (p *workerProc) wait(d time.Duration) int {
 	}
 }
 
-// waitUntil polls cond until it holds, failing the test after a deadline.
-func waitUntil(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // workerInfo is an item of GET /api/workers.
 type workerInfo struct {
 	ID       string    `json:"id"`
@@ -833,6 +771,29 @@ func workerCall(t testing.TB, url, token, method, path string, body, out any) (i
 
 // uniqueSleep is a `sleep` command line no other test (or concurrent test
 // run) uses, so its process can be found in /proc without ambiguity.
+// sleepOnRemoteWorker runs a one-step job whose step ("wait") sleeps on a
+// remote worker process named name, and returns once the sleep runs: the
+// fixture, the job id, the sleep's command line and its process group.
+func sleepOnRemoteWorker(t *testing.T, name string) (f *serverFixture, jobID, sleep string, pgid int) {
+	t.Helper()
+	sleep = uniqueSleep()
+	f, _ = remoteFixture(t, `
+tasks:
+  slow:
+    flow:
+      wait:
+        type: script
+        script: |
+          echo started
+          `+sleep+`
+`)
+	startWorkerProcess(t, f.url, workerToken, name, "")
+	jobID = f.execute("main", "slow", nil)
+	pgid = waitSleepProcess(t, sleep)
+	killAtCleanup(t, sleep)
+	return f, jobID, sleep, pgid
+}
+
 func uniqueSleep() string {
 	return fmt.Sprintf("sleep 300.%d%04d", os.Getpid(), sleepSeq.Add(1))
 }

@@ -236,17 +236,7 @@ func (f *serverFixture) workspace(name string) workspaceView {
 // waitWorkspace polls the workspace list until cond holds.
 func (f *serverFixture) waitWorkspace(name, what string, cond func(workspaceView) bool) workspaceView {
 	f.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		w := f.workspace(name)
-		if cond(w) {
-			return w
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("workspace %s: timed out waiting for %s; last %+v", name, what, w)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return waitFor(f.t, "workspace "+name+": "+what, func() workspaceView { return f.workspace(name) }, cond)
 }
 
 func TestHotReloadNewJobsUseTheNewRevisionRunningJobsKeepTheirs(t *testing.T) {
