@@ -56,19 +56,22 @@ func TestArchiveConfig(t *testing.T) {
 }
 
 func TestServerRefusesAnArchiveItCannotBuild(t *testing.T) {
-	cfg, err := loadServerConfig("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Listen = "127.0.0.1:0"
-	cfg.DataDir = t.TempDir()
-	cfg.LogStorage.LocalDir = t.TempDir()
 	ws := t.TempDir()
 	writeWorkspace(t, ws, archiveWorkspace)
-	cfg.Workspaces = map[string]WorkspaceConfig{"ws": {Type: "folder", Path: ws}}
+	cfg := testServerConfig(t, map[string]string{"ws": ws}, 0)
 	cfg.LogStorage.Archive = &ArchiveConfig{Type: "s3", Bucket: "b", Region: "r", Endpoint: "ftp://host"}
 	if _, err := startServer(t.Context(), cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), `log_storage.archive: s3 archive: endpoint "ftp://host"`) {
 		t.Fatalf("startServer error = %v; want the endpoint named", err)
+	}
+
+	// The failed start released what it had opened: the same data dir starts.
+	cfg.LogStorage.Archive = nil
+	srv, err := startServer(t.Context(), cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("start after a failed start: %v", err)
+	}
+	if err := srv.Shutdown(); err != nil {
+		t.Fatal(err)
 	}
 }
 

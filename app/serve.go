@@ -156,7 +156,17 @@ func (s *Server) Addr() string { return s.listener.Addr().String() }
 
 // startServer opens the storage, loads the workspaces and starts the
 // orchestrator, the scheduler, the HTTP server and the in-process workers.
-func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (*Server, error) {
+func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *Server, err error) {
+	// What is open so far, closed in reverse order if start-up fails.
+	var opened []func() error
+	defer func() {
+		if err != nil {
+			for i := len(opened) - 1; i >= 0; i-- {
+				_ = opened[i]()
+			}
+		}
+	}()
+
 	pool := runners.WorkerConfig{
 		Name:          hostname() + "-inprocess",
 		Tags:          cfg.WorkerTags,
@@ -180,20 +190,20 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (*Ser
 	if err != nil {
 		return nil, err
 	}
+	opened = append(opened, db.Close)
 	logs, err := store.OpenLogs(cfg.LogStorage.LocalDir)
 	if err != nil {
-		db.Close()
 		return nil, err
 	}
+	opened = append(opened, logs.Close)
 	jobLogs, archive, err := openArchive(cfg.LogStorage, logs, db, log)
 	if err != nil {
-		db.Close()
-		logs.Close()
 		return nil, err
 	}
+	if archive != nil {
+		opened = append(opened, archive.Close)
+	}
 	if created, err := seedInitialUser(ctx, db, cfg.Auth, time.Now()); err != nil {
-		db.Close()
-		logs.Close()
 		return nil, err
 	} else if created {
 		log.Info("created the initial admin user", "email", cfg.Auth.InitialUser.Email)
@@ -207,15 +217,11 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (*Ser
 		HeartbeatTimeout: cfg.heartbeatTimeout,
 	})
 	if err != nil {
-		db.Close()
-		logs.Close()
 		return nil, err
 	}
 	masked.secrets = eng
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		db.Close()
-		logs.Close()
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 

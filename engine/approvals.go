@@ -19,12 +19,8 @@ func (e *Engine) awaitApproval(b *batch, js *jobState, ss *stepState) {
 		e.fail(b, js, ss, "message: "+err.Error())
 		return
 	}
-	now := b.now
 	ss.rec.Message = msg
-	ss.rec.Status = StepWaiting
-	ss.rec.StartedAt = &now
-	b.dirtyStep(ss.rec)
-	e.markJobStarted(b, js)
+	e.startOnServer(b, js, ss, StepWaiting)
 	b.serverLog(js.job.ID, fmt.Sprintf("step %q is waiting for approval: %s", ss.rec.Name, msg))
 }
 

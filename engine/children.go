@@ -31,13 +31,9 @@ func (e *Engine) startChild(b *batch, js *jobState, ss *stepState, input map[str
 	child.job.ParentStep = ss.rec.Name
 	child.job.Depth = js.job.Depth + 1
 
-	now := b.now
 	ss.rec.Input = input
-	ss.rec.Status = StepRunning
-	ss.rec.StartedAt = &now
 	ss.rec.ChildJobID = child.job.ID
-	b.dirtyStep(ss.rec)
-	e.markJobStarted(b, js)
+	e.startOnServer(b, js, ss, StepRunning)
 	b.serverLog(parentID, fmt.Sprintf("step %q started child job %s (task %q)", ss.rec.Name, child.job.ID, ss.action.Task))
 	e.insertJob(b, child)
 }

@@ -76,7 +76,7 @@ func (e *Engine) buildJobOf(ws *workflow.Workspace, task *workflow.Task, req Cre
 		job.Deadline = &d
 	}
 	js := newJobState(job, ws, task)
-	for k, name := range flowOrder(task) {
+	for k, name := range task.StepOrder() {
 		fs := task.Flow[name]
 		action, err := stepAction(ws, name, fs)
 		if err != nil {
@@ -140,18 +140,6 @@ func (js *jobState) each(f func(ss *stepState)) {
 			f(in)
 		}
 	}
-}
-
-func flowOrder(task *workflow.Task) []string {
-	if len(task.FlowOrder) == len(task.Flow) {
-		return task.FlowOrder
-	}
-	names := make([]string, 0, len(task.Flow))
-	for name := range task.Flow {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
 }
 
 func stepAction(ws *workflow.Workspace, name string, fs *workflow.FlowStep) (*workflow.Action, error) {

@@ -147,6 +147,16 @@ func (e *Engine) prepare(b *batch, js *jobState, ss *stepState) {
 	e.offer(b, js, ss)
 }
 
+// startOnServer starts a step the server runs itself (a task step's child
+// job, an approval): it holds no worker, and its job is running from now.
+func (e *Engine) startOnServer(b *batch, js *jobState, ss *stepState, status string) {
+	now := b.now
+	ss.rec.Status = status
+	ss.rec.StartedAt = &now
+	b.dirtyStep(ss.rec)
+	e.markJobStarted(b, js)
+}
+
 // resolveInput renders the flow step's input map in the job's scope, then
 // applies the action's input definitions.
 func (e *Engine) resolveInput(js *jobState, ss *stepState) (map[string]any, error) {

@@ -34,12 +34,11 @@ var (
 	bucketByTime      = []byte("idx_time")    // time id
 	bucketByWorkspace = []byte("idx_ws")      // workspace \0 time id
 	bucketByTask      = []byte("idx_task")    // workspace \0 task \0 time id
-	bucketBySource    = []byte("idx_source")  // source type \0 source id \0 time id
 	bucketActive      = []byte("idx_active")  // job id (non-terminal jobs only)
 	bucketWorkerSteps = []byte("idx_wsteps")  // worker id \0 time job id \0 step -> steps key
 	bucketWorkerOrder = []byte("idx_workers") // registered time id
 	bucketCounts      = []byte("counts")      // counter name -> uint64
-	allBuckets        = [][]byte{bucketJobs, bucketSteps, bucketWorkers, bucketByTime, bucketByWorkspace, bucketByTask, bucketBySource, bucketActive, bucketWorkerSteps, bucketWorkerOrder, bucketCounts}
+	allBuckets        = [][]byte{bucketJobs, bucketSteps, bucketWorkers, bucketByTime, bucketByWorkspace, bucketByTask, bucketActive, bucketWorkerSteps, bucketWorkerOrder, bucketCounts}
 )
 
 // DB is the bbolt implementation of engine.Store.

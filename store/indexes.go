@@ -31,7 +31,6 @@ func jobIndexes(j *engine.Job) []indexEntry {
 		{bucket: bucketByTime, key: tid, count: []byte(countJobs)},
 		{bucket: bucketByWorkspace, key: joinKey(workspacePrefix(j.Workspace), tid), count: countWorkspace(j.Workspace)},
 		{bucket: bucketByTask, key: joinKey(taskPrefix(j.Workspace, j.TaskName), tid), count: countTask(j.Workspace, j.TaskName)},
-		{bucket: bucketBySource, key: joinKey(sourcePrefix(j.SourceType, sourceID(j)), tid)},
 		{bucket: bucketActive, key: active},
 	}
 }

@@ -132,37 +132,6 @@ func seekLast(c *bolt.Cursor, prefix []byte) (key, value []byte) {
 	return c.Prev()
 }
 
-// JobsBySource returns the newest jobs a source created (for example one
-// trigger's), at most limit, only non-terminal ones when activeOnly. It
-// walks the source index, so its cost grows with that source's jobs only.
-func (db *DB) JobsBySource(ctx context.Context, sourceType, sourceID string, activeOnly bool, limit int) ([]*engine.Job, error) {
-	if limit <= 0 {
-		limit = defaultLimit
-	}
-	prefix := sourcePrefix(sourceType, sourceID)
-	var jobs []*engine.Job
-	err := db.view(ctx, func(tx *bolt.Tx) error {
-		active := tx.Bucket(bucketActive)
-		c := tx.Bucket(bucketBySource).Cursor()
-		for k, _ := seekLast(c, prefix); k != nil && bytes.HasPrefix(k, prefix) && len(jobs) < limit; k, _ = c.Prev() {
-			id := idAfterTime(k, len(prefix))
-			if activeOnly && active.Get([]byte(id)) == nil {
-				continue
-			}
-			j, err := getJob(tx, id)
-			if err != nil {
-				return err
-			}
-			jobs = append(jobs, j)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list jobs of source %s/%s: %w", sourceType, sourceID, err)
-	}
-	return jobs, nil
-}
-
 // LoadActive returns every non-terminal job with all its steps, and all
 // workers. It reads the active index, never the whole jobs bucket.
 func (db *DB) LoadActive(ctx context.Context) ([]*engine.Job, []*engine.Step, []*engine.Worker, error) {

@@ -64,9 +64,8 @@ func idAfterTime(key []byte, prefixLen int) string {
 	return string(key[prefixLen+8:])
 }
 
-func workspacePrefix(ws string) []byte   { return strPrefix(ws) }
-func taskPrefix(ws, task string) []byte  { return strPrefix(ws, task) }
-func sourcePrefix(typ, id string) []byte { return strPrefix(typ, id) }
+func workspacePrefix(ws string) []byte  { return strPrefix(ws) }
+func taskPrefix(ws, task string) []byte { return strPrefix(ws, task) }
 
 func sourceID(j *engine.Job) string {
 	if j.SourceID == nil {

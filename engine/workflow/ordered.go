@@ -19,15 +19,20 @@ func (in *Inputs) MarshalJSON() ([]byte, error) {
 
 // FlowJSON is the task's flow as one JSON object, steps in file order.
 func (t *Task) FlowJSON() (json.RawMessage, error) {
-	return orderedObject(flowKeys(t), func(k string) any { return t.Flow[k] })
+	return orderedObject(t.StepOrder(), func(k string) any { return t.Flow[k] })
 }
 
-func flowKeys(t *Task) []string {
-	if len(t.FlowOrder) == len(t.Flow) {
-		return t.FlowOrder
+// StepOrder is the task's step names in file order (sorted when the task
+// was built by hand without FlowOrder).
+func (t *Task) StepOrder() []string { return orderedKeys(t.FlowOrder, t.Flow) }
+
+// orderedKeys is order when it names every key of m, else m's keys sorted.
+func orderedKeys[V any](order []string, m map[string]V) []string {
+	if len(order) == len(m) {
+		return order
 	}
-	out := make([]string, 0, len(t.Flow))
-	for k := range t.Flow {
+	out := make([]string, 0, len(m))
+	for k := range m {
 		out = append(out, k)
 	}
 	sort.Strings(out)
@@ -60,17 +65,7 @@ func orderedObject(keys []string, value func(string) any) ([]byte, error) {
 }
 
 // keys returns Order, or the sorted field names when Order was not filled in.
-func (in *Inputs) keys() []string {
-	if len(in.Order) == len(in.Fields) {
-		return in.Order
-	}
-	out := make([]string, 0, len(in.Fields))
-	for k := range in.Fields {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func (in *Inputs) keys() []string { return orderedKeys(in.Order, in.Fields) }
 
 // UnmarshalJSON reads a JSON object of field definitions; Order follows
 // `order` then the object's key order, as when loading YAML.
