@@ -39,7 +39,20 @@ func startFixture(t testing.TB, workspaces map[string]string, workers int, tweak
 			t.Errorf("shutdown: %v", err)
 		}
 	})
-	return &serverFixture{t: t, srv: srv, url: "http://" + srv.Addr()}
+	f := &serverFixture{t: t, srv: srv, url: "http://" + srv.Addr()}
+	if workers > 0 {
+		// Tests start once the in-process pool has registered, as a user
+		// would find the server a moment after start-up: a job created
+		// earlier waits for it with a "no worker is active" _server line.
+		waitUntil(t, "the in-process workers to register", func() bool {
+			var list struct {
+				Total int `json:"total"`
+			}
+			do(t, "GET", f.url+"/api/workers", nil, &list)
+			return list.Total > 0
+		})
+	}
+	return f
 }
 
 // testServerConfig is a server config for a test: a random loopback port,
