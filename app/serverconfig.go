@@ -33,9 +33,21 @@ type ServerConfig struct {
 	DrainTimeout string `yaml:"drain_timeout"`
 	// Auth turns authentication on; nil = off (app/authconfig.go).
 	Auth *AuthConfig `yaml:"auth"`
+	// InsecureNoAuth lets a server with auth off listen on a non-loopback
+	// address; without it such a server refuses to start.
+	InsecureNoAuth bool `yaml:"insecure_no_auth"`
+	// AllowedHosts are Host header values /api accepts besides loopback
+	// names and the listen address (a reverse proxy's public name).
+	AllowedHosts []string `yaml:"allowed_hosts"`
+	// AllowedOrigins are origins (scheme://host[:port]) whose browsers may
+	// make state-changing /api requests besides the server's own.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+	// Limits bound what one request, step, template or login may cost.
+	Limits LimitsSection `yaml:"limits"`
 
 	heartbeatTimeout time.Duration
 	drainTimeout     time.Duration
+	limits           Limits
 }
 
 // WorkspaceConfig locates one workspace.
@@ -101,6 +113,9 @@ func loadServerConfig(path string) (*ServerConfig, error) {
 		return nil, err
 	}
 	if cfg.drainTimeout, err = positiveDuration("drain_timeout", cfg.DrainTimeout, 10*time.Minute); err != nil {
+		return nil, err
+	}
+	if cfg.limits, err = cfg.Limits.parse(); err != nil {
 		return nil, err
 	}
 	return cfg, nil
