@@ -47,7 +47,7 @@ func (s *server) getJob(c echo.Context) error {
 	}
 	// A job whose workspace is no longer loaded has no definitions to say
 	// what is secret; it shows as stored (its log was masked when written).
-	secrets, err := s.cfg.Engine.SecretValues(c.Request().Context(), job.ID)
+	secrets, err := s.cfg.Engine.SecretsOf(job, steps)
 	if err != nil && !errors.Is(err, engine.ErrNotFound) {
 		return err
 	}

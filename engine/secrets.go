@@ -26,6 +26,12 @@ func (e *Engine) SecretValues(ctx context.Context, jobID string) ([]string, erro
 	if err != nil {
 		return nil, err
 	}
+	return e.SecretsOf(j, steps)
+}
+
+// SecretsOf is SecretValues for a job and steps already read (as Job
+// returns them). ErrNotFound when the job's workspace is no longer loaded.
+func (e *Engine) SecretsOf(j *Job, steps []*Step) ([]string, error) {
 	ws, ok := e.cfg.Workspaces.Revision(j.Workspace, j.Revision)
 	if !ok {
 		if ws, ok = e.cfg.Workspaces.Current(j.Workspace); !ok {
