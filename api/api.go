@@ -22,6 +22,7 @@ type Orchestrator interface {
 	CancelJob(ctx context.Context, jobID string) error
 	Approve(ctx context.Context, jobID, step string, a engine.Approval) error
 	Job(ctx context.Context, id string) (*engine.Job, []*engine.Step, error)
+	SecretsOf(j *engine.Job, steps []*engine.Step) ([]string, error)
 	Jobs(ctx context.Context, f engine.JobFilter) ([]*engine.Job, int, error)
 	JobDone(ctx context.Context, jobID string) (<-chan struct{}, error)
 

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -37,12 +38,20 @@ func (s *server) job(c echo.Context) (*engine.Job, []*engine.Step, error) {
 	return s.cfg.Engine.Job(c.Request().Context(), id)
 }
 
+// getJob shows a job with its secret values masked as in its log (the
+// interface: secret inputs are masked in the UI, which shows this).
 func (s *server) getJob(c echo.Context) error {
 	job, steps, err := s.job(c)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, jobDetailOf(job, steps))
+	// A job whose workspace is no longer loaded has no definitions to say
+	// what is secret; it shows as stored (its log was masked when written).
+	secrets, err := s.cfg.Engine.SecretsOf(job, steps)
+	if err != nil && !errors.Is(err, engine.ErrNotFound) {
+		return err
+	}
+	return c.JSON(http.StatusOK, jobDetailOf(job, steps).masked(secrets))
 }
 
 func (s *server) cancelJob(c echo.Context) error {

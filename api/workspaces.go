@@ -174,6 +174,7 @@ func (s *server) executeTask(c echo.Context) error {
 		Input:      object(req.Input),
 		SourceType: sourceType,
 		SourceID:   sourceID,
+		Strict:     true, // a typo in a key is a 400, not an ignored value
 	})
 	if err != nil {
 		return err

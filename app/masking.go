@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"strings"
 
 	"github.com/appliance-sh/appliance/engine"
 )
@@ -11,9 +10,6 @@ import (
 type secretSource interface {
 	SecretValues(ctx context.Context, jobID string) ([]string, error)
 }
-
-// maskedMark replaces a secret value in a log line.
-const maskedMark = "***"
 
 // maskingLogs writes every line through with the job's secret values
 // replaced by ***: secret inputs, secret connection properties and the
@@ -32,9 +28,7 @@ func (m *maskingLogs) Append(jobID string, lines []engine.LogLine) error {
 	}
 	masked := make([]engine.LogLine, len(lines))
 	for i, l := range lines {
-		for _, v := range values {
-			l.Line = strings.ReplaceAll(l.Line, v, maskedMark)
-		}
+		l.Line = engine.Mask(l.Line, values)
 		masked[i] = l
 	}
 	return m.serverLogs.Append(jobID, masked)

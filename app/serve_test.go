@@ -312,6 +312,8 @@ func TestPipelineDeploysAndRunsAChildJob(t *testing.T) {
 
 const approvalWorkspace = `tasks:
   release:
+    input:
+      version: {type: string}
     flow:
       ask:
         type: approval
@@ -355,10 +357,15 @@ func TestApprovalOverTheAPI(t *testing.T) {
 		{"ask", `{"approved": `, 400},
 		{"ship", `{"approved": true}`, 409},
 		{"nope", `{"approved": true}`, 404},
+		{"ask", `{"approved": true, "input": {"ticket": "OPS-1"}}`, 400},
 	} {
 		if code := approve(id, c.step, c.body); code != c.code || out.Error == "" {
 			t.Errorf("approve %s with %s: %d %q, want %d with an error", c.step, c.body, code, out.Error, c.code)
 		}
+	}
+	approve(id, "ask", `{"approved": true, "input": {"ticket": "OPS-1"}}`)
+	if want := `input "ticket": unknown (declared: none)`; !strings.Contains(out.Error, want) {
+		t.Errorf("approval with an undeclared input key: %q, want it to say %s", out.Error, want)
 	}
 	if code := approve(id, "ask", `{"approved": true}`); code != 200 || out.Status != "approved" {
 		t.Fatalf("approve: %d %+v", code, out)

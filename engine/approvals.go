@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+
+	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
 // awaitApproval dispatches an approval step: its message is rendered in
@@ -27,7 +29,8 @@ func (e *Engine) awaitApproval(b *batch, js *jobState, ss *stepState) {
 // Approve answers a waiting approval step: approved, it completes with
 // output {approved, approved_by, approved_at, input}; rejected, it fails
 // and its dependents are skipped. ErrConflict unless the step is waiting;
-// ErrInvalid when the input does not fit the action's definitions.
+// ErrInvalid when the input has a key the action does not declare or, when
+// approved, does not fit its definitions.
 func (e *Engine) Approve(ctx context.Context, jobID, step string, a Approval) error {
 	_, err := e.do(ctx, func(b *batch) (any, error) {
 		js, ss, err := e.liveStep(ctx, jobID, step)
@@ -36,6 +39,9 @@ func (e *Engine) Approve(ctx context.Context, jobID, step string, a Approval) er
 		}
 		if ss.rec.Status != StepWaiting {
 			return nil, fmt.Errorf("step %q is %s, not waiting for approval: %w", step, ss.rec.Status, ErrConflict)
+		}
+		if err := workflow.CheckInputKeys(ss.action.Input, a.Input); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		input := a.Input
 		if a.Approved {

@@ -100,3 +100,18 @@ func TestWaitingApprovalSurvivesRestartAndCancel(t *testing.T) {
 		t.Fatalf("after cancel: %s", s.Status)
 	}
 }
+
+func TestApprovalInputWithAnUnknownKeyIsInvalid(t *testing.T) {
+	f := enginetest.New(t, approvalYAML)
+	job := f.Execute("release", nil)
+	f.WaitStep(job, "ask", engine.StepWaiting)
+	for _, approved := range []bool{true, false} {
+		err := f.Engine.Approve(t.Context(), job, "ask", engine.Approval{Approved: approved, By: "ada", Input: map[string]any{"ticket": "OPS-7", "tikcet": "OPS-8"}})
+		if !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), `input "tikcet": unknown (declared: ticket)`) {
+			t.Fatalf("approved=%v with an unknown key: %v", approved, err)
+		}
+	}
+	if s := f.Step(job, "ask"); s.Status != engine.StepWaiting {
+		t.Fatalf("step %s after refused answers, want still waiting", s.Status)
+	}
+}

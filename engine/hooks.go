@@ -109,7 +109,10 @@ func (e *Engine) reportHookJob(b *batch, hj *jobState) {
 	b.serverLog(*hj.job.SourceID, fmt.Sprintf("hook job %s (%s) %s", hj.job.ID, hj.job.TaskName, hj.job.Status))
 }
 
-// hookContext is the `hook.*` variables of the interface.
+// hookContext is the `hook.*` variables of the interface, with the job's
+// secret values masked as in its log: whatever a hook renders from them
+// (its job's input, and so that job's detail and log) shows *** instead.
+// A hook that needs a secret names it (`{{ secret.TOKEN }}`).
 func hookContext(js *jobState) map[string]any {
 	j := js.job
 	var failed []any
@@ -156,7 +159,7 @@ func hookContext(js *jobState) map[string]any {
 	if j.StartedAt != nil && j.CompletedAt != nil {
 		ctx["duration_secs"] = j.CompletedAt.Sub(*j.StartedAt).Seconds()
 	}
-	return ctx
+	return MaskMap(ctx, js.secretValues())
 }
 
 // timeFormat is how timestamps appear inside template variables and

@@ -39,6 +39,11 @@ func (e *Engine) buildJobIn(ws *workflow.Workspace, req CreateJob) (*jobState, e
 // buildJobOf lays out a job of the given task, which may be one the engine
 // made up (a hook's single action).
 func (e *Engine) buildJobOf(ws *workflow.Workspace, task *workflow.Task, req CreateJob) (*jobState, error) {
+	if req.Strict {
+		if err := workflow.CheckInputKeys(task.Input, req.Input); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+	}
 	input, err := ws.ResolveInput(task.Input, req.Input)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)

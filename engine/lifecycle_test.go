@@ -207,3 +207,26 @@ func TestJobWithEveryStepSkippedCompletesAtCreation(t *testing.T) {
 	}
 	<-done
 }
+
+func TestStrictJobRejectsUndeclaredInputKeys(t *testing.T) {
+	f := enginetest.New(t, `
+tasks:
+  greet:
+    input:
+      name: {type: string}
+      seconds: {type: integer}
+    flow:
+      say: {type: script, script: "true"}
+`)
+	req := engine.CreateJob{Workspace: enginetest.WorkspaceName, Task: "greet", Input: map[string]any{"nmae": "Ada"}, Strict: true}
+	_, err := f.Engine.CreateJob(t.Context(), req)
+	if !errorsIs(err, engine.ErrInvalid) || !strings.Contains(err.Error(), `input "nmae": unknown (declared: name, seconds)`) {
+		t.Fatalf("strict job with a typo: %v", err)
+	}
+	// Input the server builds (a webhook's body, a trigger's input) is not strict.
+	req.Strict = false
+	j, err := f.Engine.CreateJob(t.Context(), req)
+	if err != nil || j.Input["nmae"] != "Ada" {
+		t.Fatalf("lenient job: %v, input %v", err, j)
+	}
+}

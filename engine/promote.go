@@ -249,6 +249,7 @@ func (e *Engine) skip(b *batch, js *jobState, ss *stepState) {
 // input or template error, an unsupported type) and says so in the job's
 // `_server` log, since no worker wrote anything about it.
 func (e *Engine) fail(b *batch, js *jobState, ss *stepState, msg string) {
+	msg = js.mask(msg) // an error may quote a rendered value
 	b.serverLog(js.job.ID, fmt.Sprintf("step %q failed: %s", ss.rec.Name, msg))
 	e.finishStep(b, ss, StepFailed, &msg)
 	e.stepDone(b, js, ss)

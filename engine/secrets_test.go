@@ -2,8 +2,10 @@ package engine_test
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
+	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/enginetest"
 )
 
@@ -38,5 +40,84 @@ tasks:
 	want := []string{"workspace-token", "step-key-value", "pin-1234"} // longest first; "ab" too short
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("secret values %q, want %q", got, want)
+	}
+}
+
+const leakYAML = `
+secrets:
+  TOKEN: workspace-token
+actions:
+  notify:
+    type: script
+    input:
+      message: {type: string}
+    script: echo "{{ input.message }}"
+tasks:
+  leak:
+    input:
+      pin: {type: string, secret: true}
+    flow:
+      talk: {type: script, script: "echo {{ input.pin }} >&2; exit 1"}
+    on_error:
+      - action: notify
+        input:
+          message: "{{ hook.error_message }} | {{ hook.failed_steps[0].error_message }} | {{ secret.TOKEN }}"
+`
+
+func TestFailedStepMessageAndHookContextAreMasked(t *testing.T) {
+	f := enginetest.New(t, leakYAML)
+	job := f.Execute("leak", map[string]any{"pin": "pin-1234"})
+	f.RunStep("talk", enginetest.Fail(1, "Exit code: 1\npin-1234 workspace-token"))
+	f.WaitStatus(job, engine.JobFailed)
+
+	if msg := f.Step(job, "talk").ErrorMessage; msg == nil || *msg != "Exit code: 1\n*** ***" {
+		t.Fatalf("recorded error_message %q, want the secrets masked", deref(msg))
+	}
+	hooks := hookJobs(t, f, job)
+	if len(hooks) != 1 {
+		t.Fatalf("hook jobs %+v", hooks)
+	}
+	// The hook context is masked; a secret the hook names itself reaches
+	// the hook job, as it would any step that names it.
+	want := "talk: Exit code: 1\n*** *** | Exit code: 1\n*** *** | workspace-token"
+	if got := hooks[0].Input["message"]; got != want {
+		t.Fatalf("hook job input %q, want %q", got, want)
+	}
+}
+
+func TestServerMadeStepErrorsAreMasked(t *testing.T) {
+	f := enginetest.New(t, `
+secrets:
+  TOKEN: workspace-token
+actions:
+  count:
+    type: script
+    input:
+      n: {type: integer}
+    script: "true"
+tasks:
+  t:
+    flow:
+      a:
+        action: count
+        input: {n: "{{ secret.TOKEN }}"}
+`)
+	job := f.Execute("t", nil)
+	f.WaitStatus(job, engine.JobFailed)
+	msg := f.Step(job, "a").ErrorMessage
+	if msg == nil || strings.Contains(*msg, "workspace-token") || !strings.Contains(*msg, `"***"`) {
+		t.Fatalf("error_message %q, want the rendered secret masked", deref(msg))
+	}
+}
+
+func TestMaskValueMasksEveryStringAndLeavesTheOriginal(t *testing.T) {
+	in := map[string]any{"a": "x pin-1234 y", "list": []any{"pin-1234", 3.0, map[string]any{"k": "pin-12345"}}, "n": nil}
+	got := engine.MaskValue(in, []string{"pin-12345", "pin-1234"})
+	want := map[string]any{"a": "x *** y", "list": []any{"***", 3.0, map[string]any{"k": "***"}}, "n": nil}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("masked %v, want %v", got, want)
+	}
+	if in["a"] != "x pin-1234 y" {
+		t.Fatal("MaskValue changed its argument")
 	}
 }

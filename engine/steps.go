@@ -50,7 +50,10 @@ func (e *Engine) completeStep(ctx context.Context, b *batch, workerID, jobID, na
 	} else {
 		msg := fmt.Sprintf("Exit code: %d", res.ExitCode)
 		if res.Error != nil {
-			msg = *res.Error
+			// A worker's message carries the step's stderr tail: a secret
+			// the step printed there must not reach the job detail, the UI
+			// or a hook, whichever transport brought it.
+			msg = js.mask(*res.Error)
 		}
 		e.finishStep(b, ss, StepFailed, &msg)
 	}

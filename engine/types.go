@@ -193,13 +193,17 @@ type CreateJob struct {
 	Input      map[string]any
 	SourceType string
 	SourceID   *string
+	// Strict rejects input keys the task does not declare (ErrInvalid
+	// naming them): set for input a person typed, as on the execute
+	// endpoint; input the server builds (webhooks, triggers) is not strict.
+	Strict bool
 }
 
 // Approval is an approver's answer to a waiting approval step.
 type Approval struct {
 	Approved        bool
 	By              string         // who answered
-	Input           map[string]any // checked against the approval action's input definitions
+	Input           map[string]any // checked against the approval action's input definitions; unknown keys are ErrInvalid
 	RejectionReason string
 }
 

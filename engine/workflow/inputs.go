@@ -87,6 +87,41 @@ func (ws *Workspace) ResolveInput(defs *Inputs, given map[string]any) (map[strin
 	return out, nil
 }
 
+// CheckInputKeys rejects keys of given that defs does not declare, one
+// problem per key: `input "nmae": unknown (declared: name, seconds)`. What a
+// person sends (the execute endpoint, the CLI, an approval) is checked, so
+// a typo is not silently ignored; input the server builds itself (webhooks,
+// triggers, hooks, child jobs) is not.
+func CheckInputKeys(defs *Inputs, given map[string]any) error {
+	var declared []string
+	if defs != nil {
+		declared = fieldOrder(defs)
+	}
+	known := make(map[string]bool, len(declared))
+	for _, name := range declared {
+		known[name] = true
+	}
+	var unknown []string
+	for k := range given {
+		if !known[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	sort.Strings(unknown)
+	list := "none"
+	if len(declared) > 0 {
+		list = strings.Join(declared, ", ")
+	}
+	problems := make([]string, len(unknown))
+	for i, k := range unknown {
+		problems[i] = fmt.Sprintf("input %q: unknown (declared: %s)", k, list)
+	}
+	return &InputError{Problems: problems}
+}
+
 // fieldOrder is defs.Order, then any field it misses in key order, so
 // errors always come in the same order.
 func fieldOrder(defs *Inputs) []string {

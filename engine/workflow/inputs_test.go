@@ -215,6 +215,37 @@ func TestResolveInputPassesUnknownKeysThrough(t *testing.T) {
 	}
 }
 
+func TestCheckInputKeysNamesUnknownKeysAndTheDeclaredOnes(t *testing.T) {
+	defs := fields("name", &InputField{Type: InputString}, "seconds", &InputField{Type: InputInteger})
+	tests := []struct {
+		name  string
+		defs  *Inputs
+		given map[string]any
+		want  string // "" = accepted
+	}{
+		{"declared keys", defs, map[string]any{"name": "a", "seconds": 1}, ""},
+		{"nothing given", defs, nil, ""},
+		{"a typo", defs, map[string]any{"nmae": "a"}, `input "nmae": unknown (declared: name, seconds)`},
+		{"each unknown key, sorted", defs, map[string]any{"z": 1, "name": "a", "b": 2},
+			`input "b": unknown (declared: name, seconds); input "z": unknown (declared: name, seconds)`},
+		{"no definitions", nil, map[string]any{"x": 1}, `input "x": unknown (declared: none)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckInputKeys(tt.defs, tt.given)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("CheckInputKeys = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || err.Error() != tt.want || !errors.Is(err, ErrInvalidInput) {
+				t.Fatalf("CheckInputKeys = %v, want %s", err, tt.want)
+			}
+		})
+	}
+}
+
 func TestResolveInputWithoutDefinitionsCopiesGiven(t *testing.T) {
 	ws := inputWorkspace()
 	for _, given := range []map[string]any{nil, {"a": 1}} {
