@@ -141,18 +141,18 @@ func jobDetailOf(j *engine.Job, steps []*engine.Step) jobDetail {
 	return d
 }
 
-// masked replaces the job's secret values in everything the detail shows
-// that a job or step produced or was given.
+// masked replaces the job's secret values in what the detail shows a job or
+// step was given, and in its messages. Outputs are shown as the steps wrote
+// them: printing a secret in OUTPUT is the author's choice (its log line is
+// still masked).
 func (d jobDetail) masked(secrets []string) jobDetail {
 	if len(secrets) == 0 {
 		return d
 	}
 	d.Input = engine.MaskMap(d.Input, secrets)
-	d.Output = engine.MaskMap(d.Output, secrets)
 	steps := make([]stepView, len(d.Steps))
 	for i, s := range d.Steps {
 		s.Input = engine.MaskMap(s.Input, secrets)
-		s.Output = engine.MaskValue(s.Output, secrets)
 		s.Message = engine.Mask(s.Message, secrets)
 		if s.ErrorMessage != nil {
 			m := engine.Mask(*s.ErrorMessage, secrets)
