@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"context"
+	"net"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -50,6 +52,13 @@ type authFixture struct {
 // ones.
 func newAuthFixture(t *testing.T, extra map[string]api.AuthProvider) *authFixture {
 	t.Helper()
+	return newAuthFixtureWith(t, extra, api.LoginLimits{})
+}
+
+// newAuthFixtureWith starts a server as newAuthFixture does, with the
+// given login limits.
+func newAuthFixtureWith(t *testing.T, extra map[string]api.AuthProvider, logins api.LoginLimits) *authFixture {
+	t.Helper()
 	users, err := store.Open(filepath.Join(t.TempDir(), "users.db"))
 	if err != nil {
 		t.Fatalf("users store: %v", err)
@@ -62,7 +71,7 @@ func newAuthFixture(t *testing.T, extra map[string]api.AuthProvider) *authFixtur
 	}
 	cfg := &api.AuthConfig{
 		JWTSecret: testJWTSecret, RefreshSecret: testRefreshSecret,
-		Providers: providers, Now: clock.Now,
+		Providers: providers, Now: clock.Now, Logins: logins,
 	}
 	f := newFixture(t, func(c *api.Config) { c.Auth, c.Users = cfg, users })
 	return &authFixture{fixture: f, users: users, clock: clock, cfg: cfg}
@@ -72,6 +81,17 @@ func newAuthFixture(t *testing.T, extra map[string]api.AuthProvider) *authFixtur
 func (f *authFixture) in(t *testing.T) *authFixture {
 	c := *f
 	c.fixture = f.fixture.in(t)
+	return &c
+}
+
+// from returns the fixture calling from another loopback address (any of
+// 127.0.0.0/8 reaches the server), as another client would.
+func (f *authFixture) from(ip string) *authFixture {
+	c := *f
+	fc := *f.fixture
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	fc.client = &http.Client{Timeout: f.client.Timeout, Transport: &http.Transport{DialContext: dialer.DialContext}}
+	c.fixture = &fc
 	return &c
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/appliance-sh/appliance/api/accounts"
 	"github.com/appliance-sh/appliance/engine"
 )
 
@@ -26,6 +27,8 @@ type loginRequest struct {
 	Password string `json:"password"`
 }
 
+// login checks a password. Its limits (loginGuard) come first: a refused
+// attempt costs no hash.
 func (s *server) login(c echo.Context) error {
 	if !s.auth.hasInternal() {
 		return notFound("password login (no internal provider is configured)")
@@ -38,6 +41,10 @@ func (s *server) login(c echo.Context) error {
 	if email == "" || req.Password == "" {
 		return badRequest("email and password are required")
 	}
+	addr, account := clientAddress(c.Request()), accountKey(email)
+	if err := s.auth.guard.admitLogin(addr, account); err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	u, err := s.auth.users.UserByEmail(ctx, email)
 	if err != nil && !errors.Is(err, engine.ErrNotFound) {
@@ -47,6 +54,10 @@ func (s *server) login(c echo.Context) error {
 	if u != nil {
 		hash = u.PasswordHash
 	}
+	release, err := s.auth.guard.hashSlot(ctx)
+	if err != nil {
+		return err
+	}
 	if hash == "" {
 		// No such user, or one who signs in only through OIDC: spend the
 		// time a real check takes, then refuse with the same message.
@@ -54,12 +65,14 @@ func (s *server) login(c echo.Context) error {
 		u = nil
 	}
 	ok, err := verifyPassword(hash, req.Password)
+	release()
 	if err != nil {
 		return fmt.Errorf("login: %w", err)
 	}
 	if !ok || u == nil {
 		return errBadCredentials
 	}
+	s.auth.guard.loginSucceeded(addr, account)
 	pair, err := s.auth.issueTokens(ctx, u)
 	if err != nil {
 		return err
@@ -87,17 +100,22 @@ func (a *authService) dummyPasswordHash() string {
 	return a.dummyHash
 }
 
-// issueTokens gives u a new access token and a new stored refresh token.
+// issueTokens starts a login of u: a new refresh token family, its first
+// refresh token, stored, and an access token under it.
 func (a *authService) issueTokens(ctx context.Context, u *User) (*tokenPair, error) {
-	access, err := a.issueAccessToken(u)
+	family, err := newFamilyID()
 	if err != nil {
 		return nil, err
 	}
-	refresh, stored, err := a.newRefreshToken(u.ID)
+	refresh, stored, err := a.newRefreshToken(u.ID, family)
 	if err != nil {
 		return nil, err
 	}
 	if err := a.users.PutRefreshToken(ctx, stored); err != nil {
+		return nil, err
+	}
+	access, err := a.issueAccessToken(u, family)
+	if err != nil {
 		return nil, err
 	}
 	return &tokenPair{AccessToken: access, RefreshToken: refresh}, nil
@@ -118,25 +136,37 @@ func decodeRefreshToken(c echo.Context) (string, error) {
 	return req.RefreshToken, nil
 }
 
-var errBadRefresh = echo.NewHTTPError(http.StatusUnauthorized, "invalid or expired refresh token")
+var (
+	errBadRefresh    = echo.NewHTTPError(http.StatusUnauthorized, "invalid or expired refresh token")
+	errReusedRefresh = echo.NewHTTPError(http.StatusUnauthorized,
+		"refresh token was already used, so a copy of it may be stolen: every token of this login is revoked; sign in again")
+)
 
-// refresh rotates a refresh token: the old one is revoked in the same
-// transaction that stores the new one, so each token works once.
+// refresh rotates a refresh token: the old one is marked rotated in the
+// same transaction that stores the new one, so each token works once. A
+// second use of a token means two parties hold it (DESIGN.md "Refresh
+// tokens"): the whole login is revoked, the thief's chain with the owner's.
 func (s *server) refresh(c echo.Context) error {
 	token, err := decodeRefreshToken(c)
 	if err != nil {
 		return err
 	}
+	if err := s.auth.guard.admitToken(clientAddress(c.Request())); err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
-	next, stored, err := s.auth.newRefreshToken("")
+	next, stored, err := s.auth.newRefreshToken("", "")
 	if err != nil {
 		return err
 	}
 	old, err := s.auth.users.RotateRefreshToken(ctx, s.auth.refreshHash(token), stored, s.auth.now())
-	if errors.Is(err, engine.ErrNotFound) {
+	switch {
+	case errors.Is(err, accounts.ErrTokenReused):
+		s.log.Warn("refresh token reused: login revoked", "user", old.UserID, "login", old.FamilyID(), "address", clientAddress(c.Request()))
+		return errReusedRefresh
+	case errors.Is(err, engine.ErrNotFound):
 		return errBadRefresh
-	}
-	if err != nil {
+	case err != nil:
 		return err
 	}
 	u, err := s.auth.users.User(ctx, old.UserID)
@@ -146,21 +176,25 @@ func (s *server) refresh(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	access, err := s.auth.issueAccessToken(u)
+	access, err := s.auth.issueAccessToken(u, stored.Family)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, tokenPair{AccessToken: access, RefreshToken: next})
 }
 
-// logout revokes a refresh token; an unknown one is already as revoked as
-// it can be, so the answer is the same.
+// logout revokes the login a refresh token belongs to: the token, every
+// other token of its family, and with them its access tokens. An unknown
+// token is already as revoked as it can be, so the answer is the same.
 func (s *server) logout(c echo.Context) error {
 	token, err := decodeRefreshToken(c)
 	if err != nil {
 		return err
 	}
-	if err := s.auth.users.DeleteRefreshToken(c.Request().Context(), s.auth.refreshHash(token)); err != nil {
+	if err := s.auth.guard.admitToken(clientAddress(c.Request())); err != nil {
+		return err
+	}
+	if err := s.auth.users.RevokeRefreshFamily(c.Request().Context(), s.auth.refreshHash(token)); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})

@@ -21,6 +21,8 @@ type authService struct {
 	users UserStore
 	log   *slog.Logger
 	oidc  *oidcFlows
+	// guard rate-limits logins and token requests and bounds hashing.
+	guard *loginGuard
 
 	// dummyHash is verified against when a login names no user, so an
 	// unknown email takes as long as a wrong password.
@@ -31,6 +33,7 @@ type authService struct {
 func newAuthService(cfg *AuthConfig, users UserStore, log *slog.Logger) *authService {
 	a := &authService{cfg: cfg, users: users, log: log}
 	a.oidc = newOIDCFlows(a)
+	a.guard = newLoginGuard(cfg.Logins, a.now)
 	return a
 }
 
@@ -118,10 +121,22 @@ func (a *authService) principalOf(ctx context.Context, token string) (*principal
 	if isAPIKey(token) {
 		return a.apiKeyPrincipal(ctx, token)
 	}
-	userID, err := a.parseAccessToken(token)
+	claims, err := a.parseAccessToken(token)
 	if err != nil {
 		return nil, errInvalidToken
 	}
+	if claims.Family != "" {
+		// The token's login may have logged out or been revoked for reuse
+		// of a refresh token since: then its access tokens die with it.
+		live, err := a.users.RefreshFamilyLive(ctx, claims.Family)
+		if err != nil {
+			return nil, fmt.Errorf("look up login of token: %w", err)
+		}
+		if !live {
+			return nil, errInvalidToken
+		}
+	}
+	userID := claims.Subject
 	u, err := a.users.User(ctx, userID)
 	if errors.Is(err, engine.ErrNotFound) {
 		return nil, errInvalidToken

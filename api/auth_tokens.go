@@ -34,15 +34,20 @@ const (
 type accessClaims struct {
 	Email string `json:"email"`
 	Admin bool   `json:"adm"`
+	// Family is the refresh token family (the login) the token was issued
+	// under: a request checks that the login is still live.
+	Family string `json:"sid,omitempty"`
 	jwt.RegisteredClaims
 }
 
-// issueAccessToken signs a 15-minute HS256 access token for u.
-func (a *authService) issueAccessToken(u *User) (string, error) {
+// issueAccessToken signs a 15-minute HS256 access token for u under the
+// login family.
+func (a *authService) issueAccessToken(u *User, family string) (string, error) {
 	now := a.now()
 	claims := accessClaims{
-		Email: u.Email,
-		Admin: u.IsAdmin,
+		Email:  u.Email,
+		Admin:  u.IsAdmin,
+		Family: family,
 		RegisteredClaims: jwt.RegisteredClaims{
 			Subject:   u.ID,
 			IssuedAt:  jwt.NewNumericDate(now),
@@ -57,8 +62,8 @@ func (a *authService) issueAccessToken(u *User) (string, error) {
 }
 
 // parseAccessToken verifies signature, algorithm and expiry and returns the
-// user id.
-func (a *authService) parseAccessToken(token string) (string, error) {
+// claims, the user id in Subject.
+func (a *authService) parseAccessToken(token string) (*accessClaims, error) {
 	var claims accessClaims
 	_, err := jwt.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return a.cfg.JWTSecret, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
@@ -66,12 +71,12 @@ func (a *authService) parseAccessToken(token string) (string, error) {
 		jwt.WithTimeFunc(a.now),
 	)
 	if err != nil {
-		return "", fmt.Errorf("parse access token: %w", err)
+		return nil, fmt.Errorf("parse access token: %w", err)
 	}
 	if claims.Subject == "" {
-		return "", errors.New("parse access token: no subject")
+		return nil, errors.New("parse access token: no subject")
 	}
-	return claims.Subject, nil
+	return &claims, nil
 }
 
 // randomBytes reads n bytes from the system's CSPRNG.
@@ -84,8 +89,9 @@ func randomBytes(n int) ([]byte, error) {
 }
 
 // newRefreshToken returns a fresh refresh token (32 random bytes,
-// unpadded base64url) and its stored form.
-func (a *authService) newRefreshToken(userID string) (string, *RefreshToken, error) {
+// unpadded base64url) and its stored form, in family (set by the store
+// when empty: a rotation passes the old token's family on).
+func (a *authService) newRefreshToken(userID, family string) (string, *RefreshToken, error) {
 	b, err := randomBytes(refreshTokenLen)
 	if err != nil {
 		return "", nil, fmt.Errorf("new refresh token: %w", err)
@@ -95,9 +101,19 @@ func (a *authService) newRefreshToken(userID string) (string, *RefreshToken, err
 	return token, &RefreshToken{
 		Hash:      a.refreshHash(token),
 		UserID:    userID,
+		Family:    family,
 		CreatedAt: now,
 		ExpiresAt: now.Add(refreshTokenTTL),
 	}, nil
+}
+
+// newFamilyID names a new login's refresh token family.
+func newFamilyID() (string, error) {
+	b, err := randomBytes(16)
+	if err != nil {
+		return "", fmt.Errorf("new login id: %w", err)
+	}
+	return hex.EncodeToString(b), nil
 }
 
 // refreshHash is how a refresh token is stored: HMAC-SHA256 keyed with the

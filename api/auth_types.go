@@ -23,6 +23,22 @@ type AuthConfig struct {
 	Now func() time.Time
 	// HTTPClient talks to OIDC providers (nil = http.DefaultClient).
 	HTTPClient *http.Client
+	// Logins bounds what password logins and token refreshes may cost.
+	Logins LoginLimits
+}
+
+// LoginLimits keep a flood of logins from becoming an outage; a zero field
+// takes its default.
+type LoginLimits struct {
+	// InFlight is how many password hashes (about 19 MiB each) are
+	// computed at once (default: the CPU count). A login beyond waits up
+	// to 5 s for a slot, then gets 503 with Retry-After.
+	InFlight int
+	// PerAccount bounds the failed logins of one account (default 10/m),
+	// PerAddress the logins, and separately the refreshes and logouts, of
+	// one client address (default 60/m). Beyond: 429 with Retry-After.
+	PerAccount Rate
+	PerAddress Rate
 }
 
 // Provider types of auth.providers.

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -33,6 +35,10 @@ func (s *server) handleError(err error, c echo.Context) {
 		return
 	}
 	status, msg := s.classify(err)
+	var later *retryLaterError
+	if errors.As(err, &later) {
+		c.Response().Header().Set("Retry-After", retryAfterSeconds(later.after))
+	}
 	if status >= http.StatusInternalServerError && status != http.StatusServiceUnavailable {
 		s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 	}
@@ -47,7 +53,10 @@ func (s *server) handleError(err error, c echo.Context) {
 }
 
 func (s *server) classify(err error) (int, string) {
-	var he *echo.HTTPError
+	var (
+		he    *echo.HTTPError
+		later *retryLaterError
+	)
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
 		return http.StatusNotFound, err.Error()
@@ -57,6 +66,8 @@ func (s *server) classify(err error) (int, string) {
 		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, engine.ErrStopped):
 		return http.StatusServiceUnavailable, "server is shutting down"
+	case errors.As(err, &later):
+		return later.status, later.msg
 	case errors.As(err, &he):
 		return he.Code, httpErrorMessage(he)
 	}
@@ -83,6 +94,22 @@ func httpErrorMessage(he *echo.HTTPError) string {
 		return "internal server error"
 	}
 	return strings.ToLower(http.StatusText(he.Code))
+}
+
+// retryLaterError is a refusal that passes with time (429, 503): it is
+// answered with a Retry-After header.
+type retryLaterError struct {
+	status int
+	msg    string
+	after  time.Duration
+}
+
+func (e *retryLaterError) Error() string { return e.msg }
+
+// retryAfterSeconds is a Retry-After value: whole seconds, rounded up, at
+// least 1 (0 would invite an immediate retry that fails again).
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10)
 }
 
 // badRequest is a 400 with a message naming what is wrong.

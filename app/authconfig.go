@@ -132,8 +132,9 @@ func (a *AuthConfig) providerIDs() []string {
 	return ids
 }
 
-// apiConfig is what the API needs of the section; nil when auth is off.
-func (a *AuthConfig) apiConfig() *api.AuthConfig {
+// apiConfig is what the API needs of the section, with the login limits;
+// nil when auth is off.
+func (a *AuthConfig) apiConfig(limits Limits) *api.AuthConfig {
 	if a == nil {
 		return nil
 	}
@@ -142,6 +143,11 @@ func (a *AuthConfig) apiConfig() *api.AuthConfig {
 		RefreshSecret: []byte(a.RefreshSecret),
 		BaseURL:       a.BaseURL,
 		Providers:     map[string]api.AuthProvider{},
+		Logins: api.LoginLimits{
+			InFlight:   limits.LoginsInFlight,
+			PerAccount: api.Rate(limits.LoginRate),
+			PerAddress: api.Rate(limits.LoginRateAddress),
+		},
 	}
 	for id, p := range a.Providers {
 		out.Providers[id] = api.AuthProvider{

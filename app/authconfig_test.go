@@ -22,7 +22,7 @@ func TestAuthConfigSection(t *testing.T) {
 		check               func(*ServerConfig) bool
 	}{
 		{name: "no section is auth off", yaml: "listen: 127.0.0.1:1\n", check: func(c *ServerConfig) bool {
-			return c.Auth == nil && c.Auth.apiConfig() == nil && c.Auth.describe() == "off"
+			return c.Auth == nil && c.Auth.apiConfig(defaultLimits()) == nil && c.Auth.describe() == "off"
 		}},
 		{name: "every key", yaml: "auth:\n" + secrets + `  base_url: https://appliance.example.com
   providers:
@@ -35,7 +35,7 @@ func TestAuthConfigSection(t *testing.T) {
       client_secret: secret
   initial_user: {email: admin@example.com, password: changeme}
 `, check: func(c *ServerConfig) bool {
-			a := c.Auth.apiConfig()
+			a := c.Auth.apiConfig(defaultLimits())
 			return a.BaseURL == "https://appliance.example.com" && a.Providers["google"].DisplayName == "Google" &&
 				a.Providers["google"].ClientSecret == "secret" && a.Providers["local"].Type == "internal" &&
 				string(a.JWTSecret) == testJWTSecret && c.Auth.InitialUser.Email == "admin@example.com" &&

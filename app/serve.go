@@ -258,7 +258,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 			Version:     Version,
 			Logger:      log,
 			UI:          ui.Handler(),
-			Auth:        cfg.Auth.apiConfig(),
+			Auth:        cfg.Auth.apiConfig(cfg.limits),
 			Users:       db,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,

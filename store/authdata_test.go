@@ -11,47 +11,6 @@ import (
 	"github.com/appliance-sh/appliance/engine"
 )
 
-func TestRefreshTokenRotatesOnceAndExpires(t *testing.T) {
-	db, _ := openTemp(t)
-	ctx := context.Background()
-	if err := db.PutRefreshToken(ctx, &accounts.RefreshToken{Hash: "h1", UserID: "u1", ExpiresAt: t0.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	old, err := db.RotateRefreshToken(ctx, "h1", &accounts.RefreshToken{Hash: "h2", ExpiresAt: t0.Add(2 * time.Hour)}, t0)
-	if err != nil || old.UserID != "u1" {
-		t.Fatalf("rotate h1: %+v, %v", old, err)
-	}
-	if _, err := db.RotateRefreshToken(ctx, "h1", &accounts.RefreshToken{Hash: "h3", ExpiresAt: t0.Add(2 * time.Hour)}, t0); !errors.Is(err, engine.ErrNotFound) {
-		t.Fatalf("reusing h1: got %v, want ErrNotFound", err)
-	}
-	// h2 inherited u1, and is expired at its expiry instant.
-	if _, err := db.RotateRefreshToken(ctx, "h2", &accounts.RefreshToken{Hash: "h4", ExpiresAt: t0.Add(3 * time.Hour)}, t0.Add(2*time.Hour)); !errors.Is(err, engine.ErrNotFound) {
-		t.Fatalf("expired h2: got %v, want ErrNotFound", err)
-	}
-	// The expired token was deleted, and its replacement never stored.
-	for _, h := range []string{"h2", "h4"} {
-		if _, err := db.RotateRefreshToken(ctx, h, &accounts.RefreshToken{Hash: "h5", ExpiresAt: t0.Add(time.Hour)}, t0); !errors.Is(err, engine.ErrNotFound) {
-			t.Fatalf("%s after expiry: got %v, want ErrNotFound", h, err)
-		}
-	}
-}
-
-func TestDeleteRefreshTokenIsIdempotent(t *testing.T) {
-	db, _ := openTemp(t)
-	ctx := context.Background()
-	if err := db.PutRefreshToken(ctx, &accounts.RefreshToken{Hash: "h", UserID: "u", ExpiresAt: t0.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		if err := db.DeleteRefreshToken(ctx, "h"); err != nil {
-			t.Fatalf("DeleteRefreshToken: %v", err)
-		}
-	}
-	if _, err := db.RotateRefreshToken(ctx, "h", &accounts.RefreshToken{Hash: "h2"}, t0); !errors.Is(err, engine.ErrNotFound) {
-		t.Fatalf("deleted token rotated: %v", err)
-	}
-}
-
 func TestAPIKeysAreListedAndRevokedPerOwner(t *testing.T) {
 	db, _ := openTemp(t)
 	ctx := context.Background()

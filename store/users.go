@@ -17,14 +17,15 @@ var _ accounts.UserStore = (*DB)(nil)
 
 // Buckets of the auth data.
 var (
-	bucketUsers       = []byte("users")          // user id -> user JSON
-	bucketUserByEmail = []byte("idx_user_email") // lower-case email -> user id
-	bucketUserOrder   = []byte("idx_users")      // created time id
-	bucketAuthLinks   = []byte("auth_links")     // provider \0 subject -> link JSON
-	bucketRefresh     = []byte("refresh_tokens") // token hash -> token JSON
-	bucketAPIKeys     = []byte("api_keys")       // key hash -> key JSON
-	bucketUserKeys    = []byte("idx_user_keys")  // user id \0 prefix -> key hash
-	authBuckets       = [][]byte{bucketUsers, bucketUserByEmail, bucketUserOrder, bucketAuthLinks, bucketRefresh, bucketAPIKeys, bucketUserKeys}
+	bucketUsers       = []byte("users")              // user id -> user JSON
+	bucketUserByEmail = []byte("idx_user_email")     // lower-case email -> user id
+	bucketUserOrder   = []byte("idx_users")          // created time id
+	bucketAuthLinks   = []byte("auth_links")         // provider \0 subject -> link JSON
+	bucketRefresh     = []byte("refresh_tokens")     // token hash -> token JSON
+	bucketRefreshFam  = []byte("idx_refresh_family") // family \0 expiry hash -> nil
+	bucketAPIKeys     = []byte("api_keys")           // key hash -> key JSON
+	bucketUserKeys    = []byte("idx_user_keys")      // user id \0 prefix -> key hash
+	authBuckets       = [][]byte{bucketUsers, bucketUserByEmail, bucketUserOrder, bucketAuthLinks, bucketRefresh, bucketRefreshFam, bucketAPIKeys, bucketUserKeys}
 )
 
 const countUsers = "users"

@@ -5,6 +5,7 @@ package accounts
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -36,11 +37,33 @@ type AuthLink struct {
 // RefreshToken is a stored refresh token; the token itself is never
 // stored, only Hash (see the api's refreshHash).
 type RefreshToken struct {
-	Hash      string    `json:"hash"`
-	UserID    string    `json:"user_id"`
+	Hash   string `json:"hash"`
+	UserID string `json:"user_id"`
+	// Family names the login the token descends from: a login starts one
+	// and every rotation passes it on, so the reuse of one rotated token
+	// can revoke the whole chain. Records from before families have none
+	// and are each their own family (see FamilyID).
+	Family    string    `json:"family,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at"`
+	// RotatedAt is when the token was exchanged for its successor. The
+	// record stays until it expires, so a second use is recognised as
+	// reuse rather than as an unknown token.
+	RotatedAt *time.Time `json:"rotated_at,omitempty"`
 }
+
+// FamilyID is the token's family: Family, or for a record written before
+// families existed, its own hash.
+func (t *RefreshToken) FamilyID() string {
+	if t.Family != "" {
+		return t.Family
+	}
+	return t.Hash
+}
+
+// ErrTokenReused is RotateRefreshToken's answer to a token that was
+// already rotated: someone else holds a copy, so its family is revoked.
+var ErrTokenReused = errors.New("refresh token was already used")
 
 // APIKey is a stored API key; Hash is the hex SHA-256 of the key.
 type APIKey struct {
@@ -72,12 +95,20 @@ type UserStore interface {
 	// user with that email, now linked; else newUser, created and linked.
 	ProvisionLinkedUser(ctx context.Context, link AuthLink, email string, newUser *User) (*User, error)
 
+	// PutRefreshToken stores the first token of a family (a login).
 	PutRefreshToken(ctx context.Context, t *RefreshToken) error
-	// RotateRefreshToken revokes the token with oldHash and stores next for
-	// the same user, atomically; an unknown or expired (at now) token is
-	// engine.ErrNotFound. It returns the revoked token.
+	// RotateRefreshToken marks the token with oldHash rotated and stores
+	// next for the same user and family, atomically, and returns the old
+	// token. An unknown or expired (at now) token is engine.ErrNotFound; a
+	// token already rotated is ErrTokenReused, and its whole family is
+	// revoked before the call returns.
 	RotateRefreshToken(ctx context.Context, oldHash string, next *RefreshToken, now time.Time) (*RefreshToken, error)
-	DeleteRefreshToken(ctx context.Context, hash string) error
+	// RevokeRefreshFamily revokes the token with that hash and every token
+	// of its family (logout); an unknown hash is no error.
+	RevokeRefreshFamily(ctx context.Context, hash string) error
+	// RefreshFamilyLive reports whether a family still has tokens, that
+	// is, whether its login is neither logged out nor revoked for reuse.
+	RefreshFamilyLive(ctx context.Context, family string) (bool, error)
 
 	CreateAPIKey(ctx context.Context, k *APIKey) error
 	APIKeyByHash(ctx context.Context, hash string) (*APIKey, error)

@@ -1,0 +1,177 @@
+package api_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/appliance-sh/appliance/api"
+)
+
+// loginAs posts a login; the caller checks the answer.
+func (f *authFixture) loginAs(email, password string, header map[string]string) response {
+	f.t.Helper()
+	return f.do("POST", "/api/auth/login", map[string]string{"email": email, "password": password}, header)
+}
+
+// expectRetryLater checks a 429 or 503 with a JSON error and a
+// Retry-After of want seconds ("" = any).
+func (r response) expectRetryLater(status int, want string) {
+	r.t.Helper()
+	r.expect(status)
+	r.errorMessage()
+	got := r.header.Get("Retry-After")
+	if got == "" || (want != "" && got != want) {
+		r.t.Fatalf("Retry-After = %q, want %q", got, want)
+	}
+}
+
+func TestLoginLimitPerAccountStopsGuessing(t *testing.T) {
+	f := newAuthFixtureWith(t, nil, api.LoginLimits{
+		PerAccount: api.Rate{Events: 3, Per: time.Minute},
+		PerAddress: api.Rate{Events: 100, Per: time.Minute},
+	})
+	f.addUser("ada@example.com", "right", false)
+	f.addUser("bob@example.com", "bobs", false)
+	stranger := f.from("127.0.0.2")
+	for range 3 {
+		stranger.loginAs("ada@example.com", "guess", nil).expect(401)
+	}
+	// The 4th attempt, in any letter case, is refused before its hash is
+	// computed: one event per 20 s refills.
+	stranger.loginAs(" ADA@example.com", "guess", nil).expectRetryLater(429, "20")
+	// From an address that never signed in to the account, even the right
+	// password waits: the limit cannot tell the owner from a lucky guess.
+	f.from("127.0.0.3").loginAs("ada@example.com", "right", nil).expectRetryLater(429, "20")
+	// Another account from another address is unaffected.
+	f.from("127.0.0.4").loginAs("bob@example.com", "bobs", nil).expect(200)
+
+	f.clock.Advance(20 * time.Second)
+	f.from("127.0.0.3").loginAs("ada@example.com", "right", nil).expect(200)
+}
+
+// TestStrangerCannotLockOwnerOut: the account limit counts failures, a
+// success gives the budget back, and an address the owner signed in from
+// is exempt, so spending an account's budget from elsewhere locks out
+// only the one spending it.
+func TestStrangerCannotLockOwnerOut(t *testing.T) {
+	f := newAuthFixtureWith(t, nil, api.LoginLimits{
+		PerAccount: api.Rate{Events: 3, Per: time.Minute},
+		PerAddress: api.Rate{Events: 100, Per: time.Minute},
+	})
+	f.addUser("ada@example.com", "right", false)
+	owner, stranger := f, f.from("127.0.0.2")
+	owner.loginAs("ada@example.com", "right", nil).expect(200)
+
+	for range 3 {
+		stranger.loginAs("ada@example.com", "guess", nil).expect(401)
+	}
+	stranger.loginAs("ada@example.com", "right", nil).expectRetryLater(429, "")
+	owner.loginAs("ada@example.com", "right", nil).expect(200)
+
+	// A success elsewhere gives the account its whole budget back.
+	f.clock.Advance(time.Minute)
+	other := f.from("127.0.0.3")
+	for range 2 {
+		other.loginAs("ada@example.com", "typo", nil).expect(401)
+	}
+	f.from("127.0.0.4").loginAs("ada@example.com", "right", nil).expect(200)
+	for range 3 {
+		other.loginAs("ada@example.com", "typo", nil).expect(401)
+	}
+	other.loginAs("ada@example.com", "typo", nil).expectRetryLater(429, "")
+}
+
+func TestLoginLimitPerAddress(t *testing.T) {
+	f := newAuthFixtureWith(t, nil, api.LoginLimits{
+		PerAccount: api.Rate{Events: 100, Per: time.Minute},
+		PerAddress: api.Rate{Events: 5, Per: time.Minute},
+	})
+	f.addUser("bob@example.com", "bobs", false)
+	// Distinct accounts do not help a single address.
+	for i := range 5 {
+		f.loginAs(fmt.Sprintf("user%d@example.com", i), "guess", nil).expect(401)
+	}
+	f.loginAs("user5@example.com", "guess", nil).expectRetryLater(429, "12")
+	// Nor does claiming another address: the key is the connection's.
+	f.loginAs("user6@example.com", "guess", map[string]string{"X-Forwarded-For": "203.0.113.9", "X-Real-IP": "203.0.113.9"}).expectRetryLater(429, "12")
+	f.loginAs("bob@example.com", "bobs", nil).expectRetryLater(429, "12")
+	// Another account from another address is unaffected.
+	f.from("127.0.0.2").loginAs("bob@example.com", "bobs", nil).expect(200)
+
+	// Refresh and logout have their own budget per address: spent logins
+	// leave them alone, and a flood of them is limited too.
+	bad := map[string]string{"refresh_token": "not-a-token"}
+	for range 5 {
+		f.api("POST", "/api/auth/refresh", bad).expect(401)
+	}
+	f.api("POST", "/api/auth/refresh", bad).expectRetryLater(429, "12")
+	f.api("POST", "/api/auth/logout", bad).expectRetryLater(429, "12")
+
+	f.clock.Advance(12 * time.Second)
+	f.loginAs("bob@example.com", "bobs", nil).expect(200)
+}
+
+func refreshPair(f *authFixture, refresh string) (access, next string) {
+	f.t.Helper()
+	m := f.api("POST", "/api/auth/refresh", map[string]string{"refresh_token": refresh}).expect(200).object()
+	access, next = m["access_token"].(string), m["refresh_token"].(string)
+	if access == "" || next == "" || next == refresh {
+		f.t.Fatalf("refresh returned %v", m)
+	}
+	return access, next
+}
+
+func TestRefreshChainRotates(t *testing.T) {
+	f := newAuthFixture(t, nil)
+	f.addUser("ada@example.com", "pw", false)
+	first, refresh := f.login("ada@example.com", "pw")
+	for range 20 {
+		var access string
+		access, refresh = refreshPair(f, refresh)
+		f.as(access, "GET", "/api/auth/me", nil).expect(200)
+		f.clock.Advance(10 * time.Minute)
+	}
+	// Earlier access tokens of the live login stay valid until they expire.
+	f.clock.Advance(-200 * time.Minute)
+	f.as(first, "GET", "/api/auth/me", nil).expect(200)
+}
+
+func TestReusedRefreshTokenRevokesTheLogin(t *testing.T) {
+	f := newAuthFixture(t, nil)
+	f.addUser("ada@example.com", "pw", false)
+	access0, a := f.login("ada@example.com", "pw")
+	otherAccess, otherRefresh := f.login("ada@example.com", "pw") // another device
+	access1, b := refreshPair(f, a)
+	access2, c := refreshPair(f, b) // derived from B by refresh
+
+	// A was rotated: presenting it again means two parties hold it.
+	f.from("127.0.0.2").api("POST", "/api/auth/refresh", map[string]string{"refresh_token": a}).expectError(401, "already used")
+	for name, tok := range map[string]string{"B": b, "C": c, "A again": a} {
+		r := f.api("POST", "/api/auth/refresh", map[string]string{"refresh_token": tok})
+		if r.status != 401 {
+			t.Fatalf("refresh with %s after reuse: %d %s, want 401", name, r.status, r.body)
+		}
+	}
+	for name, tok := range map[string]string{"access0": access0, "access1": access1, "access2": access2} {
+		if r := f.as(tok, "GET", "/api/auth/me", nil); r.status != 401 {
+			t.Fatalf("%s after reuse: %d, want 401", name, r.status)
+		}
+	}
+	// The user's other login is untouched.
+	f.as(otherAccess, "GET", "/api/auth/me", nil).expect(200)
+	refreshPair(f, otherRefresh)
+}
+
+func TestLogoutRevokesTheLogin(t *testing.T) {
+	f := newAuthFixture(t, nil)
+	f.addUser("ada@example.com", "pw", false)
+	access0, a := f.login("ada@example.com", "pw")
+	otherAccess, _ := f.login("ada@example.com", "pw")
+	access1, b := refreshPair(f, a)
+	f.api("POST", "/api/auth/logout", map[string]string{"refresh_token": b}).expect(200)
+	f.api("POST", "/api/auth/refresh", map[string]string{"refresh_token": b}).expectError(401, "refresh token")
+	f.as(access1, "GET", "/api/auth/me", nil).expect(401)
+	f.as(access0, "GET", "/api/auth/me", nil).expect(401)
+	f.as(otherAccess, "GET", "/api/auth/me", nil).expect(200)
+}
