@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -27,13 +28,15 @@ func (s *server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	if c.Request().Context().Err() != nil {
+	status, msg := s.classify(err)
+	// A body read timeout cancels the request too, but the client is
+	// still there to be told.
+	if c.Request().Context().Err() != nil && status != http.StatusRequestTimeout {
 		// The client hung up (a worker ending its long-poll): nobody is
 		// left to answer, and it is no server failure.
 		s.log.Debug("request abandoned", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 		return
 	}
-	status, msg := s.classify(err)
 	if status >= http.StatusInternalServerError && status != http.StatusServiceUnavailable {
 		s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 	}
@@ -118,6 +121,10 @@ func readBody(r *http.Request) ([]byte, error) {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			return nil, errBodyTooLarge(tooLarge.Limit)
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil, echo.NewHTTPError(http.StatusRequestTimeout, "request body did not arrive in time")
 		}
 		return nil, badRequest("read request body: %v", err)
 	}
