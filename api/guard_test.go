@@ -115,6 +115,14 @@ func TestRebindingHostIsRefusedEvenOnGet(t *testing.T) {
 		map[string]string{"Host": "appliance.internal:8080", "Authorization": "Bearer " + workerToken}).expect(200)
 }
 
+// Webhooks are called by other servers: any name, any origin, any body.
+func TestWebhooksStayOpenToOtherOrigins(t *testing.T) {
+	f := newHookFixture(t)
+	f.do("POST", "/hooks/open", "name=x", map[string]string{
+		"Host": "appliance.example.com", "Origin": "https://ci.example", "Sec-Fetch-Site": "cross-site", "Content-Type": "text/plain",
+	}).expect(200)
+}
+
 func TestSameOriginJSONFromTheUIWorks(t *testing.T) {
 	f := newFixture(t)
 	ui := map[string]string{"Origin": f.url, "Sec-Fetch-Site": "same-origin", "Content-Type": "application/json; charset=utf-8"}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -133,6 +134,12 @@ func printSettings(w io.Writer, cfg *ServerConfig, addr string, workerTags []str
 	fmt.Fprintf(w, "  heartbeat_timeout:     %s\n", cfg.heartbeatTimeout)
 	fmt.Fprintf(w, "  drain_timeout:         %s\n", cfg.drainTimeout)
 	fmt.Fprintf(w, "  auth:                  %s\n", cfg.Auth.describe())
+	if len(cfg.AllowedHosts) > 0 {
+		fmt.Fprintf(w, "  allowed_hosts:         %s\n", strings.Join(cfg.AllowedHosts, ", "))
+	}
+	if len(cfg.AllowedOrigins) > 0 {
+		fmt.Fprintf(w, "  allowed_origins:       %s\n", strings.Join(cfg.AllowedOrigins, ", "))
+	}
 	if cfg.exposedWithoutAuth() {
 		fmt.Fprintf(w, "  insecure_no_auth:      true (WARNING: auth is off on a network address; anyone who reaches it can run code)\n")
 	}
