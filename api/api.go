@@ -75,6 +75,24 @@ type Config struct {
 	// UI serves every GET outside /api, /worker, /hooks and /healthz
 	// (nil = no UI).
 	UI http.Handler
+
+	// ListenAddr is the address the server listens on; /api accepts it as
+	// Host besides loopback names (see guard.go).
+	ListenAddr string
+	// AllowedHosts are further Host values /api accepts (a reverse proxy's
+	// public name), with or without a port.
+	AllowedHosts []string
+	// AllowedOrigins are origins (scheme://host[:port]) whose pages may
+	// call /api besides the server's own.
+	AllowedOrigins []string
+	// MaxRequestBody bounds a request body (default 10 MiB; 413 beyond).
+	MaxRequestBody int64
+	// MaxHeaderBytes bounds the request line and headers (default 64 KiB;
+	// 431 beyond).
+	MaxHeaderBytes int
+	// BodyReadTimeout is how long a request body may take to arrive
+	// (default 60s).
+	BodyReadTimeout time.Duration
 }
 
 // server holds the handlers' dependencies.
@@ -83,6 +101,7 @@ type server struct {
 	log      *slog.Logger
 	tarballs *tarballCache
 	auth     *authService // nil when auth is off
+	guard    *browserGuard
 }
 
 // New returns the HTTP handler of the API. The caller may add routes (the
@@ -100,13 +119,27 @@ func New(cfg Config) *echo.Echo {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &server{cfg: cfg, log: cfg.Logger, tarballs: newTarballCache(tarballsKept)}
+	if cfg.MaxRequestBody <= 0 {
+		cfg.MaxRequestBody = 10 << 20
+	}
+	if cfg.MaxHeaderBytes <= 0 {
+		cfg.MaxHeaderBytes = 64 << 10
+	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = 60 * time.Second
+	}
+	s := &server{cfg: cfg, log: cfg.Logger, tarballs: newTarballCache(tarballsKept),
+		guard: newBrowserGuard(cfg.ListenAddr, cfg.AllowedHosts, cfg.AllowedOrigins)}
+	if cfg.Auth != nil {
+		// base_url names the server as its users reach it.
+		s.guard.baseURL = func() string { return cfg.Auth.BaseURL }
+	}
 
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.recoverPanics, limitBody, s.authenticate)
+	e.Use(s.recoverPanics, s.limitHeaders, s.guardBrowsers, s.limitBody, s.bodyDeadline, s.authenticate)
 
 	e.GET("/healthz", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, statusOK)

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -28,13 +30,15 @@ func (s *server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	if c.Request().Context().Err() != nil {
+	status, msg := s.classify(err)
+	// A body read timeout cancels the request too, but the client is
+	// still there to be told.
+	if c.Request().Context().Err() != nil && status != http.StatusRequestTimeout {
 		// The client hung up (a worker ending its long-poll): nobody is
 		// left to answer, and it is no server failure.
 		s.log.Debug("request abandoned", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 		return
 	}
-	status, msg := s.classify(err)
 	var later *retryLaterError
 	if errors.As(err, &later) {
 		c.Response().Header().Set("Retry-After", retryAfterSeconds(later.after))
@@ -86,7 +90,7 @@ func httpErrorMessage(he *echo.HTTPError) string {
 	case http.StatusMethodNotAllowed:
 		return "method not allowed on this endpoint"
 	case http.StatusRequestEntityTooLarge:
-		return errBodyTooLarge.Message.(string)
+		return "request body too large"
 	case http.StatusUnauthorized:
 		return "missing or invalid token"
 	}
@@ -125,17 +129,53 @@ func notFound(format string, args ...any) error {
 // decodeJSON reads a JSON object body into v. An empty body leaves v as
 // it is, so endpoints whose fields are all optional accept no body at all.
 func decodeJSON(c echo.Context, v any) error {
-	body, err := io.ReadAll(c.Request().Body)
+	body, err := readBody(c.Request())
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return errBodyTooLarge
-		}
-		return badRequest("read request body: %v", err)
+		return err
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
 	}
+	return unmarshalJSON(body, v)
+}
+
+// readBody reads the whole request body, refusing one over the body limit
+// (413) and one that is not valid UTF-8 (400): Go's JSON decoder would
+// silently turn the bad bytes into U+FFFD, changing what the caller sent.
+func readBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, errBodyTooLarge(tooLarge.Limit)
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil, echo.NewHTTPError(http.StatusRequestTimeout, "request body did not arrive in time")
+		}
+		return nil, badRequest("read request body: %v", err)
+	}
+	if !utf8.Valid(body) {
+		return nil, badRequest("request body is not valid UTF-8 (first bad byte at offset %d): send UTF-8 text", invalidUTF8At(body))
+	}
+	return body, nil
+}
+
+// invalidUTF8At is the offset of the first byte that is not valid UTF-8.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
+	}
+	return len(b)
+}
+
+// unmarshalJSON decodes one JSON value into v, with messages that name the
+// field and the kinds involved.
+func unmarshalJSON(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
@@ -148,7 +188,7 @@ func decodeJSON(c echo.Context, v any) error {
 		return badRequest("malformed JSON body: %v", err)
 	}
 	if dec.More() {
-		return badRequest("malformed JSON body: unexpected data after the object")
+		return badRequest("malformed JSON body: unexpected data after the value")
 	}
 	return nil
 }

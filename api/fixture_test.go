@@ -195,7 +195,8 @@ type response struct {
 }
 
 // do sends a request; body is JSON-encoded unless it is a string or []byte,
-// which are sent raw.
+// which are sent raw. A JSON body gets Content-Type: application/json
+// unless header names one; header may set Host.
 func (f *fixture) do(method, path string, body any, header map[string]string) response {
 	f.t.Helper()
 	var r io.Reader
@@ -221,6 +222,9 @@ func (f *fixture) do(method, path string, body any, header map[string]string) re
 	}
 	for k, v := range header {
 		req.Header.Set(k, v)
+		if k == "Host" {
+			req.Host = v // the client sends req.Host, not the header
+		}
 	}
 	resp, err := f.client.Do(req)
 	if err != nil {

@@ -2,9 +2,12 @@ package api
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"runtime/debug"
+	"time"
 
+	"github.com/docker/go-units"
 	"github.com/labstack/echo/v4"
 )
 
@@ -26,20 +29,86 @@ func (s *server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// limitBody refuses bodies over maxBody: at once when Content-Length says
-// so, otherwise when reading passes the limit (see decodeJSON).
-func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
+// limitHeaders answers 431 to a request whose line and headers pass
+// MaxHeaderBytes. The http.Server reads up to a higher hard cap so that
+// this JSON answer, not net/http's plain-text one, is what a client
+// normally sees.
+func (s *server) limitHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		req := c.Request()
-		if req.ContentLength > maxBody {
-			return errBodyTooLarge
+		if n := headerBytes(c.Request()); n > s.cfg.MaxHeaderBytes {
+			return echo.NewHTTPError(http.StatusRequestHeaderFieldsTooLarge,
+				fmt.Sprintf("request headers too large: %d bytes (limit %s)", n, units.BytesSize(float64(s.cfg.MaxHeaderBytes))))
 		}
-		req.Body = http.MaxBytesReader(c.Response(), req.Body, maxBody)
 		return next(c)
 	}
 }
 
-// maxBody bounds every request body, log pushes included.
-const maxBody = 10 << 20
+// headerBytes is about what the request line and headers took on the
+// wire, counted the way net/http counts MaxHeaderBytes.
+func headerBytes(r *http.Request) int {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + len("  \r\n")
+	n += len("Host: \r\n") + len(r.Host)
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(": \r\n") + len(v)
+		}
+	}
+	return n
+}
 
-var errBodyTooLarge = echo.NewHTTPError(http.StatusRequestEntityTooLarge, "request body too large (limit 10 MiB)")
+// limitBody refuses bodies over the request body limit: at once when
+// Content-Length says so, otherwise when reading passes it (see readBody).
+func (s *server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if req.ContentLength > s.cfg.MaxRequestBody {
+			return errBodyTooLarge(s.cfg.MaxRequestBody)
+		}
+		req.Body = http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxRequestBody)
+		return next(c)
+	}
+}
+
+func errBodyTooLarge(limit int64) error {
+	return echo.NewHTTPError(http.StatusRequestEntityTooLarge,
+		fmt.Sprintf("request body too large (limit %s, limits.request_body in the server config)", units.BytesSize(float64(limit))))
+}
+
+// bodyDeadline gives a request body BodyReadTimeout to arrive, so a client
+// trickling a body cannot hold a connection and a handler forever. The
+// deadline is per request rather than the server's ReadTimeout, and it is
+// lifted once the body is read: a read deadline left on the connection
+// would end long-polls (net/http cancels a request whose connection read
+// fails) and would outlive a WebSocket hijack. Requests without a body
+// (GETs, streams, log downloads) never get one.
+func (s *server) bodyDeadline(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if req.Body == nil || req.Body == http.NoBody {
+			return next(c)
+		}
+		rc := http.NewResponseController(c.Response())
+		if err := rc.SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout)); err != nil {
+			// Not a net/http connection (a test recorder): nothing to bound.
+			return next(c)
+		}
+		req.Body = &deadlineBody{ReadCloser: req.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+		return next(c)
+	}
+}
+
+// deadlineBody lifts the read deadline when the body ends (or fails).
+type deadlineBody struct {
+	io.ReadCloser
+	lift   func()
+	lifted bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && !b.lifted {
+		b.lifted = true
+		b.lift()
+	}
+	return n, err
+}

@@ -1,8 +1,12 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -28,20 +32,37 @@ func (s *server) streamLogs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
+	r := c.Request()
+	ctx := r.Context()
 	// Answer 404 as JSON before upgrading: a refused upgrade is just HTTP.
 	if _, _, err := s.cfg.Engine.Job(ctx, id); err != nil {
 		return err
+	}
+	if !isWebSocketUpgrade(r) {
+		c.Response().Header().Set("Upgrade", "websocket")
+		return echo.NewHTTPError(http.StatusUpgradeRequired,
+			"this endpoint is a WebSocket: connect with a WebSocket client (Connection: Upgrade, Upgrade: websocket)")
+	}
+	// Browsers let any page open a WebSocket anywhere, and the log may hold
+	// what a step printed: another origin's page gets nothing.
+	if origin := r.Header.Get("Origin"); origin != "" && !s.guard.sameOrAllowedOrigin(r, origin) {
+		return echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf(
+			"cross-origin WebSocket from %q refused: add the origin to allowed_origins in the server config to allow it", origin))
 	}
 	done, err := s.cfg.Engine.JobDone(ctx, id)
 	if err != nil {
 		return err
 	}
-	conn, err := websocket.Accept(c.Response(), c.Request(), nil)
+	hw := &handshakeWriter{ResponseWriter: c.Response()}
+	// Accept checks the origin again (same host, or allowed_origins).
+	conn, err := websocket.Accept(hw, r, &websocket.AcceptOptions{OriginPatterns: s.guard.originPatterns()})
 	if err != nil {
-		// Accept has written the handshake error itself.
 		s.log.Debug("websocket accept", "job", id, "err", err)
-		return nil
+		if hw.status == 0 {
+			return nil // the upgrade itself failed: the connection is gone
+		}
+		c.Response().Header().Del(echo.HeaderContentType)
+		return echo.NewHTTPError(hw.status, strings.TrimSpace(hw.refusal.String()))
 	}
 	defer conn.CloseNow()
 	// Viewers send nothing; reading only notices their hang-up.
@@ -53,6 +74,50 @@ func (s *server) streamLogs(c echo.Context) error {
 	}
 	return nil
 }
+
+// isWebSocketUpgrade reports whether r asks for a WebSocket at all; the
+// other handshake details are Accept's to check.
+func isWebSocketUpgrade(r *http.Request) bool {
+	return r.ProtoAtLeast(1, 1) && headerHasToken(r.Header, "Connection", "upgrade") &&
+		headerHasToken(r.Header, "Upgrade", "websocket")
+}
+
+func headerHasToken(h http.Header, key, token string) bool {
+	for _, v := range h.Values(key) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// handshakeWriter holds back a refusal websocket.Accept writes (as plain
+// text) so the handler can answer it as JSON; a successful upgrade goes
+// through, and Unwrap lets Accept reach the Hijacker beneath.
+type handshakeWriter struct {
+	http.ResponseWriter
+	status  int
+	refusal bytes.Buffer
+}
+
+func (w *handshakeWriter) WriteHeader(code int) {
+	if code >= http.StatusBadRequest {
+		w.status = code
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *handshakeWriter) Write(b []byte) (int, error) {
+	if w.status != 0 {
+		return w.refusal.Write(b)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *handshakeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // pump sends the backfill and the live chunks, and returns the close code
 // (0 when the viewer went away first).

@@ -5,9 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
-	"io"
 	"mime"
 	"net/http"
 	"sort"
@@ -309,13 +307,9 @@ func hookBody(r *http.Request) (any, error) {
 	if r.Method == http.MethodGet {
 		return nil, nil
 	}
-	raw, err := io.ReadAll(r.Body)
+	raw, err := readBody(r)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, errBodyTooLarge
-		}
-		return nil, badRequest("read request body: %v", err)
+		return nil, err
 	}
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mt != "application/json" {
@@ -324,13 +318,9 @@ func hookBody(r *http.Request) (any, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
 	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, badRequest("malformed JSON body: %v", err)
-	}
-	if dec.More() {
-		return nil, badRequest("malformed JSON body: unexpected data after the value")
+	if err := unmarshalJSON(raw, &v); err != nil {
+		return nil, err
 	}
 	return v, nil
 }

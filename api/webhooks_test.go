@@ -245,6 +245,8 @@ func TestWebhookRefusesBadCalls(t *testing.T) {
 		{"invalid json body", "POST", "/hooks/open", "application/json", `{"a":`, 400, "malformed JSON"},
 		{"trailing data after json", "POST", "/hooks/open", "application/json", `{} {}`, 400, "malformed JSON"},
 		{"missing required task input", "POST", "/hooks/strict", "application/json", `{}`, 400, `input "name"`},
+		{"invalid utf-8 in a json body", "POST", "/hooks/open", "application/json", "{\"a\": \"caf\xe9\"}", 400, "not valid UTF-8 (first bad byte at offset 10)"},
+		{"invalid utf-8 in a text body", "POST", "/hooks/open", "text/plain", "ok \xc3\x28", 400, "not valid UTF-8"},
 		{"unknown webhook", "POST", "/hooks/nope", "", "", 404, `webhook "nope"`},
 		{"disabled webhook", "POST", "/hooks/off", "", "", 404, `webhook "off"`},
 		{"disabled webhook on get", "GET", "/hooks/off", "", "", 404, `webhook "off"`},

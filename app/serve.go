@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -41,6 +42,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	dataDir := fs.String("data-dir", "", "data directory (overrides the config)")
 	workspace := fs.String("workspace", "", "serve this folder as the only workspace (overrides the config)")
 	workers := fs.Int("workers", -1, "in-process worker slots, 0 = none (overrides the config)")
+	insecure := fs.Bool("insecure-no-auth", false, "serve a non-loopback address with auth off (anyone who reaches it can run code)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -60,6 +62,13 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	if *workers >= 0 {
 		cfg.Workers = workers
+	}
+	if *insecure {
+		cfg.InsecureNoAuth = true
+	}
+	if err := cfg.checkExposure(); err != nil {
+		fmt.Fprintln(stderr, "appliance serve:", err)
+		return 2
 	}
 
 	tuneRuntime()
@@ -125,6 +134,15 @@ func printSettings(w io.Writer, cfg *ServerConfig, addr string, workerTags []str
 	fmt.Fprintf(w, "  heartbeat_timeout:     %s\n", cfg.heartbeatTimeout)
 	fmt.Fprintf(w, "  drain_timeout:         %s\n", cfg.drainTimeout)
 	fmt.Fprintf(w, "  auth:                  %s\n", cfg.Auth.describe())
+	if len(cfg.AllowedHosts) > 0 {
+		fmt.Fprintf(w, "  allowed_hosts:         %s\n", strings.Join(cfg.AllowedHosts, ", "))
+	}
+	if len(cfg.AllowedOrigins) > 0 {
+		fmt.Fprintf(w, "  allowed_origins:       %s\n", strings.Join(cfg.AllowedOrigins, ", "))
+	}
+	if cfg.exposedWithoutAuth() {
+		fmt.Fprintf(w, "  insecure_no_auth:      true (WARNING: auth is off on a network address; anyone who reaches it can run code)\n")
+	}
 }
 
 // Server is a running appliance server.
@@ -224,6 +242,10 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
+	if cfg.exposedWithoutAuth() {
+		log.Warn("auth is off and the server listens on a network address (insecure_no_auth): anyone who can reach "+
+			ln.Addr().String()+" can run code on this machine; turn auth on or listen on 127.0.0.1", "listen", cfg.Listen)
+	}
 
 	s := &Server{cfg: cfg, log: log, listener: ln, db: db, logs: logs, archive: archive, engine: eng,
 		workerTags: pool.Tags, engineDone: make(chan error, 1), workersDone: make(chan struct{})}
@@ -260,8 +282,19 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 			UI:          ui.Handler(),
 			Auth:        cfg.Auth.apiConfig(cfg.limits),
 			Users:       db,
+
+			ListenAddr:      cfg.Listen,
+			AllowedHosts:    cfg.AllowedHosts,
+			AllowedOrigins:  cfg.AllowedOrigins,
+			MaxRequestBody:  cfg.limits.RequestBody,
+			MaxHeaderBytes:  maxHeaderBytes,
+			BodyReadTimeout: bodyReadTimeout,
 		}),
-		ReadHeaderTimeout: 10 * time.Second,
+		// No ReadTimeout: its deadline would end long-polls and outlive a
+		// WebSocket hijack; the api bounds each request body instead.
+		ReadHeaderTimeout: cfg.headerTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    netHTTPMaxHeaderBytes,
 	}
 	s.goBackground(func() {
 		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -48,6 +48,9 @@ type ServerConfig struct {
 	heartbeatTimeout time.Duration
 	drainTimeout     time.Duration
 	limits           Limits
+	// headerTimeout is how long a client may take to send its request
+	// headers (10s; tests shorten it).
+	headerTimeout time.Duration
 }
 
 // WorkspaceConfig locates one workspace.
@@ -118,6 +121,10 @@ func loadServerConfig(path string) (*ServerConfig, error) {
 	if cfg.limits, err = cfg.Limits.parse(); err != nil {
 		return nil, err
 	}
+	if err := checkAllowedOrigins(cfg.AllowedOrigins); err != nil {
+		return nil, err
+	}
+	cfg.headerTimeout = defaultHeaderTimeout
 	return cfg, nil
 }
 

@@ -6,11 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -57,8 +59,18 @@ type browser struct {
 	ctx    context.Context
 	mu     sync.Mutex
 	errors []string
-	shots  int
+	// violations are the Content Security Policy violations of every page
+	// the tab showed: the UI must work under the server's CSP, so any is a
+	// failure.
+	violations []string
+	shots      int
 }
+
+// reportViolations makes every document of the tab report its CSP
+// violations to the test, however the page was reached.
+const reportViolations = `document.addEventListener('securitypolicyviolation', (e) =>
+  window.reportCSPViolation(e.violatedDirective + ' blocked ' + (e.blockedURI || 'inline') +
+    ' at ' + e.sourceFile + ':' + e.lineNumber));`
 
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
@@ -78,19 +90,38 @@ func newBrowser(t *testing.T) *browser {
 	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
+	err := chromedp.Do(ctx,
+		chromedp.ExposeFunc("reportCSPViolation", func(_ context.Context, v string) (chromedp.Void, error) {
+			b.mu.Lock()
+			b.violations = append(b.violations, v)
+			b.mu.Unlock()
+			return chromedp.Void{}, nil
+		}),
+		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			_, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: reportViolations})
+			return err
+		}),
+	)
+	if err != nil {
+		t.Fatalf("watch for CSP violations: %v", err)
+	}
 	messages := chromedp.Console(ctx)
 	go func() {
 		for m, err := range messages {
 			if err != nil {
 				return
 			}
+			b.mu.Lock()
+			switch {
+			case strings.Contains(m.Text, "Content Security Policy"):
+				// The browser's own report of a violation (source "security").
+				b.violations = append(b.violations, m.String())
 			// A failed request is logged by the browser itself (source
 			// "network"); the UI shows those answers, and tests check it.
-			if m.IsException() || (m.Type == chromedp.ConsoleError && m.Source != "network") {
-				b.mu.Lock()
+			case m.IsException() || (m.Type == chromedp.ConsoleError && m.Source != "network"):
 				b.errors = append(b.errors, m.String())
-				b.mu.Unlock()
 			}
+			b.mu.Unlock()
 		}
 	}()
 	t.Cleanup(func() {
@@ -99,8 +130,20 @@ func newBrowser(t *testing.T) *browser {
 		for _, e := range b.errors {
 			t.Errorf("browser console: %s", e)
 		}
+		for _, v := range b.violations {
+			t.Errorf("Content Security Policy violation: %s", v)
+		}
 	})
 	return b
+}
+
+// takeViolations returns the CSP violations so far and forgets them.
+func (b *browser) takeViolations() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v := b.violations
+	b.violations = nil
+	return v
 }
 
 // do runs steps with a deadline, failing the test with what was being done.
@@ -366,4 +409,42 @@ func TestBrowserCancelsALiveJob(t *testing.T) {
 	if j := f.job(id); j.Status != "cancelled" {
 		t.Errorf("job status %s after Cancel", j.Status)
 	}
+}
+
+// The UI runs under the server's Content Security Policy, and the tests
+// above fail on any violation. This one checks that net is there: markup
+// the UI must never use is refused and reported.
+func TestBrowserEnforcesAndReportsTheContentSecurityPolicy(t *testing.T) {
+	b := newBrowser(t)
+	f := startFixture(t, map[string]string{"examples": "../examples"}, 0)
+	b.do("load the UI", chromedp.Navigate(f.url+"/"), chromedp.WaitVisible(chromedp.CSS(`main h1`)))
+	b.do("inject an inline script and an inline style",
+		chromedp.Evaluate[chromedp.Void](`(() => {
+			const s = document.createElement('script');
+			s.textContent = 'window.injected = true';
+			document.head.append(s);
+			document.body.setAttribute('style', 'background: red');
+		})()`),
+	)
+	// Both channels must see both: the page's securitypolicyviolation
+	// events and the browser's console reports.
+	want := []string{"script-src-elem blocked inline", "style-src-attr blocked inline", "inline script violates", "inline style violates"}
+	var got []string
+	missing := want
+	for deadline := time.Now().Add(10 * time.Second); len(missing) > 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		got = append(got, b.takeViolations()...)
+		joined := strings.Join(got, "\n")
+		missing = slices.DeleteFunc(slices.Clone(want), func(w string) bool { return strings.Contains(joined, w) })
+	}
+	if len(missing) > 0 {
+		t.Fatalf("violations reported: %q; missing %q", got, missing)
+	}
+	ran, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`window.injected === true`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ran {
+		t.Fatal("an inline script ran under the CSP")
+	}
+	t.Logf("reported: %q", got)
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -41,7 +42,7 @@ func Handler() http.Handler {
 // build time, so this only happens to a broken build, which the tests catch.
 func failing(err error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		http.Error(w, "web ui unavailable: "+err.Error(), http.StatusInternalServerError)
+		jsonError(w, http.StatusInternalServerError, "web ui unavailable: "+err.Error())
 	})
 }
 
@@ -119,29 +120,39 @@ func contentType(name string) string {
 	return "application/octet-stream"
 }
 
-// contentSecurityPolicy allows only this origin's scripts and styles, and
-// WebSockets back to it; the UI never builds markup from data, so no
-// inline script is ever needed.
-const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
-	"connect-src 'self' ws: wss:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+// contentSecurityPolicy allows only this origin's scripts, styles,
+// images and connections (WebSockets back to it included), nothing inline,
+// no plugins, no <base>, and no framing (clickjacking). The UI builds its
+// DOM from data without markup (js/dom.js), so it needs nothing more.
+const contentSecurityPolicy = "default-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Every answer, assets and errors included: a file served as the
+	// wrong type or shown in a frame is an attack surface as well.
+	w.Header().Set("Content-Security-Policy", contentSecurityPolicy)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Referrer-Policy", "no-referrer")
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		jsonError(w, http.StatusMethodNotAllowed, "method not allowed: the web UI answers GET and HEAD")
 		return
 	}
-	w.Header().Set("X-Content-Type-Options", "nosniff")
 	p := path.Clean("/" + r.URL.Path)
 	if p == "/assets" || strings.HasPrefix(p, "/assets/") {
 		h.serveAsset(w, r, strings.TrimPrefix(strings.TrimPrefix(p, "/assets"), "/"))
 		return
 	}
-	w.Header().Set("Content-Security-Policy", contentSecurityPolicy)
-	w.Header().Set("Referrer-Policy", "same-origin")
 	// index.html names this build's assets, so it must be revalidated.
 	w.Header().Set("Cache-Control", "no-cache")
 	serve(w, r, h.index)
+}
+
+// jsonError answers {"error": msg}, like every error of the server.
+func jsonError(w http.ResponseWriter, status int, msg string) {
+	body, _ := json.Marshal(map[string]string{"error": msg})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
 }
 
 // serveAsset serves /assets/<version>/<name>.
@@ -150,7 +161,7 @@ func (h *handler) serveAsset(w http.ResponseWriter, r *http.Request, rest string
 	a, ok := h.assets[name]
 	if !ok {
 		// Never index.html here: a browser would try to run it as a script.
-		http.Error(w, "not found", http.StatusNotFound)
+		jsonError(w, http.StatusNotFound, "no such ui asset: "+name)
 		return
 	}
 	if version == h.version {

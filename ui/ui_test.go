@@ -131,6 +131,41 @@ func TestAMissingAssetIsA404NotIndexHTML(t *testing.T) {
 	}
 }
 
+// Every answer carries the security headers, and errors are JSON like the
+// rest of the server's.
+func TestEveryAnswerCarriesTheSecurityHeaders(t *testing.T) {
+	const csp = "default-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+	h := Handler()
+	app := assetURL(t, body(t, get(t, h, "GET", "/", nil)), "js/app.js")
+	cases := []struct {
+		method, path string
+		status       int
+	}{
+		{"GET", "/", 200},
+		{"GET", "/jobs/x", 200},
+		{"GET", app, 200},
+		{"GET", "/assets/000000000000/nope.js", 404},
+		{"POST", "/", 405},
+	}
+	for _, c := range cases {
+		r := get(t, h, c.method, c.path, nil)
+		if r.StatusCode != c.status {
+			t.Errorf("%s %s: status %d, want %d", c.method, c.path, r.StatusCode, c.status)
+		}
+		for k, want := range map[string]string{"Content-Security-Policy": csp, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"} {
+			if got := r.Header.Get(k); got != want {
+				t.Errorf("%s %s: %s %q, want %q", c.method, c.path, k, got, want)
+			}
+		}
+		if c.status >= 400 {
+			b := body(t, r)
+			if r.Header.Get("Content-Type") != "application/json" || !strings.HasPrefix(b, `{"error":"`) {
+				t.Errorf("%s %s: error answer %q %q, want a JSON error", c.method, c.path, r.Header.Get("Content-Type"), b)
+			}
+		}
+	}
+}
+
 func TestUnchangedAssetAnswers304ToItsETag(t *testing.T) {
 	h := Handler()
 	url := assetURL(t, body(t, get(t, h, "GET", "/", nil)), "style.css")

@@ -1,0 +1,69 @@
+package app
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// HTTP server bounds (DESIGN.md "Safe by default"). The request body
+// limit is limits.request_body; the body read timeout and the JSON 431
+// are enforced per request by the api package.
+const (
+	defaultHeaderTimeout = 10 * time.Second
+	bodyReadTimeout      = 60 * time.Second
+	idleTimeout          = 120 * time.Second
+	// maxHeaderBytes is the request header limit, answered with a JSON 431.
+	maxHeaderBytes = 64 << 10
+	// netHTTPMaxHeaderBytes is net/http's own cap, above ours so that a
+	// client normally gets the JSON answer; past it net/http answers a
+	// plain-text 431 and closes the connection.
+	netHTTPMaxHeaderBytes = 1 << 20
+)
+
+// checkExposure refuses to serve a network without auth unless the config
+// says so out loud: a request that reaches this server runs code.
+func (c *ServerConfig) checkExposure() error {
+	if c.Auth != nil || c.InsecureNoAuth || isLoopbackAddr(c.Listen) {
+		return nil
+	}
+	return fmt.Errorf("listen: %s is reachable from the network and auth is off, so anyone who reaches it could run "+
+		"code here: turn auth on (auth: in the server config), listen on 127.0.0.1, or accept the risk with "+
+		"insecure_no_auth: true in the server config or --insecure-no-auth", c.Listen)
+}
+
+// exposedWithoutAuth reports whether the server takes requests from the
+// network with auth off (allowed only by insecure_no_auth).
+func (c *ServerConfig) exposedWithoutAuth() bool {
+	return c.Auth == nil && !isLoopbackAddr(c.Listen)
+}
+
+// isLoopbackAddr reports whether a listen address only takes connections
+// from this machine: localhost, 127.0.0.0/8 or ::1. An empty host (":8080")
+// listens on every interface.
+func isLoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// checkAllowedOrigins checks allowed_origins are origins as a browser
+// sends them: scheme://host[:port], nothing after.
+func checkAllowedOrigins(origins []string) error {
+	for i, o := range origins {
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil {
+			return fmt.Errorf("allowed_origins[%d]: %q is not an origin (write scheme://host[:port], e.g. https://ui.example.com)", i, o)
+		}
+	}
+	return nil
+}
