@@ -64,7 +64,7 @@ func newAuthFixture(t *testing.T, extra map[string]api.AuthProvider) *authFixtur
 		JWTSecret: testJWTSecret, RefreshSecret: testRefreshSecret,
 		Providers: providers, Now: clock.Now,
 	}
-	f := newFixture(t, func(c *api.Config) { c.Auth, c.Users = cfg, users })
+	f := newFixture(t, func(c *fixtureConfig) { c.Auth, c.Users = cfg, users })
 	return &authFixture{fixture: f, users: users, clock: clock, cfg: cfg}
 }
 
