@@ -28,9 +28,10 @@ type Orchestrator interface {
 
 	RegisterWorker(ctx context.Context, name string, tags []string, inProcess bool) (string, error)
 	Heartbeat(ctx context.Context, workerID string, running []engine.StepRef) error
-	Claim(ctx context.Context, workerID string, tags []string, wait time.Duration) (*engine.Claim, error)
+	Claim(ctx context.Context, workerID string, wait time.Duration) (*engine.Claim, error)
 	StartStep(ctx context.Context, workerID, jobID, step string) error
 	CompleteStep(ctx context.Context, workerID, jobID, step string, res engine.StepResult) error
+	CheckHolder(ctx context.Context, workerID, jobID, step string) error
 	WaitCancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error)
 	Workers(ctx context.Context, limit, offset int) ([]*engine.Worker, int, error)
 	Worker(ctx context.Context, id string) (*engine.Worker, []*engine.WorkerStep, int, error)

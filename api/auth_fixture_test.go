@@ -73,7 +73,7 @@ func newAuthFixtureWith(t *testing.T, extra map[string]api.AuthProvider, logins 
 		JWTSecret: testJWTSecret, RefreshSecret: testRefreshSecret,
 		Providers: providers, Now: clock.Now, Logins: logins,
 	}
-	f := newFixture(t, func(c *api.Config) { c.Auth, c.Users = cfg, users })
+	f := newFixture(t, func(c *fixtureConfig) { c.Auth, c.Users = cfg, users })
 	return &authFixture{fixture: f, users: users, clock: clock, cfg: cfg}
 }
 

@@ -227,7 +227,9 @@ func TestLogStreamAcceptsTheTokenAsAQueryParameter(t *testing.T) {
 	f.addUser("ada@example.com", "pw", false)
 	access, _ := f.login("ada@example.com", "pw")
 	id := f.as(access, "POST", "/api/workspaces/main/tasks/hello/execute", map[string]any{"input": map[string]any{"name": "x"}}).expect(200).object()["job_id"].(string)
-	f.pushLogs(id, "say", "first line")
+	w := f.register("w")
+	f.claimStep(w, id, "say")
+	f.pushLogs(w, id, "say", "first line")
 
 	base := "ws" + strings.TrimPrefix(f.url, "http") + "/api/jobs/" + id + "/logs/stream"
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

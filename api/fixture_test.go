@@ -95,9 +95,21 @@ type fixture struct {
 	client *http.Client
 }
 
-type fixtureOption func(*api.Config)
+// fixtureConfig is what options may change: the API's config and the engine's.
+type fixtureConfig struct {
+	api.Config
+	engine engine.Config
+}
 
-func withoutWorkerToken() fixtureOption { return func(c *api.Config) { c.WorkerToken = "" } }
+type fixtureOption func(*fixtureConfig)
+
+func withoutWorkerToken() fixtureOption { return func(c *fixtureConfig) { c.WorkerToken = "" } }
+
+// withHeartbeatTimeout lets remote workers go quiet for only d before their
+// steps are recovered (the default is an hour).
+func withHeartbeatTimeout(d time.Duration) fixtureOption {
+	return func(c *fixtureConfig) { c.engine.HeartbeatTimeout = d }
+}
 
 func newFixture(t *testing.T, opts ...fixtureOption) *fixture {
 	t.Helper()
@@ -131,7 +143,20 @@ func startAPI(t *testing.T, tmp string, dirs map[string]string, opts ...fixtureO
 	if err != nil {
 		t.Fatalf("logs: %v", err)
 	}
-	eng, err := engine.New(engine.Config{Store: db, Workspaces: reg, Logs: logs, Logger: log, HeartbeatTimeout: time.Hour})
+	fc := fixtureConfig{
+		engine: engine.Config{Store: db, Workspaces: reg, Logs: logs, Logger: log, HeartbeatTimeout: time.Hour},
+		Config: api.Config{
+			WorkerToken: workerToken, Version: "1.2.3-test", Logger: log, ClaimWaitMax: 5 * time.Second,
+			Now: func() time.Time { return fixedNow },
+			// The slow-viewer test stalls a viewer for as long as its pushes
+			// take, which is seconds under the race detector.
+			StreamWriteTimeout: time.Minute,
+		},
+	}
+	for _, o := range opts {
+		o(&fc)
+	}
+	eng, err := engine.New(fc.engine)
 	if err != nil {
 		t.Fatalf("engine: %v", err)
 	}
@@ -141,17 +166,8 @@ func startAPI(t *testing.T, tmp string, dirs map[string]string, opts ...fixtureO
 	watchDone := make(chan error, 1)
 	go func() { watchDone <- reg.Watch(ctx) }()
 
-	cfg := api.Config{
-		Engine: eng, Workspaces: reg, Logs: logs, WorkerToken: workerToken,
-		Version: "1.2.3-test", Logger: log, ClaimWaitMax: 5 * time.Second,
-		Now: func() time.Time { return fixedNow },
-		// The slow-viewer test stalls a viewer for as long as its pushes
-		// take, which is seconds under the race detector.
-		StreamWriteTimeout: time.Minute,
-	}
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := fc.Config
+	cfg.Engine, cfg.Workspaces, cfg.Logs = eng, reg, logs
 	srv := httptest.NewServer(api.New(cfg))
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
@@ -386,12 +402,18 @@ func (f *fixture) jobStatus(jobID string) string {
 	return s
 }
 
-// pushLogs sends lines of one step through the worker endpoint.
-func (f *fixture) pushLogs(jobID, step string, lines ...string) map[string]any {
+// pushLogs sends lines of one step through the worker endpoint, as the
+// worker holding it.
+func (f *fixture) pushLogs(workerID, jobID, step string, lines ...string) map[string]any {
 	f.t.Helper()
+	return f.worker("POST", "/worker/jobs/"+jobID+"/logs", logPush(workerID, step, lines...)).expect(200).object()
+}
+
+// logPush is a log push body.
+func logPush(workerID, step string, lines ...string) map[string]any {
 	ls := make([]map[string]any, len(lines))
 	for i, l := range lines {
 		ls[i] = map[string]any{"ts": fixedNow.Format(time.RFC3339Nano), "stream": "stdout", "line": l}
 	}
-	return f.worker("POST", "/worker/jobs/"+jobID+"/logs", map[string]any{"step_name": step, "lines": ls}).expect(200).object()
+	return map[string]any{"worker_id": workerID, "step_name": step, "lines": ls}
 }

@@ -137,7 +137,7 @@ func TestJobAndStepLogsReadTheJSONL(t *testing.T) {
 	id := f.execute("x") // before any worker: the engine notes it under _server
 	w := f.register("w1")
 	f.claimStep(w, id, "say")
-	f.pushLogs(id, "say", "first", "second")
+	f.pushLogs(w, id, "say", "first", "second")
 
 	all := f.api("GET", "/api/jobs/"+id+"/logs", nil).expect(200).object()
 	assertKeys(t, "logs", all, "logs")

@@ -71,13 +71,13 @@ func TestLogStreamSendsBackfillThenLiveChunksAndClosesWhenTheJobEnds(t *testing.
 	w := f.register("w")
 	id := f.execute("x")
 	f.claimStep(w, id, "say")
-	f.pushLogs(id, "say", "before connect")
+	f.pushLogs(w, id, "say", "before connect")
 
 	v := f.watch(id)
 	if got := v.next(); !strings.Contains(got, `"line":"before connect"`) || strings.Count(got, "\n") != 1 {
 		t.Fatalf("backfill = %q", got)
 	}
-	f.pushLogs(id, "say", "live one", "live two")
+	f.pushLogs(w, id, "say", "live one", "live two")
 	got := v.next()
 	if !strings.Contains(got, `"line":"live one"`) || !strings.Contains(got, `"line":"live two"`) || strings.Contains(got, "before connect") {
 		t.Fatalf("live chunk = %q, want both pushed lines and nothing else", got)
@@ -101,7 +101,7 @@ func TestLogStreamOfAFinishedJobSendsTheLogAndCloses(t *testing.T) {
 	id := f.execute("x")
 	w := f.register("w")
 	f.claimStep(w, id, "say")
-	f.pushLogs(id, "say", "the only line")
+	f.pushLogs(w, id, "say", "the only line")
 	f.api("POST", "/api/jobs/"+id+"/cancel", nil).expect(200)
 
 	code, text := f.watch(id).closeStatus()
@@ -119,7 +119,7 @@ func TestLogStreamViewerThatHangsUpIsForgotten(t *testing.T) {
 	v.conn.Close(websocket.StatusGoingAway, "bye")
 	// Pushing after the viewer left must neither fail nor block.
 	for i := range 10 {
-		f.pushLogs(id, "say", fmt.Sprint("line ", i))
+		f.pushLogs(w, id, "say", fmt.Sprint("line ", i))
 	}
 }
 
@@ -153,7 +153,7 @@ func TestSlowViewerDoesNotBlockLogPushes(t *testing.T) {
 	const pushes = 600
 	start := time.Now()
 	for i := range pushes {
-		f.pushLogs(id, "say", fmt.Sprint(i, line))
+		f.pushLogs(w, id, "say", fmt.Sprint(i, line))
 	}
 	d := time.Since(start)
 	t.Logf("%d pushes took %s", pushes, d)

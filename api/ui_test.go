@@ -4,11 +4,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/appliance-sh/appliance/api"
 	"github.com/appliance-sh/appliance/ui"
 )
 
-func withUI() fixtureOption { return func(c *api.Config) { c.UI = ui.Handler() } }
+func withUI() fixtureOption { return func(c *fixtureConfig) { c.UI = ui.Handler() } }
 
 func isIndexHTML(r response) bool {
 	return strings.Contains(string(r.body), `<main id="main"`)

@@ -80,18 +80,6 @@ type workerRequest struct {
 	WorkerID string `json:"worker_id"`
 }
 
-// workerID decodes a body carrying a required worker_id.
-func workerID(c echo.Context) (string, error) {
-	var req workerRequest
-	if err := decodeJSON(c, &req); err != nil {
-		return "", err
-	}
-	if req.WorkerID == "" {
-		return "", badRequest("worker_id is required")
-	}
-	return req.WorkerID, nil
-}
-
 // heartbeatRequest is the heartbeat body. running (ours, optional) lists
 // the steps the worker runs, so a claim whose answer was lost is recovered.
 type heartbeatRequest struct {
@@ -120,6 +108,9 @@ func (s *server) heartbeat(c echo.Context) error {
 	return c.JSON(http.StatusOK, statusOK)
 }
 
+// claimRequest is the claim body. tags is accepted, as the interface sends
+// it, and ignored: a worker claims with the tags it registered with, so a
+// claim cannot reach steps meant for other workers.
 type claimRequest struct {
 	WorkerID string   `json:"worker_id"`
 	Tags     []string `json:"tags"`
@@ -142,7 +133,7 @@ func (s *server) claim(c echo.Context) error {
 	}
 	// The request context ends when the worker hangs up; the engine then
 	// stops waiting, and hands back a step it could not deliver.
-	cl, err := s.cfg.Engine.Claim(c.Request().Context(), req.WorkerID, req.Tags, wait)
+	cl, err := s.cfg.Engine.Claim(c.Request().Context(), req.WorkerID, wait)
 	if err != nil {
 		return err
 	}
@@ -157,11 +148,13 @@ func (s *server) startStep(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	id, err := workerID(c)
-	if err != nil {
+	// A missing worker_id is refused by the engine, which holds the rule
+	// for both transports.
+	var req workerRequest
+	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	if err := s.cfg.Engine.StartStep(c.Request().Context(), id, jobID, c.Param("step")); err != nil {
+	if err := s.cfg.Engine.StartStep(c.Request().Context(), req.WorkerID, jobID, c.Param("step")); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, statusOK)
@@ -185,7 +178,10 @@ func (s *server) completeStep(c echo.Context) error {
 	return c.JSON(http.StatusOK, statusOK)
 }
 
+// pushLogsRequest is the log push body; worker_id (ours) names the worker
+// holding the step, as for start and complete.
 type pushLogsRequest struct {
+	WorkerID string            `json:"worker_id"`
 	StepName string            `json:"step_name"`
 	Lines    []runners.LogLine `json:"lines"`
 }
@@ -196,7 +192,7 @@ type pushLogsResponse struct {
 }
 
 func (s *server) pushLogs(c echo.Context) error {
-	job, steps, err := s.job(c)
+	jobID, err := jobIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -207,20 +203,21 @@ func (s *server) pushLogs(c echo.Context) error {
 	if req.StepName == "" {
 		return badRequest("step_name is required")
 	}
-	// Workers write only their own steps' lines; `_server` is the
-	// orchestrator's voice.
-	if !hasStep(steps, req.StepName) {
-		return notFound("step %q in job %s", req.StepName, job.ID)
-	}
 	for i, l := range req.Lines {
 		if l.Stream != "stdout" && l.Stream != "stderr" {
 			return badRequest("lines[%d].stream must be stdout or stderr, got %q", i, l.Stream)
 		}
 	}
-	if err := s.cfg.Logs.Append(job.ID, logLinesAt(req.StepName, req.Lines, s.cfg.Now())); err != nil {
+	// Workers write only the lines of steps they hold (so never `_server`,
+	// the orchestrator's voice); the check reads the engine's holder index
+	// without a turn of its loop.
+	if err := s.cfg.Engine.CheckHolder(c.Request().Context(), req.WorkerID, jobID, req.StepName); err != nil {
 		return err
 	}
-	cancelled, err := s.cfg.Engine.WaitCancelled(c.Request().Context(), job.ID, 0)
+	if err := s.cfg.Logs.Append(jobID, logLinesAt(req.StepName, req.Lines, s.cfg.Now())); err != nil {
+		return err
+	}
+	cancelled, err := s.cfg.Engine.WaitCancelled(c.Request().Context(), jobID, 0)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -139,7 +140,7 @@ func TestWorkerRunsAJobThroughTheProtocol(t *testing.T) {
 	if s := f.jobStatus(id); s != "running" {
 		t.Fatalf("job status after start = %s, want running", s)
 	}
-	push := f.pushLogs(id, "say", "hello World")
+	push := f.pushLogs(w, id, "say", "hello World")
 	assertKeys(t, "log push", push, "status", "cancelled")
 	if push["status"] != "ok" || push["cancelled"] != false {
 		t.Fatalf("push = %v", push)
@@ -171,26 +172,112 @@ func TestWorkerRunsAJobThroughTheProtocol(t *testing.T) {
 	f.api("POST", "/api/jobs/"+id+"/cancel", nil).expect(409).errorMessage()
 }
 
-func TestForgedCompleteFromAnotherWorkerConflicts(t *testing.T) {
-	f := newFixture(t)
+// TestWorkersReportOnlyStepsTheyHold forges each report a worker makes
+// (start, log push, complete) from another registered worker, from no
+// worker and from an unknown one: each is refused and changes nothing.
+// The holder's own reports go through, and once its step was recovered
+// they are refused too.
+func TestWorkersReportOnlyStepsTheyHold(t *testing.T) {
+	f := newFixture(t, withHeartbeatTimeout(2*time.Second))
 	holder := f.register("holder")
 	intruder := f.register("intruder")
 	id := f.execute("x")
 	f.claimStep(holder, id, "say")
-	f.worker("POST", "/worker/jobs/"+id+"/steps/say/complete", map[string]any{
-		"worker_id": intruder, "output": nil, "exit_code": 1, "error": "forged",
-	}).expect(409).errorMessage()
-	f.worker("POST", "/worker/jobs/"+id+"/steps/nope/complete", map[string]any{
-		"worker_id": holder, "exit_code": 0,
-	}).expect(404).errorMessage()
-	f.worker("POST", "/worker/jobs/"+id+"/steps/say/complete", map[string]any{
-		"worker_id": holder, "output": map[string]any{}, "exit_code": 0, "error": nil,
-	}).expect(200)
+	const ghost = "00000000-0000-4000-8000-00000000dead"
+	path := func(verb string) string { return "/worker/jobs/" + id + "/steps/say/" + verb }
+	complete := func(worker string) map[string]any {
+		return map[string]any{"worker_id": worker, "output": map[string]any{"forged": true}, "exit_code": 1, "error": "forged"}
+	}
+	forgers := []struct {
+		name   string
+		worker string
+		status int
+		want   string
+	}{
+		{"another worker", intruder, 409, "held by another worker"},
+		{"no worker", "", 400, "worker_id is required"},
+		{"an unknown worker", ghost, 404, ghost},
+	}
+	forge := func(t *testing.T) {
+		for _, fg := range forgers {
+			t.Run(fg.name, func(t *testing.T) {
+				f := f.in(t)
+				start := map[string]any{"worker_id": fg.worker}
+				f.worker("POST", path("start"), start).expectError(fg.status, fg.want)
+				f.worker("POST", "/worker/jobs/"+id+"/logs", logPush(fg.worker, "say", "forged line")).expectError(fg.status, fg.want)
+				f.worker("POST", path("complete"), complete(fg.worker)).expectError(fg.status, fg.want)
+			})
+		}
+	}
+	say := func() map[string]any {
+		return f.api("GET", "/api/jobs/"+id, nil).expect(200).object()["steps"].([]any)[0].(map[string]any)
+	}
+	sayLog := func() string {
+		return f.api("GET", "/api/jobs/"+id+"/steps/say/logs", nil).expect(200).object()["logs"].(string)
+	}
+
+	forge(t)
+	if s := say(); s["status"] != "running" || s["started_at"] != nil || s["worker_id"] != holder {
+		t.Fatalf("after forged reports say = %v, want running, not started, held by the holder", s)
+	}
+	if l := sayLog(); l != "" {
+		t.Fatalf("after forged pushes the log = %q, want empty", l)
+	}
+
+	// The holder's own reports go through; forgeries still fail while it runs.
+	f.worker("POST", path("start"), map[string]any{"worker_id": holder}).expect(200)
+	f.pushLogs(holder, id, "say", "real line")
+	forge(t)
+	if s := say(); s["status"] != "running" || s["started_at"] == nil {
+		t.Fatalf("after start say = %v, want running and started", s)
+	}
+	if l := sayLog(); !strings.Contains(l, "real line") || strings.Contains(l, "forged") {
+		t.Fatalf("log = %q, want the holder's line and no forged one", l)
+	}
+
+	// The holder goes quiet and its step is recovered (failed as lost): a
+	// late report is refused and cannot overwrite the outcome.
+	eventually(t, "the quiet worker's step recovered", func() bool { return say()["status"] == "failed" })
+	before := say()
+	f.worker("POST", path("start"), map[string]any{"worker_id": holder}).expectError(409, "failed")
+	f.worker("POST", "/worker/jobs/"+id+"/logs", logPush(holder, "say", "late line")).expectError(409, "failed")
+	f.worker("POST", path("complete"), map[string]any{"worker_id": holder, "output": map[string]any{}, "exit_code": 0, "error": nil}).expectError(409, "failed")
+	if s := say(); s["status"] != "failed" || s["error_message"] != before["error_message"] || s["output"] != nil {
+		t.Fatalf("after late reports say = %v, want it failed as recovered (%v)", s, before["error_message"])
+	}
+	if l := sayLog(); strings.Contains(l, "late line") {
+		t.Fatalf("log = %q, want no late line", l)
+	}
+}
+
+// TestClaimMatchesTheRegisteredTagsNotTheBody: a worker that registered
+// without a tag cannot reach a step needing it by naming the tag in its
+// claim; the worker that registered with it gets the step.
+func TestClaimMatchesTheRegisteredTagsNotTheBody(t *testing.T) {
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "main")
+	writeFile(t, filepath.Join(dir, ".workflows", "main.yaml"), `
+tasks:
+  train:
+    flow:
+      fit: {type: script, script: "true", tags: [gpu]}
+`, 0o644)
+	f := startAPI(t, tmp, map[string]string{"main": dir})
+	plain := f.register("plain")
+	id := f.api("POST", "/api/workspaces/main/tasks/train/execute", map[string]any{}).expect(200).object()["job_id"].(string)
+	m := f.worker("POST", "/worker/jobs/claim?wait=0", map[string]any{"worker_id": plain, "tags": []string{"gpu"}}).expect(200).object()
+	if m["job_id"] != nil {
+		t.Fatalf("a worker registered without gpu claimed %v by naming gpu in its claim", m)
+	}
+	gpu := f.register("gpu-box", "gpu")
+	f.claimStep(gpu, id, "fit") // its claim body (the fixture's) names no tags at all
 }
 
 func TestLogPushValidatesAndReportsCancellation(t *testing.T) {
 	f := newFixture(t)
+	w := f.register("w")
 	id := f.execute("x")
+	f.claimStep(w, id, "say")
 	push := "/worker/jobs/" + id + "/logs"
 	tests := []struct {
 		name   string
@@ -198,10 +285,10 @@ func TestLogPushValidatesAndReportsCancellation(t *testing.T) {
 		status int
 		want   string
 	}{
-		{"missing step", map[string]any{"lines": []any{}}, 400, "step_name"},
-		{"bad stream", map[string]any{"step_name": "say", "lines": []any{map[string]any{"stream": "stdin", "line": "x"}}}, 400, "stream"},
-		{"unknown step", map[string]any{"step_name": "nope", "lines": []any{}}, 404, `step "nope"`},
-		{"server step is not the worker's", map[string]any{"step_name": "_server", "lines": []any{}}, 404, "_server"},
+		{"missing step", map[string]any{"worker_id": w, "lines": []any{}}, 400, "step_name"},
+		{"bad stream", map[string]any{"worker_id": w, "step_name": "say", "lines": []any{map[string]any{"stream": "stdin", "line": "x"}}}, 400, "stream"},
+		{"unknown step", map[string]any{"worker_id": w, "step_name": "nope", "lines": []any{}}, 404, `step "nope"`},
+		{"server step is not the worker's", map[string]any{"worker_id": w, "step_name": "_server", "lines": []any{}}, 404, "_server"},
 		{"malformed", `{"step_name":`, 400, "malformed JSON"},
 	}
 	for _, tt := range tests {
@@ -209,10 +296,10 @@ func TestLogPushValidatesAndReportsCancellation(t *testing.T) {
 			f.in(t).worker("POST", push, tt.body).expectError(tt.status, tt.want)
 		})
 	}
-	f.worker("POST", "/worker/jobs/00000000-0000-4000-8000-000000000000/logs", map[string]any{"step_name": "say"}).expect(404)
+	f.worker("POST", "/worker/jobs/00000000-0000-4000-8000-000000000000/logs", map[string]any{"worker_id": w, "step_name": "say"}).expect(404)
 
 	// A line without ts gets the arrival time (the fixture's clock).
-	f.worker("POST", push, map[string]any{"step_name": "say", "lines": []any{map[string]any{"stream": "stderr", "line": "no ts"}}}).expect(200)
+	f.worker("POST", push, map[string]any{"worker_id": w, "step_name": "say", "lines": []any{map[string]any{"stream": "stderr", "line": "no ts"}}}).expect(200)
 	logs := f.api("GET", "/api/jobs/"+id+"/steps/say/logs", nil).expect(200).object()["logs"].(string)
 	if !strings.Contains(logs, `"ts":"2025-03-29T12:00:00Z"`) || !strings.Contains(logs, `"stream":"stderr"`) {
 		t.Fatalf("logs = %q", logs)
@@ -227,9 +314,9 @@ func TestLogPushValidatesAndReportsCancellation(t *testing.T) {
 	if m := f.worker("GET", "/worker/jobs/"+id+"/cancelled?wait=5", nil).expect(200).object(); m["cancelled"] != true {
 		t.Fatalf("cancelled after cancel = %v", m)
 	}
-	if m := f.pushLogs(id, "say", "still running"); m["cancelled"] != true {
-		t.Fatalf("push after cancel = %v, want cancelled", m)
-	}
+	// The cancel ended the step: a push for it is refused, and the
+	// worker's cancellation poll (above) is what stops it.
+	f.worker("POST", push, logPush(w, "say", "after cancel")).expectError(409, "cancelled")
 	f.worker("GET", "/worker/jobs/"+id+"/cancelled?wait=-1", nil).expectError(400, "wait")
 }
 

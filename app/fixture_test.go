@@ -152,6 +152,7 @@ type stepView struct {
 	Input        map[string]any `json:"input"`
 	ErrorMessage *string        `json:"error_message"`
 	WorkerID     *string        `json:"worker_id"`
+	StartedAt    *time.Time     `json:"started_at"`
 }
 
 func (j jobView) step(name string) stepView {

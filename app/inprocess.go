@@ -70,8 +70,9 @@ func protocolError(err error) error {
 	return err
 }
 
-func (s *inProcessServer) Claim(ctx context.Context, workerID string, tags []string) (*runners.Assignment, error) {
-	c, err := s.engine.Claim(ctx, workerID, tags, inProcessClaimWait)
+// Claim ignores tags: the engine matches the tags the worker registered with.
+func (s *inProcessServer) Claim(ctx context.Context, workerID string, _ []string) (*runners.Assignment, error) {
+	c, err := s.engine.Claim(ctx, workerID, inProcessClaimWait)
 	if err != nil || c == nil {
 		return nil, protocolError(err)
 	}
@@ -88,7 +89,12 @@ func (s *inProcessServer) Complete(ctx context.Context, workerID, jobID, step st
 	}))
 }
 
-func (s *inProcessServer) PushLogs(ctx context.Context, jobID, step string, lines []runners.LogLine) (bool, error) {
+// PushLogs obeys the rule the HTTP transport does: only the holder of a
+// running step writes its lines.
+func (s *inProcessServer) PushLogs(ctx context.Context, workerID, jobID, step string, lines []runners.LogLine) (bool, error) {
+	if err := s.engine.CheckHolder(ctx, workerID, jobID, step); err != nil {
+		return false, protocolError(err)
+	}
 	if err := s.logs.Append(jobID, api.LogLinesOf(step, lines)); err != nil {
 		return false, err
 	}

@@ -25,7 +25,7 @@ func fakeWorkers(ctx context.Context, tb testing.TB, e *engine.Engine, n int, tr
 		}
 		wg.Go(func() {
 			for {
-				c, err := e.Claim(ctx, id, nil, time.Minute)
+				c, err := e.Claim(ctx, id, time.Minute)
 				if err != nil || c == nil {
 					if ctx.Err() != nil || errors.Is(err, engine.ErrStopped) {
 						return

@@ -59,9 +59,10 @@ func (q *waiterQueue) drain() []*waiter {
 }
 
 // Claim hands the worker the oldest ready step whose required tags it has,
-// waiting up to wait for one; nil without error means no work.
-func (e *Engine) Claim(ctx context.Context, workerID string, tags []string, wait time.Duration) (*Claim, error) {
-	w := &waiter{workerID: workerID, tags: tagSet(tags), got: make(chan claimResult, 1)}
+// waiting up to wait for one; nil without error means no work. The tags
+// are those the worker registered with: a claim cannot widen them.
+func (e *Engine) Claim(ctx context.Context, workerID string, wait time.Duration) (*Claim, error) {
+	w := &waiter{workerID: workerID, got: make(chan claimResult, 1)}
 	park := wait > 0
 	err := e.send(ctx, &command{apply: func(b *batch) (any, error) {
 		e.claim(b, w, park)
@@ -124,6 +125,9 @@ func (e *Engine) claim(b *batch, w *waiter, park bool) {
 		b.deliver(w, nil, fmt.Errorf("worker %s: %w", w.workerID, ErrNotFound))
 		return
 	}
+	if w.tags == nil {
+		w.tags = tagSet(wk.rec.Tags)
+	}
 	if wk.rec.Status != WorkerActive {
 		// It is evidently alive; a claim counts as a heartbeat for it.
 		e.touchWorker(b, wk)
@@ -180,6 +184,7 @@ func (e *Engine) hand(b *batch, js *jobState, ss *stepState, c *Claim, wk *worke
 	}
 	b.dirtyStep(ss.rec)
 	wk.running[ss] = b.now
+	e.holders.hold(ss, id)
 	w.assigned = true
 	b.deliver(w, c, nil)
 }
@@ -222,6 +227,7 @@ func (e *Engine) unhold(ss *stepState) {
 	if wk, ok := e.st.workers[*ss.rec.WorkerID]; ok {
 		delete(wk.running, ss)
 	}
+	e.holders.drop(ss)
 }
 
 // checkClaimable writes a `_server` line, once per step, when no active

@@ -37,14 +37,14 @@ func TestClaimRoutesByRequiredTags(t *testing.T) {
 			}
 			if len(tc.need) > 0 {
 				short := f.Register("short", tc.need[:len(tc.need)-1], false)
-				c, err := f.Engine.Claim(t.Context(), short, tc.need[:len(tc.need)-1], 0)
+				c, err := f.Engine.Claim(t.Context(), short, 0)
 				if err != nil || c != nil {
 					t.Fatalf("claim without %q = %+v, %v; want no work", tc.need[len(tc.need)-1], c, err)
 				}
 			}
 			full := append([]string{"extra"}, tc.need...)
 			w := f.Register("full", full, false)
-			c, err := f.Engine.Claim(t.Context(), w, full, 0)
+			c, err := f.Engine.Claim(t.Context(), w, 0)
 			if err != nil || c == nil || c.StepName != "s" {
 				t.Fatalf("claim with every tag = %+v, %v; want step s", c, err)
 			}
@@ -59,7 +59,7 @@ func TestReadyStepsAreClaimedOldestFirst(t *testing.T) {
 	f := enginetest.New(t, flowYAML(`a: {action: ok}`))
 	jobs := []string{f.Execute("t", nil), f.Execute("t", nil), f.Execute("t", nil)}
 	for i, want := range jobs {
-		c, err := f.Engine.Claim(t.Context(), f.Worker, nil, 0)
+		c, err := f.Engine.Claim(t.Context(), f.Worker, 0)
 		if err != nil || c == nil || c.JobID != want {
 			t.Fatalf("claim %d = %+v, %v; want job %s", i, c, err, want)
 		}
@@ -75,7 +75,7 @@ b: {action: ok, depends_on: [a]}`))
 	poller := f.Register("poller", nil, false)
 	got := make(chan *engine.Claim, 1)
 	go func() {
-		c, err := f.Engine.Claim(t.Context(), poller, nil, time.Hour)
+		c, err := f.Engine.Claim(t.Context(), poller, time.Hour)
 		if err != nil {
 			t.Error(err)
 		}
@@ -104,7 +104,7 @@ func TestLongPollClaimWithoutWorkReturnsNothingWhenTheWaitEnds(t *testing.T) {
 	w := f.Register("w", nil, true)
 	got := make(chan error, 1)
 	go func() {
-		c, err := f.Engine.Claim(t.Context(), w, nil, 20*time.Second)
+		c, err := f.Engine.Claim(t.Context(), w, 20*time.Second)
 		if c != nil {
 			err = errors.New("got a claim with no work around")
 		}
@@ -145,7 +145,7 @@ b: {action: ok, depends_on: [a]}`))
 	poller := f.Register("poller", nil, false)
 	got := make(chan *engine.Claim, 1)
 	go func() {
-		c, err := f.Engine.Claim(t.Context(), poller, nil, 10*time.Second)
+		c, err := f.Engine.Claim(t.Context(), poller, 10*time.Second)
 		if err != nil {
 			t.Error(err)
 		}
@@ -190,7 +190,7 @@ b: {action: ok, depends_on: [a]}`))
 	}
 	got := make(chan answer, 1)
 	go func() {
-		c, err := f.Engine.Claim(ctx, poller, nil, time.Hour)
+		c, err := f.Engine.Claim(ctx, poller, time.Hour)
 		got <- answer{c, err}
 	}()
 	f.Eventually(func() bool { return f.Engine.ParkedClaims() == 1 }, func() string { return "claim never parked" })
@@ -233,16 +233,28 @@ b: {action: ok}`))
 		want error
 	}{
 		{"start by a non-holder", func() error { return f.Engine.StartStep(ctx, other, job, "a") }, engine.ErrConflict},
+		{"start without a worker id", func() error { return f.Engine.StartStep(ctx, "", job, "a") }, engine.ErrInvalid},
+		{"start by an unknown worker", func() error { return f.Engine.StartStep(ctx, "ghost", job, "a") }, engine.ErrNotFound},
+		{"log push by a non-holder", func() error { return f.Engine.CheckHolder(ctx, other, job, "a") }, engine.ErrConflict},
+		{"log push without a worker id", func() error { return f.Engine.CheckHolder(ctx, "", job, "a") }, engine.ErrInvalid},
+		{"log push by an unknown worker", func() error { return f.Engine.CheckHolder(ctx, "ghost", job, "a") }, engine.ErrNotFound},
+		{"log push for a step nobody claimed", func() error { return f.Engine.CheckHolder(ctx, f.Worker, job, "b") }, engine.ErrConflict},
+		{"log push for an unknown step", func() error { return f.Engine.CheckHolder(ctx, f.Worker, job, "zz") }, engine.ErrNotFound},
+		{"log push for an unknown job", func() error { return f.Engine.CheckHolder(ctx, f.Worker, "nope", "a") }, engine.ErrNotFound},
 		{"complete by a non-holder", func() error { return f.Engine.CompleteStep(ctx, other, job, "a", enginetest.Ok(nil)) }, engine.ErrConflict},
-		{"complete a step nobody claimed", func() error { return f.Engine.CompleteStep(ctx, "", job, "b", enginetest.Ok(nil)) }, engine.ErrConflict},
-		{"complete an unknown step", func() error { return f.Engine.CompleteStep(ctx, "", job, "zz", enginetest.Ok(nil)) }, engine.ErrNotFound},
-		{"complete in an unknown job", func() error { return f.Engine.CompleteStep(ctx, "", "nope", "a", enginetest.Ok(nil)) }, engine.ErrNotFound},
-		{"claim by an unknown worker", func() error { _, err := f.Engine.Claim(ctx, "ghost", nil, 0); return err }, engine.ErrNotFound},
+		{"complete without a worker id", func() error { return f.Engine.CompleteStep(ctx, "", job, "a", enginetest.Ok(nil)) }, engine.ErrInvalid},
+		{"complete by an unknown worker", func() error { return f.Engine.CompleteStep(ctx, "ghost", job, "a", enginetest.Ok(nil)) }, engine.ErrNotFound},
+		{"complete a step nobody claimed", func() error { return f.Engine.CompleteStep(ctx, f.Worker, job, "b", enginetest.Ok(nil)) }, engine.ErrConflict},
+		{"complete an unknown step", func() error { return f.Engine.CompleteStep(ctx, f.Worker, job, "zz", enginetest.Ok(nil)) }, engine.ErrNotFound},
+		{"complete in an unknown job", func() error { return f.Engine.CompleteStep(ctx, f.Worker, "nope", "a", enginetest.Ok(nil)) }, engine.ErrNotFound},
+		{"claim by an unknown worker", func() error { _, err := f.Engine.Claim(ctx, "ghost", 0); return err }, engine.ErrNotFound},
 		{"heartbeat of an unknown worker", func() error { return f.Engine.Heartbeat(ctx, "ghost", nil) }, engine.ErrNotFound},
 		{"register without a name", func() error { _, err := f.Engine.RegisterWorker(ctx, "", nil, false); return err }, engine.ErrInvalid},
 		{"start by the holder", func() error { return f.Engine.StartStep(ctx, f.Worker, job, "a") }, nil},
-		{"complete without a worker id", func() error { return f.Engine.CompleteStep(ctx, "", job, "a", enginetest.Ok(nil)) }, nil},
+		{"log push by the holder", func() error { return f.Engine.CheckHolder(ctx, f.Worker, job, "a") }, nil},
+		{"complete by the holder", func() error { return f.Engine.CompleteStep(ctx, f.Worker, job, "a", enginetest.Ok(nil)) }, nil},
 		{"complete twice", func() error { return f.Engine.CompleteStep(ctx, f.Worker, job, "a", enginetest.Ok(nil)) }, engine.ErrConflict},
+		{"log push after completion", func() error { return f.Engine.CheckHolder(ctx, f.Worker, job, "a") }, engine.ErrConflict},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -270,7 +282,7 @@ cpu: {action: ok}`)), enginetest.Options{NoWorker: true})
 		t.Errorf("gpu is %s, want it to stay ready", s.Status)
 	}
 	gpu := f.Register("gpu-box", []string{"gpu"}, false)
-	c, err := f.Engine.Claim(t.Context(), gpu, []string{"gpu"}, 0)
+	c, err := f.Engine.Claim(t.Context(), gpu, 0)
 	if err != nil || c == nil || c.StepName != "gpu" {
 		t.Fatalf("claim by a gpu worker = %+v, %v", c, err)
 	}
@@ -287,7 +299,7 @@ func TestStoppingTheEngineAnswersParkedClaimsWithNoWork(t *testing.T) {
 	}
 	got := make(chan answer, 1)
 	go func() {
-		c, err := f.Engine.Claim(t.Context(), f.Worker, nil, time.Hour)
+		c, err := f.Engine.Claim(t.Context(), f.Worker, time.Hour)
 		got <- answer{c, err}
 	}()
 	f.Eventually(func() bool { return f.Engine.ParkedClaims() == 1 }, func() string { return "claim never parked" })

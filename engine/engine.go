@@ -37,6 +37,7 @@ type Engine struct {
 	started atomic.Bool
 	commits atomic.Int64
 	notify  *notifier
+	holders *holderIndex // read by log pushes outside the loop
 
 	st *state // owned by the Run goroutine
 }
@@ -65,6 +66,7 @@ func New(cfg Config) (*Engine, error) {
 		cmds:    make(chan *command, maxBatch),
 		stopped: make(chan struct{}),
 		notify:  newNotifier(),
+		holders: newHolderIndex(),
 	}, nil
 }
 
@@ -124,14 +126,16 @@ func (e *Engine) Heartbeat(ctx context.Context, workerID string, running []StepR
 	return err
 }
 
-// StartStep records that the worker started a claimed step.
+// StartStep records that the worker started a claimed step. The rules of
+// CompleteStep apply.
 func (e *Engine) StartStep(ctx context.Context, workerID, jobID, step string) error {
 	_, err := e.do(ctx, func(b *batch) (any, error) { return nil, e.startStep(ctx, b, workerID, jobID, step) })
 	return err
 }
 
-// CompleteStep records a step's result. workerID may be empty; when set it
-// must be the holder's. ErrConflict unless the step is running.
+// CompleteStep records a step's result, reported by the worker holding the
+// step: ErrInvalid without a worker id, ErrNotFound for an unknown worker,
+// job or step, ErrConflict unless the step is running and held by workerID.
 func (e *Engine) CompleteStep(ctx context.Context, workerID, jobID, step string, res StepResult) error {
 	_, err := e.do(ctx, func(b *batch) (any, error) { return nil, e.completeStep(ctx, b, workerID, jobID, step, res) })
 	return err

@@ -50,7 +50,7 @@ pending: {action: ok, depends_on: [running]}`))
 	if lines := f.Logs.ServerLines(job); !slices.Contains(lines, "job cancelled") {
 		t.Errorf("server lines = %q, want %q", lines, "job cancelled")
 	}
-	if c, err := f.Engine.Claim(t.Context(), f.Worker, f.WorkerTags, 0); c != nil || err != nil {
+	if c, err := f.Engine.Claim(t.Context(), f.Worker, 0); c != nil || err != nil {
 		t.Errorf("claim after cancel = %+v, %v; want no work", c, err)
 	}
 	if f.Logs.Finished(job) != 1 {

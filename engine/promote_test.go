@@ -286,7 +286,7 @@ a:
   script: echo {{ missing.value }}
 b: {action: ok, depends_on: [a]}`))
 	job := f.Execute("t", nil)
-	if c, err := f.Engine.Claim(t.Context(), f.Worker, f.WorkerTags, 0); err != nil || c != nil {
+	if c, err := f.Engine.Claim(t.Context(), f.Worker, 0); err != nil || c != nil {
 		t.Fatalf("claim = %+v, %v; want no work", c, err)
 	}
 	f.WaitStatus(job, engine.JobFailed)

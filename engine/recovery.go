@@ -117,6 +117,7 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 		e.checkJobDone(b, js)
 	}
 
+	e.holders.rebuild(e.st)
 	if err := e.commit(ctx, b); err != nil {
 		return fmt.Errorf("commit recovered state: %w", err)
 	}

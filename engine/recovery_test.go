@@ -18,7 +18,7 @@ after-local: {action: ok, depends_on: [local]}
 waiting: {action: ok}`)), enginetest.Options{HeartbeatTimeout: 90 * time.Second})
 	edge := f.Register("edge", nil, false)
 	job := f.Execute("t", nil)
-	if c, err := f.Engine.Claim(t.Context(), edge, nil, 0); err != nil || c == nil || c.StepName != "remote" {
+	if c, err := f.Engine.Claim(t.Context(), edge, 0); err != nil || c == nil || c.StepName != "remote" {
 		t.Fatalf("remote claim = %+v, %v", c, err)
 	}
 	if err := f.Engine.StartStep(t.Context(), edge, job, "remote"); err != nil {
@@ -45,6 +45,15 @@ waiting: {action: ok}`)), enginetest.Options{HeartbeatTimeout: 90 * time.Second}
 	// The ready index was rebuilt: the new in-process worker gets the ready step.
 	f.RunStep("waiting", enginetest.Ok(nil))
 
+	// The holder index was rebuilt: the remote worker may push logs, the
+	// old in-process worker, whose step failed, may not.
+	if err := f.Engine.CheckHolder(t.Context(), edge, job, "remote"); err != nil {
+		t.Errorf("log push by the remote holder after restart: %v", err)
+	}
+	if err := f.Engine.CheckHolder(t.Context(), oldWorker, job, "local"); !errorsIs(err, engine.ErrConflict) {
+		t.Errorf("log push for the failed in-process step = %v, want a conflict", err)
+	}
+
 	// The remote worker reports across the restart and the DAG moves on.
 	if err := f.Engine.Heartbeat(t.Context(), edge, nil); err != nil {
 		t.Fatal(err)
@@ -69,7 +78,7 @@ tasks:
 `), enginetest.Options{HeartbeatTimeout: 90 * time.Second, NoWorker: true})
 	edge := f.Register("edge", nil, false)
 	slow := f.Execute("slow", nil)
-	if c, _ := f.Engine.Claim(t.Context(), edge, nil, 0); c == nil {
+	if c, _ := f.Engine.Claim(t.Context(), edge, 0); c == nil {
 		t.Fatal("no claim")
 	}
 	f.Clock.Advance(80 * time.Second)
@@ -94,7 +103,7 @@ tasks:
 		t.Errorf("error_message = %q", deref(s.ErrorMessage))
 	}
 	quiet := f.Execute("quiet", nil)
-	if c, _ := f.Engine.Claim(t.Context(), edge, nil, 0); c == nil || c.JobID != quiet {
+	if c, _ := f.Engine.Claim(t.Context(), edge, 0); c == nil || c.JobID != quiet {
 		t.Fatal("no claim of the quiet job")
 	}
 	f.Restart()

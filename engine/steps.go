@@ -5,8 +5,14 @@ import (
 	"fmt"
 )
 
-// heldStep finds a running step and checks that workerID (when given) holds it.
+// heldStep finds a running step and checks that workerID holds it: a
+// worker reports only what it holds, so a late or forged report cannot
+// change a step that was recovered or handed to another worker.
 func (e *Engine) heldStep(ctx context.Context, workerID, jobID, name string) (*jobState, *stepState, error) {
+	_, known := e.st.workers[workerID]
+	if err := reporterErr(workerID, known); err != nil {
+		return nil, nil, err
+	}
 	js, ss, err := e.liveStep(ctx, jobID, name)
 	if err != nil {
 		return nil, nil, err
@@ -14,7 +20,7 @@ func (e *Engine) heldStep(ctx context.Context, workerID, jobID, name string) (*j
 	if ss.rec.Status != StepRunning || len(ss.instances) > 0 {
 		return nil, nil, fmt.Errorf("step %q is %s: %w", name, ss.rec.Status, ErrConflict)
 	}
-	if workerID != "" && (ss.rec.WorkerID == nil || *ss.rec.WorkerID != workerID) {
+	if ss.rec.WorkerID == nil || *ss.rec.WorkerID != workerID {
 		return nil, nil, fmt.Errorf("step %q is held by another worker: %w", name, ErrConflict)
 	}
 	return js, ss, nil

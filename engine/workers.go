@@ -23,6 +23,7 @@ func (e *Engine) registerWorker(b *batch, name string, tags []string, inProcess 
 		running: map[*stepState]time.Time{},
 	}
 	e.st.workers[id] = wk
+	e.holders.addWorker(id)
 	b.dirtyWorker(wk.rec)
 	if !inProcess {
 		b.afterCommit(func() { e.armHeartbeat(wk, e.cfg.HeartbeatTimeout) })

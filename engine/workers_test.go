@@ -16,7 +16,7 @@ b: {action: ok, depends_on: [a]}
 c: {action: ok}`)), enginetest.Options{NoWorker: true, HeartbeatTimeout: 90 * time.Second})
 	remote := f.Register("edge-1", nil, false)
 	job := f.Execute("t", nil)
-	c, err := f.Engine.Claim(t.Context(), remote, nil, 0)
+	c, err := f.Engine.Claim(t.Context(), remote, 0)
 	if err != nil || c == nil || c.StepName != "a" {
 		t.Fatalf("claim = %+v, %v", c, err)
 	}
@@ -153,7 +153,7 @@ c: {action: ok}`)), enginetest.Options{NoWorker: true, HeartbeatTimeout: 90 * ti
 	remote := f.Register("edge-1", nil, false)
 	job := f.Execute("t", nil)
 	for i := 0; i < 3; i++ {
-		if c, err := f.Engine.Claim(t.Context(), remote, nil, 0); err != nil || c == nil {
+		if c, err := f.Engine.Claim(t.Context(), remote, 0); err != nil || c == nil {
 			t.Fatalf("claim %d = %+v, %v", i, c, err)
 		}
 	}
@@ -196,7 +196,7 @@ c: {action: ok}`)), enginetest.Options{NoWorker: true, HeartbeatTimeout: 90 * ti
 	if lines := f.Logs.ServerLines(job); !slices.Contains(lines, want) {
 		t.Errorf("server lines %q lack %q", lines, want)
 	}
-	if next, err := f.Engine.Claim(t.Context(), remote, nil, 0); err != nil || next == nil || next.StepName != "a" {
+	if next, err := f.Engine.Claim(t.Context(), remote, 0); err != nil || next == nil || next.StepName != "a" {
 		t.Fatalf("a is not claimable again: %+v %v", next, err)
 	}
 }

@@ -140,7 +140,7 @@ func (c *Client) Complete(ctx context.Context, workerID, jobID, step string, res
 }
 
 // PushLogs implements Server.
-func (c *Client) PushLogs(ctx context.Context, jobID, step string, lines []LogLine) (bool, error) {
+func (c *Client) PushLogs(ctx context.Context, workerID, jobID, step string, lines []LogLine) (bool, error) {
 	if lines == nil {
 		lines = []LogLine{}
 	}
@@ -148,7 +148,7 @@ func (c *Client) PushLogs(ctx context.Context, jobID, step string, lines []LogLi
 		Cancelled bool `json:"cancelled"`
 	}
 	err := c.call(ctx, "push logs", http.MethodPost, "/worker/jobs/"+url.PathEscape(jobID)+"/logs", nil, requestTimeout,
-		map[string]any{"step_name": step, "lines": lines}, &out)
+		map[string]any{"worker_id": workerID, "step_name": step, "lines": lines}, &out)
 	return out.Cancelled, err
 }
 

@@ -188,7 +188,7 @@ func (f *fakeServer) Complete(ctx context.Context, workerID, jobID, step string,
 	return nil
 }
 
-func (f *fakeServer) PushLogs(ctx context.Context, jobID, step string, lines []LogLine) (bool, error) {
+func (f *fakeServer) PushLogs(ctx context.Context, workerID, jobID, step string, lines []LogLine) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	key := jobID + "/" + step

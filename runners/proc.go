@@ -22,7 +22,8 @@ const readerGrace = 2 * time.Second
 // log. When ctx ends the group gets SIGTERM, then SIGKILL after grace. When
 // the main process exits, whatever remains of its group is killed: a step
 // owns its processes, and a background child left running would hold the
-// output pipes open.
+// output pipes open. While it runs, the group is registered with the step
+// keeper, which kills it if this process dies.
 func runGroup(ctx context.Context, cmd *exec.Cmd, grace time.Duration, log func(stream, line string)) (int, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -39,6 +40,13 @@ func runGroup(ctx context.Context, cmd *exec.Cmd, grace time.Duration, log func(
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
+	if marker := stepKeeper.marker(); marker != "" {
+		env := cmd.Env
+		if env == nil {
+			env = os.Environ()
+		}
+		cmd.Env = append(env[:len(env):len(env)], marker)
+	}
 	startErr := cmd.Start()
 	// The child has its own copies; ours must go so EOF comes when it exits.
 	outW.Close()
@@ -49,6 +57,8 @@ func runGroup(ctx context.Context, cmd *exec.Cmd, grace time.Duration, log func(
 		return 0, fmt.Errorf("start %s: %w", cmd.Path, startErr)
 	}
 	pgid := cmd.Process.Pid
+	// Bound to this process's life: if it dies, the keeper kills the group.
+	stepKeeper.add(pgid)
 
 	var readers sync.WaitGroup
 	readers.Add(2)
@@ -77,6 +87,7 @@ func runGroup(ctx context.Context, cmd *exec.Cmd, grace time.Duration, log func(
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	<-exited
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	stepKeeper.remove(pgid) // before the reap frees the group id
 	waitErr := cmd.Wait()
 
 	drained := make(chan struct{})

@@ -23,8 +23,10 @@ type Server interface {
 	Claim(ctx context.Context, workerID string, tags []string) (*Assignment, error)
 	Start(ctx context.Context, workerID, jobID, step string) error
 	Complete(ctx context.Context, workerID, jobID, step string, res Result) error
-	// PushLogs appends lines to the job's log and reports whether the job was cancelled.
-	PushLogs(ctx context.Context, jobID, step string, lines []LogLine) (cancelled bool, err error)
+	// PushLogs appends lines of a step the worker holds to the job's log and
+	// reports whether the job was cancelled; ErrConflict when the step is no
+	// longer this worker's.
+	PushLogs(ctx context.Context, workerID, jobID, step string, lines []LogLine) (cancelled bool, err error)
 	// Cancelled long-polls until the job is cancelled or wait ends.
 	Cancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error)
 	// Workspace returns a local directory holding the workspace's files at

@@ -154,7 +154,7 @@ func (w *Worker) pushLogs(ctx context.Context, a *Assignment, buf *logBuffer, ki
 func (w *Worker) flush(ctx context.Context, a *Assignment, buf *logBuffer, kill context.CancelCauseFunc) error {
 	for !buf.empty() {
 		lines := buf.take()
-		cancelled, err := w.srv.PushLogs(ctx, a.JobID, a.StepName, lines)
+		cancelled, err := w.srv.PushLogs(ctx, w.ID(), a.JobID, a.StepName, lines)
 		if err != nil {
 			if permanent(err) {
 				return fmt.Errorf("push logs: %w", err)

@@ -185,7 +185,7 @@ func (f *Fixture) ClaimJobStep(jobID, step string) *engine.Claim {
 			delete(f.pocket, key)
 			return c
 		}
-		c, err := f.Engine.Claim(f.ctx(), f.Worker, f.WorkerTags, 0)
+		c, err := f.Engine.Claim(f.ctx(), f.Worker, 0)
 		if err != nil {
 			f.T.Fatalf("claim %s: %v", step, err)
 		}

@@ -1,0 +1,108 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// holderIndex mirrors, for readers outside the loop, which workers exist
+// and which worker holds each running step. The loop writes it wherever it
+// changes a worker's running set; log pushes read it, so checking a push
+// costs a map lookup, not a turn of the loop. A reader may see a decision
+// a moment before it is committed: harmless, since a step is handed out
+// and taken back only by the loop, and a push racing a completion is a
+// push made while the step was running.
+type holderIndex struct {
+	mu      sync.RWMutex
+	workers map[string]bool
+	steps   map[StepRef]string // running step → the worker holding it
+}
+
+func newHolderIndex() *holderIndex {
+	return &holderIndex{workers: map[string]bool{}, steps: map[StepRef]string{}}
+}
+
+func (h *holderIndex) addWorker(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.workers[id] = true
+}
+
+func (h *holderIndex) hold(ss *stepState, workerID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.steps[refOf(ss)] = workerID
+}
+
+func (h *holderIndex) drop(ss *stepState) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.steps, refOf(ss))
+}
+
+// rebuild replaces the index with the loop's state after a (re)load.
+func (h *holderIndex) rebuild(st *state) {
+	workers := make(map[string]bool, len(st.workers))
+	steps := map[StepRef]string{}
+	for id, wk := range st.workers {
+		workers[id] = true
+		for ss := range wk.running {
+			steps[refOf(ss)] = id
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.workers, h.steps = workers, steps
+}
+
+// holds reports whether the worker is known, and whether it holds the step.
+func (h *holderIndex) holds(workerID string, ref StepRef) (known, held bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.workers[workerID], h.steps[ref] == workerID
+}
+
+func refOf(ss *stepState) StepRef { return StepRef{JobID: ss.rec.JobID, Step: ss.rec.Name} }
+
+// reporterErr is the first rule every worker report obeys, whatever the
+// transport: it names its worker (ErrInvalid otherwise), a worker the
+// engine knows (ErrNotFound).
+func reporterErr(workerID string, known bool) error {
+	if workerID == "" {
+		return fmt.Errorf("%w: worker_id is required: a worker reports only steps it holds", ErrInvalid)
+	}
+	if !known {
+		return fmt.Errorf("worker %s: %w", workerID, ErrNotFound)
+	}
+	return nil
+}
+
+// CheckHolder is the rule for a log push, checked without a turn of the
+// loop: the worker must hold the step, and the step must be running.
+// ErrInvalid without a worker id; ErrNotFound for an unknown worker, job or
+// step; ErrConflict when the step is not running or another worker holds it.
+func (e *Engine) CheckHolder(ctx context.Context, workerID, jobID, step string) error {
+	known, held := e.holders.holds(workerID, StepRef{JobID: jobID, Step: step})
+	if err := reporterErr(workerID, known); err != nil {
+		return err
+	}
+	if held {
+		return nil
+	}
+	// The refusal is the rare path: read the job to say why.
+	_, steps, err := e.Job(ctx, jobID)
+	if err != nil {
+		return err
+	}
+	for _, s := range steps {
+		if s.Name != step {
+			continue
+		}
+		if s.Status != StepRunning {
+			return fmt.Errorf("step %q is %s: %w", step, s.Status, ErrConflict)
+		}
+		return fmt.Errorf("step %q is held by another worker: %w", step, ErrConflict)
+	}
+	return fmt.Errorf("step %q of job %s: %w", step, jobID, ErrNotFound)
+}
