@@ -311,3 +311,27 @@ func TestStoppingTheEngineAnswersParkedClaimsWithNoWork(t *testing.T) {
 		t.Errorf("create after stop: err = %v, want ErrStopped", err)
 	}
 }
+
+func TestHolderOfACancelledStepMayStillPushItsLastLines(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`
+a: {action: ok}`))
+	job := f.Execute("t", nil)
+	f.ClaimStep("a")
+	other := f.Register("other", nil, false)
+	ctx := t.Context()
+	if err := f.Engine.CancelJob(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.Step(job, "a"); s.Status != engine.StepCancelled {
+		t.Fatalf("a = %s, want cancelled", s.Status)
+	}
+	if err := f.Engine.CheckHolder(ctx, f.Worker, job, "a"); err != nil {
+		t.Errorf("push of the cancelled step's holder: %v, want accepted", err)
+	}
+	if err := f.Engine.CheckHolder(ctx, other, job, "a"); !errors.Is(err, engine.ErrConflict) {
+		t.Errorf("push of another worker: %v, want a conflict", err)
+	}
+	if err := f.Engine.CompleteStep(ctx, f.Worker, job, "a", enginetest.Ok(nil)); !errors.Is(err, engine.ErrConflict) {
+		t.Errorf("complete of the cancelled step: %v, want a conflict", err)
+	}
+}

@@ -79,7 +79,10 @@ func reporterErr(workerID string, known bool) error {
 }
 
 // CheckHolder is the rule for a log push, checked without a turn of the
-// loop: the worker must hold the step, and the step must be running.
+// loop: the worker must hold the step, and the step must be running, with
+// one exception: the worker that held a cancelled step may still push its
+// lines, since a cancel ends the step before its killed processes' last
+// words reach the server, and a log is evidence.
 // ErrInvalid without a worker id; ErrNotFound for an unknown worker, job or
 // step; ErrConflict when the step is not running or another worker holds it.
 func (e *Engine) CheckHolder(ctx context.Context, workerID, jobID, step string) error {
@@ -98,6 +101,9 @@ func (e *Engine) CheckHolder(ctx context.Context, workerID, jobID, step string) 
 	for _, s := range steps {
 		if s.Name != step {
 			continue
+		}
+		if s.Status == StepCancelled && s.WorkerID != nil && *s.WorkerID == workerID {
+			return nil
 		}
 		if s.Status != StepRunning {
 			return fmt.Errorf("step %q is %s: %w", step, s.Status, ErrConflict)
