@@ -82,6 +82,7 @@ type server struct {
 	log      *slog.Logger
 	tarballs *tarballCache
 	auth     *authService // nil when auth is off
+	lineSeqs *lineSeqs
 }
 
 // New returns the HTTP handler of the API. The caller may add routes (the
@@ -99,7 +100,7 @@ func New(cfg Config) *echo.Echo {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &server{cfg: cfg, log: cfg.Logger, tarballs: newTarballCache(tarballsKept)}
+	s := &server{cfg: cfg, log: cfg.Logger, tarballs: newTarballCache(tarballsKept), lineSeqs: newLineSeqs()}
 
 	e := echo.New()
 	e.HideBanner = true

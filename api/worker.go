@@ -182,11 +182,13 @@ func (s *server) completeStep(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.lineSeqs.forget(jobID, c.Param("step"))
 	return c.JSON(http.StatusOK, statusOK)
 }
 
 type pushLogsRequest struct {
 	StepName string            `json:"step_name"`
+	Run      string            `json:"run"` // ours: see runners.LogPush
 	Lines    []runners.LogLine `json:"lines"`
 }
 
@@ -217,7 +219,10 @@ func (s *server) pushLogs(c echo.Context) error {
 			return badRequest("lines[%d].stream must be stdout or stderr, got %q", i, l.Stream)
 		}
 	}
-	if err := s.cfg.Logs.Append(job.ID, logLinesAt(req.StepName, req.Lines, s.cfg.Now())); err != nil {
+	err = s.lineSeqs.appendNew(job.ID, req.StepName, req.Run, req.Lines, func(lines []runners.LogLine) error {
+		return s.cfg.Logs.Append(job.ID, logLinesAt(req.StepName, lines, s.cfg.Now()))
+	})
+	if err != nil {
 		return err
 	}
 	cancelled, err := s.cfg.Engine.WaitCancelled(c.Request().Context(), job.ID, 0)

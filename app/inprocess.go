@@ -88,8 +88,8 @@ func (s *inProcessServer) Complete(ctx context.Context, workerID, jobID, step st
 	}))
 }
 
-func (s *inProcessServer) PushLogs(ctx context.Context, jobID, step string, lines []runners.LogLine) (bool, error) {
-	if err := s.logs.Append(jobID, api.LogLinesOf(step, lines)); err != nil {
+func (s *inProcessServer) PushLogs(ctx context.Context, jobID string, push runners.LogPush) (bool, error) {
+	if err := s.logs.Append(jobID, api.LogLinesOf(push.StepName, push.Lines)); err != nil {
 		return false, err
 	}
 	return s.engine.WaitCancelled(ctx, jobID, 0)

@@ -188,12 +188,12 @@ func (f *fakeServer) Complete(ctx context.Context, workerID, jobID, step string,
 	return nil
 }
 
-func (f *fakeServer) PushLogs(ctx context.Context, jobID, step string, lines []LogLine) (bool, error) {
+func (f *fakeServer) PushLogs(ctx context.Context, jobID string, push LogPush) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	key := jobID + "/" + step
+	key := jobID + "/" + push.StepName
 	f.events = append(f.events, "logs "+key)
-	f.logs[key] = append(f.logs[key], lines...)
+	f.logs[key] = append(f.logs[key], push.Lines...)
 	f.notify()
 	return f.cancelled[jobID], nil
 }

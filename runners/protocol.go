@@ -24,7 +24,7 @@ type Server interface {
 	Start(ctx context.Context, workerID, jobID, step string) error
 	Complete(ctx context.Context, workerID, jobID, step string, res Result) error
 	// PushLogs appends lines to the job's log and reports whether the job was cancelled.
-	PushLogs(ctx context.Context, jobID, step string, lines []LogLine) (cancelled bool, err error)
+	PushLogs(ctx context.Context, jobID string, push LogPush) (cancelled bool, err error)
 	// Cancelled long-polls until the job is cancelled or wait ends.
 	Cancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error)
 	// Workspace returns a local directory holding the workspace's files at
@@ -62,8 +62,21 @@ type Result struct {
 	Error    *string        `json:"error"`
 }
 
+// LogPush is the body of POST /worker/jobs/{id}/logs.
+type LogPush struct {
+	StepName string `json:"step_name"`
+	// Run (ours, optional) names the step run whose lines these are: with
+	// it, lines carry their number in the run and the server appends only
+	// those it does not have, so a push repeated because its answer was
+	// lost does not write lines twice.
+	Run   string    `json:"run,omitempty"`
+	Lines []LogLine `json:"lines"`
+}
+
 // LogLine is one pushed line; the step name travels once per push.
 type LogLine struct {
+	// Seq (ours) numbers the line in its run from 1; 0 = unnumbered.
+	Seq    int64     `json:"seq,omitempty"`
 	TS     time.Time `json:"ts"`
 	Stream string    `json:"stream"`
 	Line   string    `json:"line"`
