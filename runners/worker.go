@@ -168,8 +168,10 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	var loops sync.WaitGroup
 	if w.cfg.Spool != nil {
+		// Read before the first claim, whose run the spool then also holds.
+		leftovers := w.cfg.Spool.recover()
 		loops.Add(1)
-		go func() { defer loops.Done(); w.deliverLeftovers(lt) }()
+		go func() { defer loops.Done(); w.deliverLeftovers(lt, leftovers) }()
 	}
 	for range w.cfg.MaxConcurrent {
 		loops.Add(1)
@@ -333,8 +335,7 @@ func (w *Worker) retry(ctx context.Context, what string, f func(ctx context.Cont
 // deliverLeftovers delivers, one after the other, the step runs an earlier
 // worker process left in the spool. A run without a result lost its step's
 // process with that worker: it is reported failed after its lines.
-func (w *Worker) deliverLeftovers(lt lifetimes) {
-	runs := w.cfg.Spool.recover()
+func (w *Worker) deliverLeftovers(lt lifetimes, runs []*spoolRun) {
 	if len(runs) > 0 {
 		w.log.Info("spool: delivering the reports an earlier worker process left", "runs", len(runs))
 	}
