@@ -162,7 +162,8 @@ type binaryServer struct {
 	cmd  *exec.Cmd
 }
 
-// args are added to serve's flags.
+// startBinaryServer runs `appliance serve` on workspaceYAML (as workspace
+// "ws") with the given in-process worker slots; args are added to its flags.
 func startBinaryServer(t *testing.T, workspaceYAML string, workers int, args ...string) *binaryServer {
 	t.Helper()
 	if testing.Short() {
