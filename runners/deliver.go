@@ -49,7 +49,11 @@ func (w *Worker) deliver(lt lifetimes, d *delivery) {
 		}
 		if err != nil {
 			if closed(d.finished) && closed(lt.shutdown) {
-				d.log.Warn("server unreachable at shutdown: the step's undelivered report stays in the spool for the next start", "err", err)
+				if _, onDisk := d.j.(*spoolRun); onDisk {
+					d.log.Warn("server unreachable at shutdown: the step's undelivered report stays in the spool for the next start", "err", err)
+				} else {
+					d.log.Error("server unreachable at shutdown: the step's undelivered report is lost", "err", err)
+				}
 				return
 			}
 			d.log.Warn("step report failed; retrying", "run", meta.Run, "err", err)
@@ -108,7 +112,7 @@ func (w *Worker) deliverOnce(ctx context.Context, d *delivery) (done bool, err e
 		}
 		res := *b.Result
 		err = w.srv.Complete(ctx, meta.WorkerID, meta.JobID, meta.Step, res)
-		attrs := []any{"exit_code", res.ExitCode}
+		attrs := []any{"exit_code", res.ExitCode, "duration", time.Since(meta.Created).Round(time.Millisecond)}
 		if res.Error != nil {
 			attrs = append(attrs, "error", firstLine(*res.Error))
 		}

@@ -2,7 +2,6 @@ package runners
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,7 +41,7 @@ type spoolPos struct {
 type segment struct {
 	num  int
 	size int64 // bytes of whole records
-	last int64 // number of its last line (0: none)
+	last int64 // number of its last line (0: none), known after a restart
 }
 
 // spoolRun is a journal in the spool.
@@ -182,22 +181,7 @@ func (r *spoolRun) write(rec []byte) error {
 		return err
 	}
 	s.size += int64(len(rec))
-	if seq := recordSeq(rec); seq > 0 {
-		s.last = seq
-	}
 	return nil
-}
-
-// recordSeq is the number encodeRecord put at the start of rec (0: none).
-func recordSeq(rec []byte) int64 {
-	const prefix = `{"seq":`
-	if !bytes.HasPrefix(rec, []byte(prefix)) {
-		return 0
-	}
-	rest := rec[len(prefix):]
-	i := bytes.IndexByte(rest, ',')
-	n, _ := strconv.ParseInt(string(rest[:max(i, 0)]), 10, 64)
-	return n
 }
 
 func (r *spoolRun) nextSegment() error {
@@ -462,8 +446,7 @@ func segmentNum(name string) (int, bool) {
 	return n, err == nil && n > 0
 }
 
-// encodeRecord is rec as one line of JSON, numbered seq (if not 0) first,
-// so write can read the number back without decoding.
+// encodeRecord is rec, numbered seq (0: no number), as one line of JSON.
 func encodeRecord(rec record, seq int64) []byte {
 	rec.Seq = seq
 	raw, err := json.Marshal(rec)

@@ -10,23 +10,23 @@ import (
 )
 
 // runAssignment runs one claimed step from start report to completion
-// report.
-func (w *Worker) runAssignment(lt lifetimes, workerID string, a *Assignment) {
+// report. Reporting the start is retried until claimCtx ends (the worker
+// stops): a step not started yet is left to the server to hand out again.
+func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, workerID string, a *Assignment) {
 	ref := StepRef{JobID: a.JobID, Step: a.StepName}
 	w.track(ref)
 	defer w.untrack(ref) // only once the server has the completion (or refused it)
 	log := w.log.With("job_id", a.JobID, "step", a.StepName)
-	err := w.retry(lt.steps, "report step start", func(ctx context.Context) error {
+	err := w.retry(claimCtx, "report step start", func(ctx context.Context) error {
 		return w.srv.Start(ctx, workerID, a.JobID, a.StepName)
 	})
 	if err != nil {
-		// The step is not ours to run any more (or the worker is stopping);
+		// The step is not ours to run any more, or the worker is stopping;
 		// the server recovers steps whose worker went quiet.
-		log.Error("step start refused; not running it", "err", err)
+		log.Error("step not started", "err", err)
 		return
 	}
 	log.Info("step started", "runner", a.Runner)
-	began := time.Now()
 
 	stepCtx, kill := context.WithCancelCause(lt.steps)
 	defer kill(nil)
@@ -56,7 +56,6 @@ func (w *Worker) runAssignment(lt lifetimes, workerID string, a *Assignment) {
 	j.Finish(res)
 	close(finished)
 	<-delivered
-	log.Debug("step run over", "duration", time.Since(began).Round(time.Millisecond))
 }
 
 // newJournal begins a step run's journal: in the spool when the worker has

@@ -312,16 +312,18 @@ func (w *Worker) claimLoop(ctx context.Context, lt lifetimes) error {
 			sleep(ctx, w.cfg.IdlePause-time.Since(began))
 			continue
 		}
-		w.runAssignment(lt, id, a)
+		w.runAssignment(ctx, lt, id, a)
 	}
 	return nil
 }
 
-// retry calls f until it succeeds, fails permanently, or ctx ends.
+// retry calls f until it succeeds, fails permanently, or ctx ends. An
+// attempt under way when ctx ends runs to its answer: a request cut short
+// could leave the server thinking it done while the worker does not.
 func (w *Worker) retry(ctx context.Context, what string, f func(ctx context.Context) error) error {
 	b := newBackoff(w.cfg.RetryMin, w.cfg.RetryMax)
 	for {
-		err := f(ctx)
+		err := f(context.WithoutCancel(ctx))
 		if err == nil || permanent(err) {
 			return err
 		}
