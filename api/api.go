@@ -103,6 +103,7 @@ type server struct {
 	tarballs *tarballCache
 	auth     *authService // nil when auth is off
 	guard    *browserGuard
+	lineSeqs *lineSeqs
 }
 
 // New returns the HTTP handler of the API. The caller may add routes (the
@@ -129,7 +130,7 @@ func New(cfg Config) *echo.Echo {
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = 60 * time.Second
 	}
-	s := &server{cfg: cfg, log: cfg.Logger, tarballs: newTarballCache(tarballsKept),
+	s := &server{cfg: cfg, log: cfg.Logger, tarballs: newTarballCache(tarballsKept), lineSeqs: newLineSeqs(),
 		guard: newBrowserGuard(cfg.ListenAddr, cfg.AllowedHosts, cfg.AllowedOrigins)}
 	if cfg.Auth != nil {
 		// base_url names the server as its users reach it.

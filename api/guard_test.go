@@ -10,7 +10,6 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/appliance-sh/appliance/api"
 )
 
 const executePath = "/api/workspaces/main/tasks/hello/execute"
@@ -138,7 +137,7 @@ func TestSameOriginJSONFromTheUIWorks(t *testing.T) {
 }
 
 func TestAllowedHostsAndOriginsAreAdmitted(t *testing.T) {
-	f := newFixture(t, func(c *api.Config) {
+	f := newFixture(t, func(c *fixtureConfig) {
 		c.AllowedHosts = []string{"appliance.example.com", "alt.example.com:8443"}
 		c.AllowedOrigins = []string{"https://ui.example.com", "http://ui.example.com:3000/"}
 	})
@@ -172,7 +171,7 @@ func TestAllowedHostsAndOriginsAreAdmitted(t *testing.T) {
 // Any page may open a WebSocket to any address; the log stream must not
 // hand another origin a job's log.
 func TestLogStreamRefusesOtherOriginsWithJSON(t *testing.T) {
-	f := newFixture(t, func(c *api.Config) { c.AllowedOrigins = []string{"https://ui.example.com"} })
+	f := newFixture(t, func(c *fixtureConfig) { c.AllowedOrigins = []string{"https://ui.example.com"} })
 	id := f.execute("ada")
 	url := "ws" + strings.TrimPrefix(f.url, "http") + "/api/jobs/" + id + "/logs/stream"
 	dial := func(origin string) (*websocket.Conn, *http.Response, error) {
@@ -210,7 +209,7 @@ func TestLogStreamRefusesOtherOriginsWithJSON(t *testing.T) {
 }
 
 func TestEveryErrorIsJSON(t *testing.T) {
-	f := newFixture(t, withUI(), func(c *api.Config) { c.MaxRequestBody = 1 << 10 })
+	f := newFixture(t, withUI(), func(c *fixtureConfig) { c.MaxRequestBody = 1 << 10 })
 	big := strings.Repeat("x", 2<<10)
 	cases := []struct {
 		name   string
@@ -276,7 +275,7 @@ func TestInvalidUTF8IsRefused(t *testing.T) {
 // A body must arrive within the body read timeout, and the deadline is
 // lifted once it has: a long-poll that read its body keeps waiting.
 func TestBodyReadTimeoutSparesLongPolls(t *testing.T) {
-	f := newFixture(t, func(c *api.Config) { c.BodyReadTimeout = 500 * time.Millisecond })
+	f := newFixture(t, func(c *fixtureConfig) { c.BodyReadTimeout = 500 * time.Millisecond })
 	wid := f.register("w")
 	start := time.Now()
 	if m := f.claim(wid, "2"); m != nil {

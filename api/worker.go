@@ -175,6 +175,7 @@ func (s *server) completeStep(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.lineSeqs.forget(jobID, c.Param("step"))
 	return c.JSON(http.StatusOK, statusOK)
 }
 
@@ -183,6 +184,7 @@ func (s *server) completeStep(c echo.Context) error {
 type pushLogsRequest struct {
 	WorkerID string            `json:"worker_id"`
 	StepName string            `json:"step_name"`
+	Run      string            `json:"run"` // ours: see runners.LogPush
 	Lines    []runners.LogLine `json:"lines"`
 }
 
@@ -214,7 +216,10 @@ func (s *server) pushLogs(c echo.Context) error {
 	if err := s.cfg.Engine.CheckHolder(c.Request().Context(), req.WorkerID, jobID, req.StepName); err != nil {
 		return err
 	}
-	if err := s.cfg.Logs.Append(jobID, logLinesAt(req.StepName, req.Lines, s.cfg.Now())); err != nil {
+	err = s.lineSeqs.appendNew(jobID, req.StepName, req.Run, req.Lines, func(lines []runners.LogLine) error {
+		return s.cfg.Logs.Append(jobID, logLinesAt(req.StepName, lines, s.cfg.Now()))
+	})
+	if err != nil {
 		return err
 	}
 	cancelled, err := s.cfg.Engine.WaitCancelled(c.Request().Context(), jobID, 0)

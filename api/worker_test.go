@@ -1,6 +1,8 @@
 package api_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -324,4 +326,44 @@ func TestLocalExecutionModeIsRefused(t *testing.T) {
 	f := newFixture(t)
 	id := f.execute("x")
 	f.worker("POST", "/worker/jobs/"+id+"/complete", map[string]any{"output": map[string]any{}}).expectError(400, "local execution mode is not supported")
+}
+
+// A worker repeats a push whose answer it lost; numbered lines the log
+// already has are not written again, and a new run of the step starts its
+// numbering afresh.
+func TestRepeatedNumberedLogPushIsAppendedOnce(t *testing.T) {
+	f := newFixture(t)
+	id := f.execute("x")
+	push := "/worker/jobs/" + id + "/logs"
+	lines := func(from, to int) []any {
+		var out []any
+		for i := from; i <= to; i++ {
+			out = append(out, map[string]any{"seq": i, "stream": "stdout", "line": fmt.Sprintf("line %d", i)})
+		}
+		return out
+	}
+	for _, body := range []map[string]any{
+		{"step_name": "say", "run": "r1", "lines": lines(1, 3)},
+		{"step_name": "say", "run": "r1", "lines": lines(1, 3)}, // the answer was lost
+		{"step_name": "say", "run": "r1", "lines": lines(2, 5)}, // a bigger batch overlapping it
+		{"step_name": "say", "run": "r2", "lines": lines(1, 1)}, // the step's next run
+		{"step_name": "say", "lines": lines(1, 1)},              // unnumbered: always appended
+	} {
+		f.worker("POST", push, body).expect(200)
+	}
+	logs := f.api("GET", "/api/jobs/"+id+"/steps/say/logs", nil).expect(200).object()["logs"].(string)
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(logs), "\n") {
+		var line struct {
+			Line string `json:"line"`
+		}
+		if err := json.Unmarshal([]byte(l), &line); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		got = append(got, line.Line)
+	}
+	want := "line 1,line 2,line 3,line 4,line 5,line 1,line 1"
+	if strings.Join(got, ",") != want {
+		t.Fatalf("log lines %v, want %s", got, want)
+	}
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 
+	units "github.com/docker/go-units"
+
 	"github.com/appliance-sh/appliance/runners"
 )
 
@@ -41,6 +43,12 @@ func workerMain(ctx context.Context, configFile string, stdout, stderr io.Writer
 	printWorkerSettings(stdout, cfg)
 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	spool, err := runners.OpenSpool(cfg.SpoolDir, cfg.SpoolMax, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "appliance worker:", err)
+		return 2
+	}
+	defer spool.Close()
 	client := runners.NewClient(cfg.ServerURL, cfg.Token, nil, runners.WithWorkspaceCache(cfg.WorkspaceCacheDir))
 	wcfg := runners.WorkerConfig{
 		Name:              cfg.Name,
@@ -49,6 +57,9 @@ func workerMain(ctx context.Context, configFile string, stdout, stderr io.Writer
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		LogPushInterval:   cfg.LogPushInterval,
 		DrainTimeout:      cfg.DrainTimeout,
+		RetryMin:          cfg.RetryMinInterval,
+		RetryMax:          cfg.RetryMaxInterval,
+		Spool:             spool,
 	}
 	if err := detectRunners(ctx, cfg.Docker, &wcfg, log); err != nil {
 		fmt.Fprintln(stderr, "appliance worker:", err)
@@ -81,6 +92,11 @@ func printWorkerSettings(w io.Writer, cfg *workerConfig) {
   heartbeat_interval:  %s
   log_push_interval:   %s
   drain_timeout:       %s
+  retry_min_interval:  %s
+  retry_max_interval:  %s
+  spool_dir:           %s
+  spool_max:           %s
 `, cfg.ServerURL, cfg.Name, tags, cfg.MaxConcurrent, cfg.WorkspaceCacheDir,
-		cfg.HeartbeatInterval, cfg.LogPushInterval, cfg.DrainTimeout)
+		cfg.HeartbeatInterval, cfg.LogPushInterval, cfg.DrainTimeout,
+		cfg.RetryMinInterval, cfg.RetryMaxInterval, cfg.SpoolDir, units.BytesSize(float64(cfg.SpoolMax)))
 }

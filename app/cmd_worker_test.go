@@ -25,7 +25,9 @@ func TestLoadWorkerConfig(t *testing.T) {
 			host, _ := os.Hostname()
 			if c.Name != host || c.MaxConcurrent != 1 || len(c.Tags) != 0 ||
 				c.HeartbeatInterval != 30*time.Second || c.LogPushInterval != time.Second || c.DrainTimeout != 10*time.Minute ||
-				c.WorkspaceCacheDir != filepath.Join(cacheBase, "appliance", "workspaces") {
+				c.WorkspaceCacheDir != filepath.Join(cacheBase, "appliance", "workspaces") ||
+				c.RetryMinInterval != 250*time.Millisecond || c.RetryMaxInterval != 5*time.Second ||
+				c.SpoolDir != filepath.Join(c.WorkspaceCacheDir, ".spool", defaultSpoolDirName(host)) || c.SpoolMax != 1<<30 {
 				t.Fatalf("defaults %+v", c)
 			}
 		}, ""},
@@ -38,13 +40,26 @@ workspace_cache_dir: /var/cache/ws
 heartbeat_interval: 5s
 log_push_interval: 250ms
 drain_timeout: 1m
+retry_min_interval: 100ms
+retry_max_interval: 1m
+spool_dir: /var/spool/appliance
+spool_max: 200MB
 `, func(t *testing.T, c *workerConfig) {
 			if c.Token != "from-env" || c.Name != "gpu-box" || strings.Join(c.Tags, ",") != "gpu,linux" || c.MaxConcurrent != 4 ||
 				c.WorkspaceCacheDir != "/var/cache/ws" || c.HeartbeatInterval != 5*time.Second ||
-				c.LogPushInterval != 250*time.Millisecond || c.DrainTimeout != time.Minute {
+				c.LogPushInterval != 250*time.Millisecond || c.DrainTimeout != time.Minute ||
+				c.RetryMinInterval != 100*time.Millisecond || c.RetryMaxInterval != time.Minute ||
+				c.SpoolDir != "/var/spool/appliance" || c.SpoolMax != 200<<20 {
 				t.Fatalf("decoded %+v", c)
 			}
 		}, ""},
+		{"default spool of an odd worker name", "server_url: http://x\nworker_token: t\nworker_name: a/b c\nworkspace_cache_dir: /c\n", func(t *testing.T, c *workerConfig) {
+			if c.SpoolDir != "/c/.spool/a_b_c" {
+				t.Fatalf("spool_dir %q", c.SpoolDir)
+			}
+		}, ""},
+		{"bad spool_max", "server_url: http://x\nworker_token: t\nspool_max: lots\n", nil, `spool_max: "lots" is not a positive size`},
+		{"retry bounds reversed", "server_url: http://x\nworker_token: t\nretry_min_interval: 10s\nretry_max_interval: 1s\n", nil, "retry_max_interval (1s) is below retry_min_interval (10s)"},
 		{"no server url", "worker_token: t\n", nil, "server_url is required"},
 		{"bad server url", "server_url: 127.0.0.1:8080\nworker_token: t\n", nil, "server_url: server url"},
 		{"no token", "server_url: http://x\n", nil, "worker_token is required"},

@@ -162,7 +162,9 @@ type binaryServer struct {
 	cmd  *exec.Cmd
 }
 
-func startBinaryServer(t *testing.T, workspaceYAML string, workers int) *binaryServer {
+// startBinaryServer runs `appliance serve` on workspaceYAML (as workspace
+// "ws") with the given in-process worker slots; args are added to its flags.
+func startBinaryServer(t *testing.T, workspaceYAML string, workers int, args ...string) *binaryServer {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the binary; skipped with -short")
@@ -175,7 +177,7 @@ func startBinaryServer(t *testing.T, workspaceYAML string, workers int) *binaryS
 	ws := filepath.Join(dir, "ws")
 	writeWorkspace(t, ws, workspaceYAML)
 	p := &binaryServer{t: t, bin: bin, addr: freePort(t),
-		args: []string{"--data-dir", filepath.Join(dir, "data"), "--workspace", ws, "--workers", strconv.Itoa(workers)}}
+		args: append([]string{"--data-dir", filepath.Join(dir, "data"), "--workspace", ws, "--workers", strconv.Itoa(workers)}, args...)}
 	p.restart()
 	return p
 }

@@ -91,11 +91,11 @@ func (s *inProcessServer) Complete(ctx context.Context, workerID, jobID, step st
 
 // PushLogs obeys the rule the HTTP transport does: only the holder of a
 // running step writes its lines.
-func (s *inProcessServer) PushLogs(ctx context.Context, workerID, jobID, step string, lines []runners.LogLine) (bool, error) {
-	if err := s.engine.CheckHolder(ctx, workerID, jobID, step); err != nil {
+func (s *inProcessServer) PushLogs(ctx context.Context, jobID string, push runners.LogPush) (bool, error) {
+	if err := s.engine.CheckHolder(ctx, push.WorkerID, jobID, push.StepName); err != nil {
 		return false, protocolError(err)
 	}
-	if err := s.logs.Append(jobID, api.LogLinesOf(step, lines)); err != nil {
+	if err := s.logs.Append(jobID, api.LogLinesOf(push.StepName, push.Lines)); err != nil {
 		return false, err
 	}
 	return s.engine.WaitCancelled(ctx, jobID, 0)

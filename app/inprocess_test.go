@@ -56,7 +56,7 @@ tasks:
 			if err := srv.Start(ctx, fg.worker, id, "held"); !errors.Is(err, fg.want) {
 				t.Errorf("start = %v, want %v", err, fg.want)
 			}
-			if _, err := srv.PushLogs(ctx, fg.worker, id, "held", line); !errors.Is(err, fg.want) {
+			if _, err := srv.PushLogs(ctx, id, runners.LogPush{WorkerID: fg.worker, StepName: "held", Lines: line}); !errors.Is(err, fg.want) {
 				t.Errorf("log push = %v, want %v", err, fg.want)
 			}
 			res := runners.Result{ExitCode: 1, Output: map[string]any{"forged": true}}
@@ -77,13 +77,13 @@ tasks:
 	if err := srv.Start(ctx, holder, id, "held"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.PushLogs(ctx, holder, id, "held", []runners.LogLine{{Stream: "stdout", Line: "real"}}); err != nil {
+	if _, err := srv.PushLogs(ctx, id, runners.LogPush{WorkerID: holder, StepName: "held", Lines: []runners.LogLine{{Stream: "stdout", Line: "real"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.Complete(ctx, holder, id, "held", runners.Result{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.PushLogs(ctx, holder, id, "held", line); !errors.Is(err, runners.ErrConflict) {
+	if _, err := srv.PushLogs(ctx, id, runners.LogPush{WorkerID: holder, StepName: "held", Lines: line}); !errors.Is(err, runners.ErrConflict) {
 		t.Fatalf("push after completion = %v, want a conflict", err)
 	}
 	if logs := f.logs(id, "held"); !strings.Contains(logs, "real") || strings.Contains(logs, "forged") {

@@ -634,19 +634,11 @@ func spawnWorker(t testing.TB, url, token, name, settings string) *workerProc {
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := &workerProc{t: t, name: name, cache: cache, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &workerProc{t: t, name: name, cache: cache, stdout: &syncBuffer{}, stderr: &syncBuffer{}}
 	p.cmd = exec.Command(bin, "worker", "--config", path)
 	// Step files fall back to $TMPDIR without /dev/shm: keep them in the test's.
 	p.cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
-	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_ = p.cmd.Wait()
-		p.code = p.cmd.ProcessState.ExitCode()
-		close(p.exited)
-	}()
+	p.start()
 	t.Cleanup(func() {
 		p.stop()
 		if t.Failed() {
@@ -654,6 +646,35 @@ func spawnWorker(t testing.TB, url, token, name, settings string) *workerProc {
 		}
 	})
 	return p
+}
+
+// start runs p.cmd (a fresh copy of it, after the first run).
+func (p *workerProc) start() {
+	p.t.Helper()
+	if p.cmd.Process != nil {
+		cmd := exec.Command(p.cmd.Path, p.cmd.Args[1:]...)
+		cmd.Env = p.cmd.Env
+		p.cmd = cmd
+	}
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	exited, cmd := make(chan struct{}), p.cmd
+	p.exited = exited
+	go func() {
+		_ = cmd.Wait()
+		p.code = cmd.ProcessState.ExitCode()
+		close(exited)
+	}()
+}
+
+// restart runs the worker again with the same config file, and so the same
+// cache and spool, once it has exited.
+func (p *workerProc) restart() {
+	p.t.Helper()
+	<-p.exited
+	p.start()
 }
 
 // stop ends the worker gracefully, or kills it if it does not drain in time.

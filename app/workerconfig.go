@@ -21,6 +21,10 @@ type workerFile struct {
 	HeartbeatInterval string        `yaml:"heartbeat_interval"`
 	LogPushInterval   string        `yaml:"log_push_interval"`
 	DrainTimeout      string        `yaml:"drain_timeout"`
+	RetryMinInterval  string        `yaml:"retry_min_interval"`
+	RetryMaxInterval  string        `yaml:"retry_max_interval"`
+	SpoolDir          string        `yaml:"spool_dir"`
+	SpoolMax          string        `yaml:"spool_max"`
 	Docker            DockerSection `yaml:"docker"`
 }
 
@@ -35,7 +39,15 @@ type workerConfig struct {
 	HeartbeatInterval time.Duration
 	LogPushInterval   time.Duration
 	DrainTimeout      time.Duration
-	Docker            DockerSection
+	// RetryMinInterval and RetryMaxInterval bound the backoff between
+	// attempts while the server is unreachable; the worker never gives up.
+	RetryMinInterval time.Duration
+	RetryMaxInterval time.Duration
+	// SpoolDir keeps step runs' log lines and results until the server has
+	// them; SpoolMax bounds it.
+	SpoolDir string
+	SpoolMax int64
+	Docker   DockerSection
 }
 
 // loadWorkerConfig reads and checks a worker config file.
@@ -96,6 +108,8 @@ func loadWorkerConfig(path string) (*workerConfig, error) {
 		{"heartbeat_interval", f.HeartbeatInterval, 30 * time.Second, &cfg.HeartbeatInterval},
 		{"log_push_interval", f.LogPushInterval, time.Second, &cfg.LogPushInterval},
 		{"drain_timeout", f.DrainTimeout, 10 * time.Minute, &cfg.DrainTimeout},
+		{"retry_min_interval", f.RetryMinInterval, 250 * time.Millisecond, &cfg.RetryMinInterval},
+		{"retry_max_interval", f.RetryMaxInterval, 5 * time.Second, &cfg.RetryMaxInterval},
 	} {
 		*d.out = d.def
 		if d.value == "" {
@@ -107,5 +121,37 @@ func loadWorkerConfig(path string) (*workerConfig, error) {
 		}
 		*d.out = v
 	}
+	if cfg.RetryMaxInterval < cfg.RetryMinInterval {
+		return nil, fmt.Errorf("%s: retry_max_interval (%s) is below retry_min_interval (%s)", path, cfg.RetryMaxInterval, cfg.RetryMinInterval)
+	}
+	cfg.SpoolDir = f.SpoolDir
+	if cfg.SpoolDir == "" {
+		cfg.SpoolDir = defaultSpoolDir(cfg.WorkspaceCacheDir, cfg.Name)
+	}
+	cfg.SpoolMax = runners.DefaultSpoolMax
+	if err := parseSize("spool_max", f.SpoolMax, &cfg.SpoolMax); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return cfg, nil
+}
+
+// defaultSpoolDir is <workspace_cache_dir>/.spool/<worker name>: beside
+// the worker's other cached data (no workspace name starts with a dot),
+// one per worker name, so workers sharing a cache dir each have theirs.
+func defaultSpoolDir(cacheDir, name string) string {
+	return filepath.Join(cacheDir, ".spool", defaultSpoolDirName(name))
+}
+
+// defaultSpoolDirName is name as one safe path element.
+func defaultSpoolDirName(name string) string {
+	safe := []byte(name)
+	for i, c := range safe {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			safe[i] = '_'
+		}
+	}
+	if s := string(safe); s == "" || s == "." || s == ".." {
+		return "worker"
+	}
+	return string(safe)
 }

@@ -140,15 +140,15 @@ func (c *Client) Complete(ctx context.Context, workerID, jobID, step string, res
 }
 
 // PushLogs implements Server.
-func (c *Client) PushLogs(ctx context.Context, workerID, jobID, step string, lines []LogLine) (bool, error) {
-	if lines == nil {
-		lines = []LogLine{}
+func (c *Client) PushLogs(ctx context.Context, jobID string, push LogPush) (bool, error) {
+	if push.Lines == nil {
+		push.Lines = []LogLine{}
 	}
 	var out struct {
 		Cancelled bool `json:"cancelled"`
 	}
 	err := c.call(ctx, "push logs", http.MethodPost, "/worker/jobs/"+url.PathEscape(jobID)+"/logs", nil, requestTimeout,
-		map[string]any{"worker_id": workerID, "step_name": step, "lines": lines}, &out)
+		push, &out)
 	return out.Cancelled, err
 }
 

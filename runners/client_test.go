@@ -109,7 +109,7 @@ func TestClientSpeaksTheWorkerEndpointsWireFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	cancelled, err := c.PushLogs(ctx, id, "j-1", "build[0]", []LogLine{{TS: ts, Stream: "stdout", Line: "hi"}})
+	cancelled, err := c.PushLogs(ctx, "j-1", LogPush{WorkerID: id, StepName: "build[0]", Run: "r1", Lines: []LogLine{{Seq: 1, TS: ts, Stream: "stdout", Line: "hi"}}})
 	if err != nil || !cancelled {
 		t.Fatalf("push logs: cancelled=%v err=%v", cancelled, err)
 	}
@@ -128,8 +128,8 @@ func TestClientSpeaksTheWorkerEndpointsWireFormat(t *testing.T) {
 		{Method: "POST", Path: "/worker/jobs/claim", Query: "wait=20", Body: map[string]any{"worker_id": id, "tags": []any{"gpu"}}},
 		{Method: "POST", Path: "/worker/jobs/j-1/steps/build[0]/start", RawPath: "/worker/jobs/j-1/steps/build%5B0%5D/start",
 			Body: map[string]any{"worker_id": id}},
-		{Method: "POST", Path: "/worker/jobs/j-1/logs", Body: map[string]any{"worker_id": id, "step_name": "build[0]",
-			"lines": []any{map[string]any{"ts": "2025-01-02T03:04:05Z", "stream": "stdout", "line": "hi"}}}},
+		{Method: "POST", Path: "/worker/jobs/j-1/logs", Body: map[string]any{"worker_id": id, "step_name": "build[0]", "run": "r1",
+			"lines": []any{map[string]any{"seq": 1.0, "ts": "2025-01-02T03:04:05Z", "stream": "stdout", "line": "hi"}}}},
 		{Method: "GET", Path: "/worker/jobs/j-1/cancelled", Query: "wait=30"},
 		{Method: "POST", Path: "/worker/jobs/j-1/steps/build[0]/complete", RawPath: "/worker/jobs/j-1/steps/build%5B0%5D/complete",
 			Body: map[string]any{"worker_id": id, "output": nil, "exit_code": 2.0, "error": msg}},
@@ -181,7 +181,10 @@ func TestErrorAnswersBecomeProtocolErrors(t *testing.T) {
 			ErrNotFound, "start step: server answered 404: the message"},
 		{"wrong token", 401, func(c *Client) error { _, err := c.Register(context.Background(), "n", nil); return err },
 			ErrUnauthorized, "register: server answered 401: the message"},
-		{"server failure", 500, func(c *Client) error { _, err := c.PushLogs(context.Background(), "w", "j", "s", nil); return err },
+		{"server failure", 500, func(c *Client) error {
+			_, err := c.PushLogs(context.Background(), "j", LogPush{WorkerID: "w", StepName: "s"})
+			return err
+		},
 			nil, "push logs: server answered 500: the message"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

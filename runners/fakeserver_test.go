@@ -31,6 +31,11 @@ type fakeServer struct {
 	registerErr func(n int) error
 	claimErr    func(n int) error
 	completeErr func(n int) error
+	// down makes log pushes and completions fail as if the server were
+	// unreachable.
+	down bool
+	// conflicts lists "job/step" keys whose reports are refused (409).
+	conflicts map[string]bool
 
 	registers, heartbeats, claims, completes int
 	events                                   []string // "start j/s", "logs j/s", "complete j/s"
@@ -41,10 +46,12 @@ type fakeServer struct {
 	reported                                 [][]StepRef // each heartbeat's running list
 }
 
+var errServerDown = errors.New("connect: connection refused")
+
 func newFakeServer(wsDir string) *fakeServer {
 	return &fakeServer{
 		changed: make(chan struct{}), known: map[string]bool{}, cancelled: map[string]bool{},
-		results: map[string]Result{}, logs: map[string][]LogLine{}, logsAtComplete: map[string]int{},
+		results: map[string]Result{}, conflicts: map[string]bool{}, logs: map[string][]LogLine{}, logsAtComplete: map[string]int{},
 		wsDir: wsDir,
 	}
 }
@@ -173,6 +180,12 @@ func (f *fakeServer) Complete(ctx context.Context, workerID, jobID, step string,
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.completes++
+	if f.down {
+		return errServerDown
+	}
+	if f.conflicts[jobID+"/"+step] {
+		return &StatusError{Op: "complete step", Status: 409, Message: "step is not running", sentinel: ErrConflict}
+	}
 	if f.completeErr != nil {
 		if err := f.completeErr(f.completes); err != nil {
 			return err
@@ -188,12 +201,18 @@ func (f *fakeServer) Complete(ctx context.Context, workerID, jobID, step string,
 	return nil
 }
 
-func (f *fakeServer) PushLogs(ctx context.Context, workerID, jobID, step string, lines []LogLine) (bool, error) {
+func (f *fakeServer) PushLogs(ctx context.Context, jobID string, push LogPush) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	key := jobID + "/" + step
+	if f.down {
+		return false, errServerDown
+	}
+	if f.conflicts[jobID+"/"+push.StepName] {
+		return false, &StatusError{Op: "push logs", Status: 409, Message: "step is not running", sentinel: ErrConflict}
+	}
+	key := jobID + "/" + push.StepName
 	f.events = append(f.events, "logs "+key)
-	f.logs[key] = append(f.logs[key], lines...)
+	f.logs[key] = append(f.logs[key], push.Lines...)
 	f.notify()
 	return f.cancelled[jobID], nil
 }

@@ -23,10 +23,10 @@ type Server interface {
 	Claim(ctx context.Context, workerID string, tags []string) (*Assignment, error)
 	Start(ctx context.Context, workerID, jobID, step string) error
 	Complete(ctx context.Context, workerID, jobID, step string, res Result) error
-	// PushLogs appends lines of a step the worker holds to the job's log and
-	// reports whether the job was cancelled; ErrConflict when the step is no
-	// longer this worker's.
-	PushLogs(ctx context.Context, workerID, jobID, step string, lines []LogLine) (cancelled bool, err error)
+	// PushLogs appends lines of a step the worker (push.WorkerID) holds to
+	// the job's log and reports whether the job was cancelled; ErrConflict
+	// when the step is no longer this worker's.
+	PushLogs(ctx context.Context, jobID string, push LogPush) (cancelled bool, err error)
 	// Cancelled long-polls until the job is cancelled or wait ends.
 	Cancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error)
 	// Workspace returns a local directory holding the workspace's files at
@@ -64,8 +64,23 @@ type Result struct {
 	Error    *string        `json:"error"`
 }
 
+// LogPush is the body of POST /worker/jobs/{id}/logs.
+type LogPush struct {
+	// WorkerID (ours) names the worker holding the step: only it may push.
+	WorkerID string `json:"worker_id"`
+	StepName string `json:"step_name"`
+	// Run (ours, optional) names the step run whose lines these are: with
+	// it, lines carry their number in the run and the server appends only
+	// those it does not have, so a push repeated because its answer was
+	// lost does not write lines twice.
+	Run   string    `json:"run,omitempty"`
+	Lines []LogLine `json:"lines"`
+}
+
 // LogLine is one pushed line; the step name travels once per push.
 type LogLine struct {
+	// Seq (ours) numbers the line in its run from 1; 0 = unnumbered.
+	Seq    int64     `json:"seq,omitempty"`
 	TS     time.Time `json:"ts"`
 	Stream string    `json:"stream"`
 	Line   string    `json:"line"`

@@ -2,33 +2,33 @@ package runners
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"time"
 )
 
 // runAssignment runs one claimed step from start report to completion
-// report. stepsCtx ends when running steps must be killed (drain deadline).
-func (w *Worker) runAssignment(stepsCtx context.Context, workerID string, a *Assignment) {
+// report. Reporting the start is retried until claimCtx ends (the worker
+// stops): a step not started yet is left to the server to hand out again.
+func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, workerID string, a *Assignment) {
 	ref := StepRef{JobID: a.JobID, Step: a.StepName}
 	w.track(ref)
 	defer w.untrack(ref) // only once the server has the completion (or refused it)
 	log := w.log.With("job_id", a.JobID, "step", a.StepName)
-	err := w.retry("report step start", func(ctx context.Context) error {
+	err := w.retry(claimCtx, "report step start", func(ctx context.Context) error {
 		return w.srv.Start(ctx, workerID, a.JobID, a.StepName)
 	})
 	if err != nil {
-		// The step is not ours to run any more (or the server is gone); the
-		// server recovers steps whose worker went quiet.
-		log.Error("step start refused; not running it", "err", err)
+		// The step is not ours to run any more, or the worker is stopping;
+		// the server recovers steps whose worker went quiet.
+		log.Error("step not started", "err", err)
 		return
 	}
 	log.Info("step started", "runner", a.Runner)
-	began := time.Now()
 
-	stepCtx, kill := context.WithCancelCause(stepsCtx)
+	stepCtx, kill := context.WithCancelCause(lt.steps)
 	defer kill(nil)
 	if a.TimeoutSecs > 0 {
 		d := time.Duration(a.TimeoutSecs * float64(time.Second))
@@ -37,44 +37,42 @@ func (w *Worker) runAssignment(stepsCtx context.Context, workerID string, a *Ass
 		defer cancel()
 	}
 
-	buf := newLogBuffer()
+	j := w.newJournal(runMeta{Run: newRunID(), JobID: a.JobID, Step: a.StepName, WorkerID: workerID, Created: time.Now().UTC()}, log)
+	finished := make(chan struct{})
+	delivered := make(chan struct{})
+	go func() {
+		defer close(delivered)
+		w.deliver(lt, &delivery{j: j, log: log, finished: finished, kill: kill})
+	}()
 	watchCtx, stopWatch := context.WithCancel(stepCtx)
-	watchersDone := make(chan struct{}, 2)
-	go func() { w.watchCancel(watchCtx, a.JobID, kill); watchersDone <- struct{}{} }()
-	go func() { w.pushLogs(watchCtx, a, buf, kill); watchersDone <- struct{}{} }()
+	watched := make(chan struct{})
+	go func() { defer close(watched); w.watchCancel(watchCtx, a.JobID, kill) }()
 
-	res := w.execute(stepCtx, a, buf)
+	res := w.execute(stepCtx, a, j.Log)
 	stopWatch()
-	<-watchersDone
-	<-watchersDone
-
-	// The log goes before the completion, so a finished job's log is whole.
-	if err := w.retry("push final logs", func(ctx context.Context) error {
-		return w.flush(ctx, a, buf, nil)
-	}); err != nil {
-		log.Error("final log push failed; lines lost", "err", err)
-	}
-
+	<-watched
 	res.WorkerID = workerID
-	err = w.retry("report step completion", func(ctx context.Context) error {
-		return w.srv.Complete(ctx, workerID, a.JobID, a.StepName, res)
-	})
-	attrs := []any{"exit_code", res.ExitCode, "duration", time.Since(began).Round(time.Millisecond)}
-	if res.Error != nil {
-		attrs = append(attrs, "error", firstLine(*res.Error))
+	// The result goes after the last line, so a finished job's log is whole.
+	j.Finish(res)
+	close(finished)
+	<-delivered
+}
+
+// newJournal begins a step run's journal: in the spool when the worker has
+// one and it takes the run, in memory otherwise.
+func (w *Worker) newJournal(meta runMeta, log *slog.Logger) journal {
+	if w.cfg.Spool != nil {
+		r, err := w.cfg.Spool.create(meta)
+		if err == nil {
+			return r
+		}
+		log.Error("spool: cannot keep the step's reports on disk: keeping them in memory", "err", err)
 	}
-	switch {
-	case errors.Is(err, ErrConflict):
-		log.Warn("server refused the completion: the step is no longer this worker's", append(attrs, "err", err)...)
-	case err != nil:
-		log.Error("step completion not reported", append(attrs, "err", err)...)
-	default:
-		log.Info("step finished", attrs...)
-	}
+	return newMemJournal(meta, log)
 }
 
 // execute finds the runner and workspace and runs the step.
-func (w *Worker) execute(ctx context.Context, a *Assignment, buf *logBuffer) Result {
+func (w *Worker) execute(ctx context.Context, a *Assignment, sink func(stream, line string)) Result {
 	name := a.Runner
 	if name == "" {
 		name = "local"
@@ -97,7 +95,7 @@ func (w *Worker) execute(ctx context.Context, a *Assignment, buf *logBuffer) Res
 		Dir:       dir,
 		Action:    a.ActionSpec,
 		Input:     a.Input,
-		Log:       buf.add,
+		Log:       sink,
 	})
 }
 
@@ -131,42 +129,6 @@ func (w *Worker) watchCancel(ctx context.Context, jobID string, kill context.Can
 		}
 		sleep(ctx, w.cfg.IdlePause-time.Since(began))
 	}
-}
-
-// pushLogs pushes the step's buffered lines every LogPushInterval until ctx
-// ends; a push answered "cancelled" kills the step.
-func (w *Worker) pushLogs(ctx context.Context, a *Assignment, buf *logBuffer, kill context.CancelCauseFunc) {
-	t := time.NewTicker(w.cfg.LogPushInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := w.flush(ctx, a, buf, kill); err != nil && ctx.Err() == nil {
-			w.log.Debug("log push failed; keeping lines for the next one", "job_id", a.JobID, "err", err)
-		}
-	}
-}
-
-// flush pushes every buffered line; lines of a failed push stay buffered.
-func (w *Worker) flush(ctx context.Context, a *Assignment, buf *logBuffer, kill context.CancelCauseFunc) error {
-	for !buf.empty() {
-		lines := buf.take()
-		cancelled, err := w.srv.PushLogs(ctx, w.ID(), a.JobID, a.StepName, lines)
-		if err != nil {
-			if permanent(err) {
-				return fmt.Errorf("push logs: %w", err)
-			}
-			buf.putBack(lines)
-			return fmt.Errorf("push logs: %w", err)
-		}
-		if cancelled && kill != nil {
-			kill(ErrStepCancelled)
-		}
-	}
-	return nil
 }
 
 func firstLine(s string) string {

@@ -27,15 +27,17 @@ type WorkerConfig struct {
 
 	// CancelWait is how long each cancellation long-poll waits (default 30s).
 	CancelWait time.Duration
-	// RetryMin and RetryMax bound the backoff after errors (default 250ms and 5s).
+	// RetryMin and RetryMax bound the backoff after errors (default 250ms
+	// and 5s). Nothing gives up: the worker retries for as long as it runs.
 	RetryMin, RetryMax time.Duration
 	// IdlePause is the least time between two long-polls (claim or
 	// cancellation) that came back empty, so a server answering at once
 	// cannot make the worker spin (default 1s).
 	IdlePause time.Duration
-	// ReportTimeout bounds retrying a step's start, final logs and
-	// completion while the server is unreachable (default 2m).
-	ReportTimeout time.Duration
+	// Spool keeps each step run's log lines and result on disk until the
+	// server has them, and what an earlier process left is delivered at
+	// start; nil keeps them in memory (the in-process pool).
+	Spool *Spool
 }
 
 func (c *WorkerConfig) defaults() {
@@ -60,11 +62,9 @@ func (c *WorkerConfig) defaults() {
 	if c.RetryMax <= 0 {
 		c.RetryMax = 5 * time.Second
 	}
+	c.RetryMax = max(c.RetryMax, c.RetryMin)
 	if c.IdlePause <= 0 {
 		c.IdlePause = time.Second
-	}
-	if c.ReportTimeout <= 0 {
-		c.ReportTimeout = 2 * time.Minute
 	}
 	runners := make(map[string]Runner, len(c.Runners)+1)
 	for name, r := range c.Runners {
@@ -75,6 +75,17 @@ func (c *WorkerConfig) defaults() {
 	}
 	c.Runners = runners
 	c.Tags = append([]string(nil), c.Tags...)
+}
+
+// lifetimes are what a step run lives by while the worker runs.
+type lifetimes struct {
+	// steps ends when running steps must be killed: at the drain deadline,
+	// or at once when the worker stops on an error.
+	steps context.Context
+	// reports ends when reports must stop: the worker stops on an error.
+	reports context.Context
+	// shutdown is closed once the worker is stopping.
+	shutdown <-chan struct{}
 }
 
 // Worker registers with a server, claims steps and runs them.
@@ -125,6 +136,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stopRun(nil)
 	stepsCtx, stopSteps := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopSteps(nil)
+	// Reports outlive the drain deadline too: a run whose report fails
+	// once the worker stops stays in the spool for the next start.
+	reportsCtx, stopReports := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopReports(nil)
+	lt := lifetimes{steps: stepsCtx, reports: reportsCtx, shutdown: ctx.Done()}
 	loopsDone := make(chan struct{})
 	go func() {
 		select {
@@ -135,6 +151,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		if ctx.Err() == nil {
 			// Stopping on an error, not a shutdown: nothing to drain for.
 			stopSteps(context.Cause(runCtx))
+			stopReports(context.Cause(runCtx))
 			return
 		}
 		w.log.Info("worker shutting down: draining running steps", "drain_timeout", w.cfg.DrainTimeout)
@@ -150,11 +167,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { defer close(hbDone); w.heartbeats(hbCtx) }()
 
 	var loops sync.WaitGroup
+	if w.cfg.Spool != nil {
+		// Read before the first claim, whose run the spool then also holds.
+		leftovers := w.cfg.Spool.recover()
+		loops.Add(1)
+		go func() { defer loops.Done(); w.deliverLeftovers(lt, leftovers) }()
+	}
 	for range w.cfg.MaxConcurrent {
 		loops.Add(1)
 		go func() {
 			defer loops.Done()
-			if err := w.claimLoop(runCtx, stepsCtx); err != nil {
+			if err := w.claimLoop(runCtx, lt); err != nil {
 				stopRun(err)
 			}
 		}()
@@ -258,7 +281,7 @@ func (w *Worker) runningSteps() []StepRef {
 
 // claimLoop claims and runs one step at a time until ctx ends. Its error is
 // one the worker cannot get past.
-func (w *Worker) claimLoop(ctx, stepsCtx context.Context) error {
+func (w *Worker) claimLoop(ctx context.Context, lt lifetimes) error {
 	b := newBackoff(w.cfg.RetryMin, w.cfg.RetryMax)
 	for ctx.Err() == nil {
 		id := w.ID()
@@ -289,25 +312,45 @@ func (w *Worker) claimLoop(ctx, stepsCtx context.Context) error {
 			sleep(ctx, w.cfg.IdlePause-time.Since(began))
 			continue
 		}
-		w.runAssignment(stepsCtx, id, a)
+		w.runAssignment(ctx, lt, id, a)
 	}
 	return nil
 }
 
-// retry calls f until it succeeds, fails permanently, or ReportTimeout
-// passes; reports must survive a server restart but not block forever.
-func (w *Worker) retry(what string, f func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ReportTimeout)
-	defer cancel()
+// retry calls f until it succeeds, fails permanently, or ctx ends. An
+// attempt under way when ctx ends runs to its answer: a request cut short
+// could leave the server thinking it done while the worker does not.
+func (w *Worker) retry(ctx context.Context, what string, f func(ctx context.Context) error) error {
 	b := newBackoff(w.cfg.RetryMin, w.cfg.RetryMax)
 	for {
-		err := f(ctx)
+		err := f(context.WithoutCancel(ctx))
 		if err == nil || permanent(err) {
 			return err
 		}
 		w.log.Warn(what+" failed; retrying", "err", err)
 		if !b.wait(ctx) {
-			return fmt.Errorf("%s: gave up after %s: %w", what, w.cfg.ReportTimeout, err)
+			return fmt.Errorf("%s: stopped retrying: %w", what, context.Cause(ctx))
 		}
+	}
+}
+
+// deliverLeftovers delivers, one after the other, the step runs an earlier
+// worker process left in the spool. A run without a result lost its step's
+// process with that worker: it is reported failed after its lines.
+func (w *Worker) deliverLeftovers(lt lifetimes, runs []*spoolRun) {
+	if len(runs) > 0 {
+		w.log.Info("spool: delivering the reports an earlier worker process left", "runs", len(runs))
+	}
+	done := make(chan struct{})
+	close(done)
+	for _, r := range runs {
+		if lt.reports.Err() != nil || closed(lt.shutdown) {
+			return
+		}
+		m := r.Meta()
+		log := w.log.With("job_id", m.JobID, "step", m.Step, "held_as", m.WorkerID)
+		// Kept only when the run has no result yet.
+		r.Finish(failed(exitKilled, "Worker restarted while the step ran: its process was lost"))
+		w.deliver(lt, &delivery{j: r, log: log, finished: done})
 	}
 }

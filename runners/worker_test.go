@@ -24,7 +24,6 @@ func testWorkerConfig() WorkerConfig {
 		RetryMin:          10 * time.Millisecond,
 		RetryMax:          50 * time.Millisecond,
 		IdlePause:         20 * time.Millisecond,
-		ReportTimeout:     5 * time.Second,
 		Runners:           map[string]Runner{"local": NewLocal(LocalConfig{KillGrace: 200 * time.Millisecond})},
 	}
 }

@@ -1,0 +1,156 @@
+package runners
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+
+	units "github.com/docker/go-units"
+)
+
+// Spool keeps a remote worker's step runs on disk until the server has
+// them, so no log line or result is lost however long the server is away,
+// nor when the worker restarts meanwhile.
+//
+// Layout: one directory per step run, named by its run id, holding
+// run.json (the run's job, step and worker id), numbered segment files of
+// JSON records (lines numbered from 1, then the result) and `acked`, the
+// number of the last line the server acknowledged. Segments the server has
+// wholly are removed as delivery goes, and the run's directory once its
+// result is delivered. Records are written without fsync (the result
+// excepted): a worker process killed loses nothing, a machine crash may cut
+// the tail, which the next start drops.
+type Spool struct {
+	dir  string
+	max  int64
+	log  *slog.Logger
+	lock *os.File
+	used atomic.Int64 // bytes of all segments
+}
+
+// DefaultSpoolMax bounds a spool when its config says nothing.
+const DefaultSpoolMax = 1 << 30
+
+// segmentMax is the size at which a run's segment is closed and a new one
+// begun, so delivered lines leave the disk while a long step still runs.
+const segmentMax = 4 << 20
+
+// OpenSpool opens (creating it if needed) the spool at dir, bounded to max
+// bytes of records, and locks it: two worker processes sharing a spool
+// would deliver each other's runs.
+func OpenSpool(dir string, max int64, log *slog.Logger) (*Spool, error) {
+	if max <= 0 {
+		max = DefaultSpoolMax
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("spool_dir: create %s: %w", dir, err)
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Spool{dir: dir, max: max, log: log, lock: lock}
+	runs, _ := os.ReadDir(dir)
+	for _, r := range runs {
+		if !r.IsDir() {
+			continue
+		}
+		segs, _ := os.ReadDir(filepath.Join(dir, r.Name()))
+		for _, e := range segs {
+			if _, ok := segmentNum(e.Name()); ok {
+				if info, err := e.Info(); err == nil {
+					s.used.Add(info.Size())
+				}
+			}
+		}
+	}
+	return s, nil
+}
+
+// Close releases the spool's lock; what it holds stays for the next start.
+func (s *Spool) Close() error { return s.lock.Close() }
+
+// Dir is the spool's directory.
+func (s *Spool) Dir() string { return s.dir }
+
+// Used is the bytes of records the spool holds.
+func (s *Spool) Used() int64 { return s.used.Load() }
+
+// bound describes the spool's size limit for the notice of dropped lines.
+func (s *Spool) bound() string {
+	return fmt.Sprintf("the worker's spool was full (spool_max %s)", units.BytesSize(float64(s.max)))
+}
+
+// reserve takes n bytes of the bound; false when they do not fit.
+func (s *Spool) reserve(n int64) bool {
+	if s.used.Add(n) > s.max {
+		s.used.Add(-n)
+		return false
+	}
+	return true
+}
+
+// create begins a new run.
+func (s *Spool) create(meta runMeta) (*spoolRun, error) {
+	dir := filepath.Join(s.dir, meta.Run)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("spool: create run of %s/%s: %w", meta.JobID, meta.Step, err)
+	}
+	if err := writeFileAtomic(filepath.Join(dir, runFile), mustJSON(meta)); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("spool: create run of %s/%s: %w", meta.JobID, meta.Step, err)
+	}
+	return &spoolRun{sp: s, dir: dir, meta: meta}, nil
+}
+
+// recover loads the runs a previous worker process left, oldest first.
+// A run directory that cannot be read is removed with a warning.
+func (s *Spool) recover() []*spoolRun {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		s.log.Error("spool: cannot list undelivered step runs", "dir", s.dir, "err", err)
+		return nil
+	}
+	var runs []*spoolRun
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		dir := filepath.Join(s.dir, e.Name())
+		r, err := s.load(dir)
+		if err != nil {
+			s.log.Warn("spool: dropping an unreadable step run", "dir", dir, "err", err)
+			s.removeDir(dir)
+			continue
+		}
+		runs = append(runs, r)
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].meta.Created.Before(runs[j].meta.Created) })
+	return runs
+}
+
+// removeDir removes a run's directory and gives its segments' bytes back.
+func (s *Spool) removeDir(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if _, ok := segmentNum(e.Name()); ok {
+			if info, err := e.Info(); err == nil {
+				s.used.Add(-info.Size())
+			}
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.log.Warn("spool: cannot remove a delivered step run", "dir", dir, "err", err)
+	}
+}
+
+// fits says whether n more bytes are within the bound.
+func (s *Spool) fits(n int64) bool { return s.used.Load()+n <= s.max }
