@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-
 )
 
 const executePath = "/api/workspaces/main/tasks/hello/execute"

@@ -316,9 +316,15 @@ func TestLogPushValidatesAndReportsCancellation(t *testing.T) {
 	if m := f.worker("GET", "/worker/jobs/"+id+"/cancelled?wait=5", nil).expect(200).object(); m["cancelled"] != true {
 		t.Fatalf("cancelled after cancel = %v", m)
 	}
-	// The cancel ended the step: a push for it is refused, and the
-	// worker's cancellation poll (above) is what stops it.
-	f.worker("POST", push, logPush(w, "say", "after cancel")).expectError(409, "cancelled")
+	// The cancel ended the step, but the killed processes' last lines
+	// still come from the worker that held it: they are kept; another
+	// worker's are refused.
+	f.worker("POST", push, logPush(w, "say", "after cancel")).expect(200)
+	other := f.register("other")
+	f.worker("POST", push, logPush(other, "say", "forged after cancel")).expectError(409, "cancelled")
+	if logs := f.api("GET", "/api/jobs/"+id+"/steps/say/logs", nil).expect(200).object()["logs"].(string); !strings.Contains(logs, "after cancel") || strings.Contains(logs, "forged") {
+		t.Fatalf("logs after cancel = %q, want the holder's last line only", logs)
+	}
 	f.worker("GET", "/worker/jobs/"+id+"/cancelled?wait=-1", nil).expectError(400, "wait")
 }
 
@@ -333,7 +339,9 @@ func TestLocalExecutionModeIsRefused(t *testing.T) {
 // numbering afresh.
 func TestRepeatedNumberedLogPushIsAppendedOnce(t *testing.T) {
 	f := newFixture(t)
+	w := f.register("w")
 	id := f.execute("x")
+	f.claimStep(w, id, "say")
 	push := "/worker/jobs/" + id + "/logs"
 	lines := func(from, to int) []any {
 		var out []any
@@ -343,11 +351,11 @@ func TestRepeatedNumberedLogPushIsAppendedOnce(t *testing.T) {
 		return out
 	}
 	for _, body := range []map[string]any{
-		{"step_name": "say", "run": "r1", "lines": lines(1, 3)},
-		{"step_name": "say", "run": "r1", "lines": lines(1, 3)}, // the answer was lost
-		{"step_name": "say", "run": "r1", "lines": lines(2, 5)}, // a bigger batch overlapping it
-		{"step_name": "say", "run": "r2", "lines": lines(1, 1)}, // the step's next run
-		{"step_name": "say", "lines": lines(1, 1)},              // unnumbered: always appended
+		{"worker_id": w, "step_name": "say", "run": "r1", "lines": lines(1, 3)},
+		{"worker_id": w, "step_name": "say", "run": "r1", "lines": lines(1, 3)}, // the answer was lost
+		{"worker_id": w, "step_name": "say", "run": "r1", "lines": lines(2, 5)}, // a bigger batch overlapping it
+		{"worker_id": w, "step_name": "say", "run": "r2", "lines": lines(1, 1)}, // the step's next run
+		{"worker_id": w, "step_name": "say", "lines": lines(1, 1)},              // unnumbered: always appended
 	} {
 		f.worker("POST", push, body).expect(200)
 	}
