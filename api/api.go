@@ -5,6 +5,7 @@ package api
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -45,7 +46,8 @@ type Workspaces interface {
 // LogStore holds job logs; *store.Logs implements it.
 type LogStore interface {
 	Append(jobID string, lines []engine.LogLine) error
-	Read(jobID, step string) (string, error)
+	// ReadLog writes the lines q selects to w as it reads them.
+	ReadLog(ctx context.Context, jobID string, q engine.LogQuery, w io.Writer) (engine.LogPage, error)
 	Subscribe(jobID string) (backfill []byte, updates <-chan []byte, cancel func(), err error)
 }
 

@@ -158,6 +158,22 @@ type LogLine struct {
 	Line   string    `json:"line"`
 }
 
+// LogQuery selects part of a job's log. Lines are numbered from 1 within
+// the selection (the step's lines when Step is set), so After and Tail page
+// through one step's log as they do through the whole.
+type LogQuery struct {
+	Step  string // only this step's lines ("" = every line)
+	After int    // skip lines 1..After (0 = from the start)
+	Tail  int    // only the last Tail lines (0 = no limit); not with After
+}
+
+// LogPage says which lines a read returned: Lines of them, and Next, the
+// After that continues where this read stopped.
+type LogPage struct {
+	Lines int
+	Next  int
+}
+
 // Claim is a step handed to a worker, with its action rendered in the step's scope.
 type Claim struct {
 	JobID      string

@@ -1,10 +1,14 @@
 package store
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"strings"
 
 	"github.com/appliance-sh/appliance/engine"
 )
@@ -12,25 +16,40 @@ import (
 // Read returns the job's log like Logs.Read, in the order local JSONL file,
 // legacy .log file, then the archive.
 func (a *ArchivingLogs) Read(jobID, step string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), a.opts.Timeout)
-	defer cancel()
-	return a.ReadContext(ctx, jobID, step)
+	var b strings.Builder
+	_, err := a.ReadLog(context.Background(), jobID, engine.LogQuery{Step: step}, &b)
+	return b.String(), err
 }
 
-// ReadContext is Read bounded by ctx.
-func (a *ArchivingLogs) ReadContext(ctx context.Context, jobID, step string) (string, error) {
-	text, err := a.Logs.Read(jobID, step)
-	if err != nil || text != "" || a.Logs.hasFile(jobID) {
-		return text, err
+// ReadLog is Logs.ReadLog falling back to the archive for a finished job
+// whose local file is gone. The archived object is fetched whole (it is
+// compressed) and decompressed as it is read, once per pass.
+func (a *ArchivingLogs) ReadLog(ctx context.Context, jobID string, q engine.LogQuery, w io.Writer) (engine.LogPage, error) {
+	if validJobID(jobID) != nil || a.Logs.hasFile(jobID) {
+		return a.Logs.ReadLog(ctx, jobID, q, w)
 	}
-	data, err := a.fromArchive(ctx, jobID)
+	ctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
+	defer cancel()
+	gz, err := a.archived(ctx, jobID)
 	if err != nil {
-		return "", fmt.Errorf("read log of job %s: %w", jobID, err)
+		return engine.LogPage{}, fmt.Errorf("read log of job %s: %w", jobID, err)
 	}
-	if step == "" {
-		return string(data), nil
+	if gz == nil {
+		// Written meanwhile, or never: the local file is the answer.
+		return a.Logs.ReadLog(ctx, jobID, q, w)
 	}
-	return string(filterStep(data, step)), nil
+	open := func() (io.Reader, error) {
+		zr, err := gzip.NewReader(bytes.NewReader(gz))
+		if err != nil {
+			return nil, fmt.Errorf("gunzip archived log: %w", err)
+		}
+		return zr, nil
+	}
+	page, err := readForward(ctx, open, q, w)
+	if err != nil {
+		return page, fmt.Errorf("read archived log of job %s: %w", jobID, err)
+	}
+	return page, nil
 }
 
 // Subscribe is Logs.Subscribe with the archived log as the backfill of a
@@ -51,9 +70,20 @@ func (a *ArchivingLogs) Subscribe(jobID string) (backfill []byte, updates <-chan
 }
 
 // fromArchive returns a finished job's archived log, or nothing when it
-// has none. Jobs still running are not looked for: their log is local or
-// not written yet, and an object-store request per poll would be waste.
+// has none.
 func (a *ArchivingLogs) fromArchive(ctx context.Context, jobID string) ([]byte, error) {
+	gz, err := a.archived(ctx, jobID)
+	if err != nil || gz == nil {
+		return nil, err
+	}
+	return gunzipBytes(gz)
+}
+
+// archived returns a finished job's archived log, still compressed, or nil
+// when it has none. Jobs still running are not looked for: their log is
+// local or not written yet, and an object-store request per poll would be
+// waste.
+func (a *ArchivingLogs) archived(ctx context.Context, jobID string) ([]byte, error) {
 	job, err := a.jobs.Job(ctx, jobID)
 	if errors.Is(err, engine.ErrNotFound) {
 		return nil, nil
@@ -71,7 +101,7 @@ func (a *ArchivingLogs) fromArchive(ctx context.Context, jobID string) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	return gunzipBytes(gz)
+	return gz, nil
 }
 
 // hasFile reports whether the job has a local log file, JSONL or legacy.
