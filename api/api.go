@@ -48,7 +48,8 @@ type LogStore interface {
 	Append(jobID string, lines []engine.LogLine) error
 	// ReadLog writes the lines q selects to w as it reads them.
 	ReadLog(ctx context.Context, jobID string, q engine.LogQuery, w io.Writer) (engine.LogPage, error)
-	Subscribe(jobID string) (backfill []byte, updates <-chan []byte, cancel func(), err error)
+	// Subscribe starts a live view with the part of the log q selects.
+	Subscribe(jobID string, q engine.LogQuery) (backfill []byte, updates <-chan []byte, cancel func(), err error)
 }
 
 // Config wires the API.

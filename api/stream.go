@@ -22,9 +22,15 @@ const (
 // first text frame (skipped when empty), then each appended chunk of JSONL
 // lines as one text frame. It closes with 1000 once the job is terminal and
 // its log complete, and with 1013 (try again later) when the viewer fell
-// too far behind; reconnecting gives a fresh backfill.
+// too far behind; reconnecting gives a fresh backfill. `tail` or `after`,
+// as on GET .../logs, make the backfill the last lines or those after a
+// line, so a viewer of a big log need not load it all.
 func (s *server) streamLogs(c echo.Context) error {
 	id, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	q, err := logQuery(c, "")
 	if err != nil {
 		return err
 	}
@@ -47,7 +53,7 @@ func (s *server) streamLogs(c echo.Context) error {
 	// Viewers send nothing; reading only notices their hang-up.
 	ctx = conn.CloseRead(ctx)
 
-	code, reason := s.pump(ctx, conn, id, done)
+	code, reason := s.pump(ctx, conn, id, q, done)
 	if code != 0 {
 		_ = conn.Close(code, reason)
 	}
@@ -56,10 +62,10 @@ func (s *server) streamLogs(c echo.Context) error {
 
 // pump sends the backfill and the live chunks, and returns the close code
 // (0 when the viewer went away first).
-func (s *server) pump(ctx context.Context, conn *websocket.Conn, id string, done <-chan struct{}) (websocket.StatusCode, string) {
+func (s *server) pump(ctx context.Context, conn *websocket.Conn, id string, q engine.LogQuery, done <-chan struct{}) (websocket.StatusCode, string) {
 	// Subscribing first, then checking the job, leaves no gap: a job that
 	// ended before the subscription has its whole log in the backfill.
-	backfill, updates, cancel, err := s.cfg.Logs.Subscribe(id)
+	backfill, updates, cancel, err := s.cfg.Logs.Subscribe(id, q)
 	if err != nil {
 		s.log.Error("subscribe to job log", "job", id, "err", err)
 		return websocket.StatusInternalError, "cannot read the job log"

@@ -287,15 +287,3 @@ func gzipFrom(r io.Reader) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
-
-func gunzipBytes(gz []byte) ([]byte, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(gz))
-	if err != nil {
-		return nil, fmt.Errorf("gunzip archived log: %w", err)
-	}
-	data, err := io.ReadAll(zr)
-	if err != nil {
-		return nil, fmt.Errorf("gunzip archived log: %w", err)
-	}
-	return data, nil
-}

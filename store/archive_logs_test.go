@@ -123,7 +123,7 @@ func TestFinishedJobLogIsArchivedAndReadBackOnceTheLocalFileIsGone(t *testing.T)
 	if got, err := f.arch.Read("j1", "build"); err != nil || got != strings.SplitAfter(want, "\n")[0] {
 		t.Errorf("Read(build) after removal = %q, %v; want its one line", got, err)
 	}
-	backfill, _, cancel, err := f.arch.Subscribe("j1")
+	backfill, _, cancel, err := f.arch.Subscribe("j1", engine.LogQuery{})
 	if err != nil || string(backfill) != want {
 		t.Errorf("Subscribe backfill after removal = %q, %v; want the archived log", backfill, err)
 	}

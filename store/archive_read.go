@@ -54,29 +54,20 @@ func (a *ArchivingLogs) ReadLog(ctx context.Context, jobID string, q engine.LogQ
 
 // Subscribe is Logs.Subscribe with the archived log as the backfill of a
 // finished job whose local file is gone.
-func (a *ArchivingLogs) Subscribe(jobID string) (backfill []byte, updates <-chan []byte, cancel func(), err error) {
-	backfill, updates, cancel, err = a.Logs.Subscribe(jobID)
+func (a *ArchivingLogs) Subscribe(jobID string, q engine.LogQuery) (backfill []byte, updates <-chan []byte, cancel func(), err error) {
+	backfill, updates, cancel, err = a.Logs.Subscribe(jobID, q)
 	if err != nil || len(backfill) > 0 || a.Logs.hasFile(jobID) {
 		return backfill, updates, cancel, err
 	}
 	ctx, done := context.WithTimeout(context.Background(), a.opts.Timeout)
 	defer done()
-	backfill, err = a.fromArchive(ctx, jobID)
-	if err != nil {
+	var buf bytes.Buffer
+	q.Step = ""
+	if _, err := a.ReadLog(ctx, jobID, q, &buf); err != nil {
 		cancel()
 		return nil, nil, nil, fmt.Errorf("subscribe to log of job %s: %w", jobID, err)
 	}
-	return backfill, updates, cancel, nil
-}
-
-// fromArchive returns a finished job's archived log, or nothing when it
-// has none.
-func (a *ArchivingLogs) fromArchive(ctx context.Context, jobID string) ([]byte, error) {
-	gz, err := a.archived(ctx, jobID)
-	if err != nil || gz == nil {
-		return nil, err
-	}
-	return gunzipBytes(gz)
+	return buf.Bytes(), updates, cancel, nil
 }
 
 // archived returns a finished job's archived log, still compressed, or nil

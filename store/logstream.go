@@ -1,12 +1,18 @@
 package store
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"sync"
+
+	"github.com/appliance-sh/appliance/engine"
 )
 
-// Subscribe returns the job's log so far and a channel of every chunk
-// appended after it, with no gap and no duplicate between the two. The
+// Subscribe returns the job's log so far, or the part of it q selects
+// (its Tail or the lines After a line; q.Step is ignored: the stream is the
+// whole job's), and a channel of every chunk appended after it, with no
+// gap and no duplicate between the two. The
 // channel is closed by Finish (after the chunks sent before it), by Close,
 // or when the subscriber falls too far behind. Chunks are shared between
 // subscribers: do not modify them. cancel unregisters and may be called
@@ -15,7 +21,7 @@ import (
 // A job that is already finished gets its backfill and a channel nobody
 // will close, so callers subscribe first and then check whether the job is
 // terminal: if it is, the backfill is the whole log.
-func (l *Logs) Subscribe(jobID string) (backfill []byte, updates <-chan []byte, cancel func(), err error) {
+func (l *Logs) Subscribe(jobID string, q engine.LogQuery) (backfill []byte, updates <-chan []byte, cancel func(), err error) {
 	if err := validJobID(jobID); err != nil {
 		return nil, nil, nil, fmt.Errorf("subscribe to log: %w", err)
 	}
@@ -23,7 +29,7 @@ func (l *Logs) Subscribe(jobID string) (backfill []byte, updates <-chan []byte, 
 	defer l.release(jobID, jl)
 	// Under the job lock no append can land between this read and the
 	// registration below.
-	backfill, err = l.readFile(jobID)
+	backfill, err = l.backfill(jobID, q)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("subscribe to log of job %s: %w", jobID, err)
 	}
@@ -45,4 +51,15 @@ func (l *Logs) unsubscribe(jobID string, jl *jobLog, s *subscriber) {
 		close(s.ch)
 	}
 	l.release(jobID, jl)
+}
+
+// backfill reads the part of the job's log a new subscriber starts with.
+func (l *Logs) backfill(jobID string, q engine.LogQuery) ([]byte, error) {
+	q.Step = ""
+	if q == (engine.LogQuery{}) {
+		return l.readFile(jobID)
+	}
+	var buf bytes.Buffer
+	_, err := l.ReadLog(context.Background(), jobID, q, &buf)
+	return buf.Bytes(), err
 }

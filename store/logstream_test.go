@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/appliance-sh/appliance/engine"
 )
 
 // receive reads one chunk, failing the test instead of hanging; a timeout
@@ -66,7 +68,7 @@ func TestSubscribeMidStreamSeesEveryLineExactlyOnce(t *testing.T) {
 	for v := range viewers {
 		wg.Go(func() {
 			<-release[v]
-			backfill, updates, cancel, err := l.Subscribe("j")
+			backfill, updates, cancel, err := l.Subscribe("j", engine.LogQuery{})
 			subscribed <- struct{}{}
 			if err != nil {
 				t.Errorf("Subscribe: %v", err)
@@ -115,12 +117,12 @@ func TestSubscribeMidStreamSeesEveryLineExactlyOnce(t *testing.T) {
 func TestSlowSubscriberIsDroppedWithoutBlockingAppendOrOthers(t *testing.T) {
 	l := openLogs(t)
 	l.subBuffer = 4
-	_, slow, cancelSlow, err := l.Subscribe("j")
+	_, slow, cancelSlow, err := l.Subscribe("j", engine.LogQuery{})
 	if err != nil {
 		t.Fatalf("Subscribe: %v", err)
 	}
 	defer cancelSlow()
-	_, fast, cancelFast, err := l.Subscribe("j")
+	_, fast, cancelFast, err := l.Subscribe("j", engine.LogQuery{})
 	if err != nil {
 		t.Fatalf("Subscribe: %v", err)
 	}
@@ -147,7 +149,7 @@ func TestSlowSubscriberIsDroppedWithoutBlockingAppendOrOthers(t *testing.T) {
 func TestFinishClosesSubscriptionsAfterDeliveringEveryChunk(t *testing.T) {
 	l := openLogs(t)
 	appendLines(t, l, "j", line("s", "old"))
-	backfill, updates, cancel, err := l.Subscribe("j")
+	backfill, updates, cancel, err := l.Subscribe("j", engine.LogQuery{})
 	if err != nil {
 		t.Fatalf("Subscribe: %v", err)
 	}
@@ -167,7 +169,7 @@ func TestFinishClosesSubscriptionsAfterDeliveringEveryChunk(t *testing.T) {
 
 func TestCancelStopsUpdatesAndForgetsAnUnwrittenJob(t *testing.T) {
 	l := openLogs(t)
-	backfill, updates, cancel, err := l.Subscribe("quiet")
+	backfill, updates, cancel, err := l.Subscribe("quiet", engine.LogQuery{})
 	if err != nil || len(backfill) != 0 {
 		t.Fatalf("Subscribe = %q, %v; want empty backfill", backfill, err)
 	}
@@ -189,7 +191,7 @@ func TestCloseEndsEverySubscription(t *testing.T) {
 	var chans []<-chan []byte
 	for _, id := range []string{"a", "b"} {
 		appendLines(t, l, id, line("s", id))
-		_, ch, cancel, err := l.Subscribe(id)
+		_, ch, cancel, err := l.Subscribe(id, engine.LogQuery{})
 		if err != nil {
 			t.Fatalf("Subscribe: %v", err)
 		}

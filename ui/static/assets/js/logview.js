@@ -5,6 +5,10 @@ import { h, replace } from './dom.js';
 
 const ALL = '';
 
+// TAIL is how many lines of a job's log the page loads first; a longer
+// log offers to load the rest.
+export const TAIL = 1000;
+
 export function logView() {
   const lines = [];
   let filter = ALL;
@@ -60,14 +64,23 @@ export function logView() {
     lines.length = 0;
     partial = '';
     replace(out);
+    cut.replaceChildren();
   }
+
+  // cutAt says only the last n lines are shown and offers the rest.
+  function cutAt(n, showAll) {
+    cut.replaceChildren(`Showing the last ${n} lines. `,
+      h('button', { type: 'button', class: 'link', onclick: showAll }, 'Show the whole log'));
+  }
+
+  const cut = h('p', { class: 'muted log-cut', 'aria-live': 'polite' });
 
   const el = h('section', { class: 'logs', 'aria-labelledby': 'log-h' },
     h('div', { class: 'log-head' },
       h('h2', { id: 'log-h' }, 'Log'),
       h('label', { for: 'log-step' }, 'Step'), select, state),
-    out);
-  return { el, add, reset, addStep, status: (s) => { state.textContent = s; } };
+    cut, out);
+  return { el, add, reset, addStep, cutAt, status: (s) => { state.textContent = s; } };
 }
 
 // follow streams a job's log into the view until the server closes the
@@ -76,14 +89,28 @@ export function logView() {
 export function follow(jobID, view, signal, { isLive, onEnd }) {
   let ws = null;
   let retries = 0;
+  // The first view is the log's last TAIL lines; the whole log on request.
+  let tail = TAIL;
   const open = () => {
     if (signal.aborted) return;
-    // Every connection starts with the whole log so far.
+    // Every connection starts with the log so far (its tail at first).
     view.reset();
-    ws = new WebSocket(logStreamURL(jobID));
+    const conn = new WebSocket(logStreamURL(jobID, tail));
+    ws = conn;
+    let first = true;
     ws.onopen = () => view.status('live');
     ws.onmessage = (e) => {
       retries = 0;
+      // A backfill of TAIL lines may have left earlier ones out.
+      if (first && tail > 0 && e.data.split('\n').length > tail) {
+        view.cutAt(tail, () => {
+          tail = 0;
+          conn.onclose = null;
+          conn.close();
+          open();
+        });
+      }
+      first = false;
       view.add(e.data);
     };
     ws.onclose = (e) => {
