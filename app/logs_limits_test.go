@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,17 +34,17 @@ const floodWorkspace = `tasks:
 `
 
 // storedLog sums, from the job's JSONL file, the bytes of each step and
-// the _server lines, reading it line by line.
-func storedLog(t *testing.T, logDir, jobID string) (bytesOf map[string]int64, server []string) {
+// notes where each step's first line is; it returns the _server lines.
+func storedLog(t *testing.T, logDir, jobID string) (bytesOf map[string]int64, first map[string]int, server []string) {
 	t.Helper()
 	f, err := os.Open(filepath.Join(logDir, jobID+".jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	bytesOf = map[string]int64{}
+	bytesOf, first = map[string]int64{}, map[string]int{}
 	br := bufio.NewReaderSize(f, 1<<20)
-	for {
+	for i := 0; ; i++ {
 		raw, err := br.ReadBytes('\n')
 		if len(raw) == 0 && err != nil {
 			break
@@ -52,11 +54,15 @@ func storedLog(t *testing.T, logDir, jobID string) (bytesOf map[string]int64, se
 			t.Fatalf("stored line %.100q: %v", raw, err)
 		}
 		bytesOf[l.Step] += int64(len(raw))
+		if _, ok := first[l.Step]; !ok {
+			first[l.Step] = i
+		}
 		if l.Step == "_server" {
+			first[l.Line] = i
 			server = append(server, l.Line)
 		}
 	}
-	return bytesOf, server
+	return bytesOf, first, server
 }
 
 // TestStepPrinting200MBEndsWithItsLogCappedAndOneWarning runs, with the
@@ -82,7 +88,7 @@ func TestStepPrinting200MBEndsWithItsLogCappedAndOneWarning(t *testing.T) {
 	t.Logf("200 MB step ran and was stored in %v", time.Since(began).Round(time.Millisecond))
 
 	const limit = 100 << 20
-	bytesOf, server := storedLog(t, f.srv.cfg.LogStorage.LocalDir, id)
+	bytesOf, first, server := storedLog(t, f.srv.cfg.LogStorage.LocalDir, id)
 	if bytesOf["big"] > limit || bytesOf["big"] < limit-(64<<10) {
 		t.Errorf("step big stored %d bytes, want just under the %d limit", bytesOf["big"], limit)
 	}
@@ -96,7 +102,14 @@ func TestStepPrinting200MBEndsWithItsLogCappedAndOneWarning(t *testing.T) {
 		}
 	}
 	if len(warnings) != 1 || !strings.Contains(warnings[0], `"big"`) || !strings.Contains(warnings[0], "step_log limit of 100MB") {
-		t.Errorf("_server warnings about the cap = %q, want one naming step big and 100MB", warnings)
+		t.Fatalf("_server warnings about the cap = %q, want one naming step big and 100MB", warnings)
+	}
+	if first[warnings[0]] > first["after"] {
+		t.Errorf("the warning is line %d, after the next step's first line %d: it belongs at the end of step big", first[warnings[0]], first["after"])
+	}
+	m := regexp.MustCompile(`: (\d+) bytes kept, (\d+) bytes in (\d+) lines dropped`).FindStringSubmatch(warnings[0])
+	if m == nil || m[1] != strconv.FormatInt(bytesOf["big"], 10) || m[2] == "0" || m[3] == "0" {
+		t.Errorf("warning %q, want the %d bytes kept and what was dropped", warnings[0], bytesOf["big"])
 	}
 	t.Logf("stored %d bytes of step big; warning: %s", bytesOf["big"], warnings)
 

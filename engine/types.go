@@ -268,6 +268,14 @@ type LogSink interface {
 	Finish(jobID string)
 }
 
+// StepLogEnder is a LogSink that wants to hear when a step run ends (it
+// completed, failed, timed out, was cancelled or skipped), after the lines
+// the batch that ended it logged: the log store closes the run's
+// accounting of the step_log limit then.
+type StepLogEnder interface {
+	EndStep(jobID, step string) error
+}
+
 // Clock is the engine's source of time, injected so tests need not sleep.
 type Clock interface {
 	Now() time.Time

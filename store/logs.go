@@ -150,14 +150,20 @@ func (l *Logs) Append(jobID string, lines []engine.LogLine) error {
 	if err != nil {
 		return fmt.Errorf("append log of job %s: %w", jobID, err)
 	}
-	if chunk, err = l.admit(counts, lines, chunk, ends); err != nil {
-		return fmt.Errorf("append log of job %s: %w", jobID, err)
-	}
-	if len(chunk) == 0 {
+	if chunk = l.admit(counts, lines, chunk, ends); len(chunk) == 0 {
 		return nil
 	}
-	if err := appendFile(l.jsonlPath(jobID), chunk); err != nil {
+	if err := l.write(jobID, jl, chunk); err != nil {
 		return fmt.Errorf("append log of job %s: %w", jobID, err)
+	}
+	return nil
+}
+
+// write appends a chunk to the job's file and hands it to the job's live
+// subscribers. The caller holds the job's lock.
+func (l *Logs) write(jobID string, jl *jobLog, chunk []byte) error {
+	if err := appendFile(l.jsonlPath(jobID), chunk); err != nil {
+		return err
 	}
 	for s := range jl.subs {
 		select {
@@ -215,12 +221,23 @@ func (l *Logs) release(jobID string, jl *jobLog) {
 
 // Finish ends the job's live subscriptions; each subscriber still receives
 // every chunk already sent before its channel reports closed. Lines
-// appended later are still written.
+// appended later are still written. A capped step run that EndStep did not
+// close gets its warning first.
 func (l *Logs) Finish(jobID string) {
+	if validJobID(jobID) == nil {
+		jl := l.lock(jobID)
+		l.mu.Lock()
+		runs := l.stepCounts[jobID]
+		delete(l.stepCounts, jobID)
+		l.mu.Unlock()
+		// Finish has no caller to answer: a failed write leaves the log
+		// without the warning, as it would any line.
+		_ = l.warnCapped(jobID, jl, runs)
+		l.release(jobID, jl)
+	}
 	l.mu.Lock()
 	jl := l.jobs[jobID]
 	delete(l.jobs, jobID)
-	delete(l.stepCounts, jobID)
 	l.mu.Unlock()
 	if jl != nil {
 		jl.retire()

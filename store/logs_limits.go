@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -24,10 +26,10 @@ const (
 
 // LogLimits bound what a job's log may hold; zero fields take the defaults.
 type LogLimits struct {
-	// StepLog is how many bytes of stored JSONL one step may write. The
-	// line that would go over it and every later line of the step are
-	// dropped, and one `_server` warning says so. `_server` lines are the
-	// orchestrator's own and not counted.
+	// StepLog is how many bytes of stored JSONL one step run may write.
+	// The line that would go over it and every later line of the run are
+	// dropped, and when the run ends one `_server` warning says how much.
+	// `_server` lines are the orchestrator's own and not counted.
 	StepLog int64
 	// LogLine is how many bytes of text one line may carry; the rest is
 	// cut and replaced by a marker saying how much was dropped.
@@ -47,19 +49,24 @@ func (lim LogLimits) withDefaults() LogLimits {
 // SetLimits sets the log limits; call it before the first Append.
 func (l *Logs) SetLimits(lim LogLimits) { l.limits = lim.withDefaults() }
 
-// stepCount is how much one step has written to its job's log.
+// stepCount is how much one step run has written to its job's log, and
+// dropped once over the step_log limit.
 type stepCount struct {
-	bytes  int64 // stored JSONL bytes
-	capped bool  // the step_log cap tripped: later lines are dropped
+	bytes        int64 // stored JSONL bytes
+	capped       bool  // the limit tripped: later lines are dropped
+	droppedBytes int64 // JSONL bytes of the dropped lines
+	droppedLines int
 }
 
 // jobCounts is the per-step count of one job's log, keyed by step name.
 //
-// It lives in memory from the job's first append to its Finish. A server
-// that restarts loses it, so the first append to a job after a restart
-// recounts the job's file once (a sequential read, no more than the
-// limits allow per step); a cap that tripped before the restart is known
-// again by its warning line. Nothing extra is persisted.
+// It lives in memory from the job's first append until the step run ends
+// (EndStep) or the job does (Finish), when the warning of a capped run is
+// written. A server that restarts loses it, so the first append to a job
+// after a restart recounts the job's file once (a sequential read of no
+// more than the limits allow per step); a run that reached the limit
+// before the restart trips it again with its next line, and its warning
+// then counts what was dropped since. Nothing extra is persisted.
 type jobCounts map[string]*stepCount
 
 // maxCountedJobs bounds the jobs whose counts are kept in memory.
@@ -110,8 +117,9 @@ func countFile(path string) (jobCounts, error) {
 			return
 		}
 		if step == engine.ServerStep {
-			if capped, ok := cappedStepOf(first, whole); ok {
-				c.step(capped).capped = true
+			// A warning closes its step's run: a later line is a new run's.
+			if ended, ok := cappedStepOf(first, whole); ok {
+				delete(c, ended)
 			}
 			return
 		}
@@ -129,13 +137,13 @@ func (c jobCounts) step(name string) *stepCount {
 	return s
 }
 
-// capWarningPrefix starts the `_server` line written when a step's log
-// reaches the step_log cap; a recount after a restart looks for it.
+// capWarningPrefix starts the `_server` line written when a step run that
+// reached the step_log limit ends; a recount after a restart looks for it.
 const capWarningPrefix = "log of step "
 
-func capWarning(step string, limit int64) string {
-	return fmt.Sprintf("%s%s reached the step_log limit of %s: the rest of this step's output is dropped (raise limits.step_log in the server config to keep more)",
-		capWarningPrefix, strconv.Quote(step), sizeString(limit))
+func capWarning(step string, limit int64, s *stepCount) string {
+	return fmt.Sprintf("%s%s cut at the step_log limit of %s: %d bytes kept, %d bytes in %d lines dropped (raise limits.step_log in the server config to keep more)",
+		capWarningPrefix, strconv.Quote(step), sizeString(limit), s.bytes, s.droppedBytes, s.droppedLines)
 }
 
 // cappedStepOf returns the step a cap warning line names.
@@ -157,9 +165,9 @@ func cappedStepOf(first []byte, whole bool) (string, bool) {
 }
 
 // admit decides which encoded lines go into the file: a step's lines
-// until the one that would take it past the cap, then none, with one
-// warning when the cap trips. ends[i] is where line i ends in chunk.
-func (l *Logs) admit(c jobCounts, lines []engine.LogLine, chunk []byte, ends []int) ([]byte, error) {
+// until the one that would take it past the limit, then none, counting
+// what it drops. ends[i] is where line i ends in chunk.
+func (l *Logs) admit(c jobCounts, lines []engine.LogLine, chunk []byte, ends []int) []byte {
 	out := chunk[:0:0]
 	start := 0
 	kept := 0
@@ -172,16 +180,10 @@ func (l *Logs) admit(c jobCounts, lines []engine.LogLine, chunk []byte, ends []i
 			continue
 		}
 		s := c.step(ln.Step)
-		if s.capped {
-			continue
-		}
-		if s.bytes+int64(len(enc)) > l.limits.StepLog {
+		if s.capped || s.bytes+int64(len(enc)) > l.limits.StepLog {
 			s.capped = true
-			warn, _, err := encodeLines([]engine.LogLine{{TS: ln.TS, Stream: "stderr", Step: engine.ServerStep, Line: capWarning(ln.Step, l.limits.StepLog)}})
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, warn...)
+			s.droppedBytes += int64(len(enc))
+			s.droppedLines++
 			continue
 		}
 		s.bytes += int64(len(enc))
@@ -189,9 +191,51 @@ func (l *Logs) admit(c jobCounts, lines []engine.LogLine, chunk []byte, ends []i
 		kept++
 	}
 	if kept == len(lines) {
-		return chunk, nil // the common case: nothing dropped, no copy kept
+		return chunk // the common case: nothing dropped, no copy made
 	}
-	return out, nil
+	return out
+}
+
+// EndStep closes a step run's count, so a next run (a retry) starts from
+// nothing, and writes the warning of a run that went over the step_log
+// limit. The engine calls it once the run has ended (engine.StepLogEnder).
+func (l *Logs) EndStep(jobID, step string) error {
+	if err := validJobID(jobID); err != nil {
+		return fmt.Errorf("end step log: %w", err)
+	}
+	jl := l.lock(jobID)
+	defer l.release(jobID, jl)
+	l.mu.Lock()
+	c := l.stepCounts[jobID]
+	s := c[step]
+	delete(c, step)
+	l.mu.Unlock()
+	if s == nil || !s.capped {
+		return nil
+	}
+	return l.warnCapped(jobID, jl, map[string]*stepCount{step: s})
+}
+
+// warnCapped writes the warning of each capped run in runs. The caller
+// holds the job's lock.
+func (l *Logs) warnCapped(jobID string, jl *jobLog, runs map[string]*stepCount) error {
+	var lines []engine.LogLine
+	for _, step := range slices.Sorted(maps.Keys(runs)) {
+		if s := runs[step]; s.capped {
+			lines = append(lines, engine.LogLine{Stream: "stderr", Step: engine.ServerStep, Line: capWarning(step, l.limits.StepLog, s)})
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	chunk, _, err := encodeLines(lines)
+	if err == nil {
+		err = l.write(jobID, jl, chunk)
+	}
+	if err != nil {
+		return fmt.Errorf("write the step_log warning to the log of job %s: %w", jobID, err)
+	}
+	return nil
 }
 
 // cutLine cuts a line longer than max bytes at a character boundary and

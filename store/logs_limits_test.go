@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,46 +61,59 @@ func numbered(t *testing.T, l *Logs, jobID, step, prefix string, from, n, batch 
 
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
-// checkCapped checks that step kept an unbroken first part of its lines
-// within the limit and that the log holds one warning about it.
-func checkCapped(t *testing.T, l *Logs, jobID, step string, limit int) []wireLine {
+// checkRun checks that step kept an unbroken first part of its lines
+// "out 000".. within the limit, and that the log holds one warning, which
+// says how much was kept and dropped.
+func checkRun(t *testing.T, l *Logs, jobID, step string, limit, sent int) {
 	t.Helper()
 	lines, bytesOf := fileLines(t, l, jobID)
-	if bytesOf[step] > limit || bytesOf[step] < limit-200 {
+	if bytesOf[step] > limit || bytesOf[step] < limit-100 {
 		t.Errorf("step %s stored %d bytes, want at most the %d limit and not much less", step, bytesOf[step], limit)
 	}
-	n := 0
+	kept := 0
 	for _, ln := range lines {
 		if ln.Step == step {
-			if want := "out " + strings.Repeat("0", 3-len(itoa(n))) + itoa(n); ln.Line != want {
-				t.Fatalf("kept line %d of %s = %q, want %q: the kept lines must be the first ones", n, step, ln.Line, want)
+			if want := "out " + strings.Repeat("0", 3-len(itoa(kept))) + itoa(kept); ln.Line != want {
+				t.Fatalf("kept line %d of %s = %q, want %q: the kept lines must be the first ones", kept, step, ln.Line, want)
 			}
-			n++
+			kept++
 		}
 	}
-	warns := capWarnings(lines)
-	if len(warns) != 1 || !strings.Contains(warns[0], `step "`+step+`"`) || !strings.Contains(warns[0], "step_log limit of 1000 bytes") {
-		t.Errorf("cap warnings = %q, want one naming step %s and the limit", warns, step)
+	perLine := bytesOf[step] / kept // every line encodes to the same size
+	want := fmt.Sprintf(`log of step %q cut at the step_log limit of 1000 bytes: %d bytes kept, %d bytes in %d lines dropped`,
+		step, bytesOf[step], (sent-kept)*perLine, sent-kept)
+	if warns := capWarnings(lines); len(warns) != 1 || !strings.HasPrefix(warns[0], want) {
+		t.Errorf("cap warnings = %q, want one starting %q", warns, want)
 	}
-	return lines
 }
 
-func TestStepOverItsLogLimitKeepsItsFirstLinesAndWarnsOnce(t *testing.T) {
+func TestStepRunOverItsLogLimitKeepsItsFirstLinesAndWarnsOnceAtItsEnd(t *testing.T) {
 	l := openLogs(t)
 	l.SetLimits(LogLimits{StepLog: 1000})
 	numbered(t, l, "j1", "big", "out", 0, 60, 7) // ~70 bytes a line: 4 times the limit
 	numbered(t, l, "j1", "small", "out", 0, 5, 2)
 	appendLines(t, l, "j1", line(engine.ServerStep, strings.Repeat("s", 2000))) // not a step: not counted
 	numbered(t, l, "j1", "big", "out", 60, 5, 5)
-	lines := checkCapped(t, l, "j1", "big", 1000)
-	var small int
-	for _, ln := range lines {
-		if ln.Step == "small" {
-			small++
+	if lines, _ := fileLines(t, l, "j1"); len(capWarnings(lines)) != 0 {
+		t.Fatalf("a warning before the run ended: %q", capWarnings(lines))
+	}
+	for _, step := range []string{"big", "small"} {
+		if err := l.EndStep("j1", step); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if small != 5 {
-		t.Errorf("small step kept %d lines, want all 5: the cap is per step", small)
+	checkRun(t, l, "j1", "big", 1000, 65)
+	_, bytesOf := fileLines(t, l, "j1")
+	if bytesOf["small"] == 0 {
+		t.Errorf("small step kept nothing: the limit is per step")
+	}
+
+	// A next run of the step (a retry) starts from nothing.
+	appendLines(t, l, "j1", line("big", "retry"))
+	l.Finish("j1")
+	lines, _ := fileLines(t, l, "j1")
+	if last := lines[len(lines)-1]; last.Step != "big" || last.Line != "retry" || len(capWarnings(lines)) != 1 {
+		t.Errorf("after a new run: last line %+v, %d warnings; want the retry's line and still one warning", last, len(capWarnings(lines)))
 	}
 }
 
@@ -119,11 +133,21 @@ func TestStepLogLimitHoldsAcrossARestart(t *testing.T) {
 	l.Close()
 	l = reopen() // counts what the file holds before its first append
 	numbered(t, l, "j1", "big", "out", 10, 30, 4)
-	checkCapped(t, l, "j1", "big", 1000)
 	l.Close()
-	l = reopen() // knows the cap tripped from the warning line
+	l = reopen() // the run is over the limit: its next lines are dropped too
 	numbered(t, l, "j1", "big", "out", 40, 10, 1)
-	checkCapped(t, l, "j1", "big", 1000)
+	l.Finish("j1") // a run EndStep did not close is closed with the job
+	lines, bytesOf := fileLines(t, l, "j1")
+	warns := capWarnings(lines)
+	if bytesOf["big"] > 1000 || bytesOf["big"] < 900 || len(warns) != 1 || !strings.Contains(warns[0], "in 10 lines dropped") {
+		t.Fatalf("big stored %d bytes; warnings %q; want one counting the 10 lines dropped since the restart", bytesOf["big"], warns)
+	}
+	l.Close()
+	l = reopen() // the warning ended that run: a new one may log
+	appendLines(t, l, "j1", line("big", "next run"))
+	if lines, _ := fileLines(t, l, "j1"); lines[len(lines)-1].Line != "next run" {
+		t.Errorf("a new run after the restart was dropped")
+	}
 }
 
 func TestLongLinesAreCutWithAMarker(t *testing.T) {
