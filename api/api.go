@@ -49,7 +49,7 @@ type LogStore interface {
 	// ReadLog writes the lines q selects to w as it reads them.
 	ReadLog(ctx context.Context, jobID string, q engine.LogQuery, w io.Writer) (engine.LogPage, error)
 	// Subscribe starts a live view with the part of the log q selects.
-	Subscribe(jobID string, q engine.LogQuery) (backfill []byte, updates <-chan []byte, cancel func(), err error)
+	Subscribe(jobID string, q engine.LogQuery) (backfill io.ReadCloser, updates <-chan []byte, cancel func(), err error)
 }
 
 // Config wires the API.

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"time"
 
 	"github.com/coder/websocket"
@@ -71,10 +73,15 @@ func (s *server) pump(ctx context.Context, conn *websocket.Conn, id string, q en
 		return websocket.StatusInternalError, "cannot read the job log"
 	}
 	defer cancel()
-	if len(backfill) > 0 {
-		if err := s.write(ctx, conn, backfill); err != nil {
-			return 0, ""
-		}
+	err = s.sendBackfill(ctx, conn, backfill)
+	backfill.Close()
+	var readErr backfillReadError
+	if errors.As(err, &readErr) {
+		s.log.Error("read job log backfill", "job", id, "err", err)
+		return websocket.StatusInternalError, "cannot read the job log"
+	}
+	if err != nil {
+		return 0, ""
 	}
 	if s.terminal(ctx, id) {
 		return websocket.StatusNormalClosure, "job finished"
@@ -105,6 +112,40 @@ func (s *server) pump(ctx context.Context, conn *websocket.Conn, id string, q en
 				return 0, ""
 			}
 		}
+	}
+}
+
+// backfillFrame is the most a backfill frame holds: a big log goes out in
+// frames of whole lines (a longer line is split), read as they are sent.
+const backfillFrame = 1 << 20
+
+// backfillReadError is a backfill that could not be read, as opposed to
+// a viewer that went away.
+type backfillReadError struct{ error }
+
+// sendBackfill sends the log so far; an empty one sends nothing.
+func (s *server) sendBackfill(ctx context.Context, conn *websocket.Conn, r io.Reader) error {
+	buf := make([]byte, 0, backfillFrame)
+	for {
+		n, err := io.ReadFull(r, buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			if len(buf) == 0 {
+				return nil
+			}
+			return s.write(ctx, conn, buf)
+		}
+		if err != nil {
+			return backfillReadError{err}
+		}
+		cut := bytes.LastIndexByte(buf, '\n') + 1
+		if cut == 0 {
+			cut = len(buf)
+		}
+		if err := s.write(ctx, conn, buf[:cut]); err != nil {
+			return err
+		}
+		buf = buf[:copy(buf, buf[cut:])]
 	}
 }
 

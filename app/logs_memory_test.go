@@ -2,6 +2,8 @@ package app
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 const quickWorkspace = `tasks:
@@ -23,9 +27,10 @@ const quickWorkspace = `tasks:
 `
 
 // TestReadingA100MBLogKeepsTheServerSmall gives a finished job a 100 MB
-// log (as the step_log limit allows), reads it whole over HTTP from the
-// real binary and checks the server's peak RSS stays far below the log's
-// size: an answer built in memory would hold the log at least twice.
+// log (as the step_log limit allows), reads it whole over HTTP and over
+// the live stream from the real binary, and checks the server's peak RSS
+// stays far below the log's size: an answer built in memory would hold
+// the log at least twice.
 func TestReadingA100MBLogKeepsTheServerSmall(t *testing.T) {
 	p := startBinaryServer(t, quickWorkspace, 1)
 	url := "http://" + p.addr
@@ -107,16 +112,63 @@ func TestReadingA100MBLogKeepsTheServerSmall(t *testing.T) {
 		t.Fatalf("tail=1 of step say = %d, %q, next %d", code, tail.Logs, tail.Next)
 	}
 
-	status, err := readProc(p.cmd.Process.Pid, "status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	peak := procField(t, status, "VmHWM")
+	pid := p.cmd.Process.Pid
+	peak := peakRSS(t, pid)
 	t.Logf("read a %d MB log (a %d MB answer) in %v (%.0f MB/s); server peak RSS %d MB", len(want)>>20, len(body)>>20,
 		took.Round(time.Millisecond), float64(len(body))/(1<<20)/took.Seconds(), peak>>20)
 	if peak > 200<<20 {
 		t.Errorf("server peak RSS %d MB reading a %d MB log, want under 200 MB", peak>>20, len(want)>>20)
 	}
+
+	// The live stream's backfill is the whole log too, sent as it is read.
+	// Writing 5 to clear_refs starts the peak over.
+	if err := os.WriteFile("/proc/"+strconv.Itoa(pid)+"/clear_refs", []byte("5"), 0); err != nil {
+		t.Fatalf("reset the server's peak RSS: %v", err)
+	}
+	began = time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, "ws://"+p.addr+"/api/jobs/"+out.JobID+"/logs/stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseNow()
+	conn.SetReadLimit(-1)
+	var streamed, frames int
+	for {
+		_, data, err := conn.Read(ctx)
+		if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
+			break
+		}
+		if err != nil {
+			t.Fatalf("log stream after %d bytes: %v", streamed, err)
+		}
+		if !bytes.Equal(data, want[streamed:streamed+len(data)]) {
+			t.Fatalf("stream frame %d at byte %d differs from the log file", frames, streamed)
+		}
+		streamed += len(data)
+		frames++
+	}
+	if streamed != len(want) {
+		t.Fatalf("stream sent %d bytes, want the log's %d", streamed, len(want))
+	}
+
+	peak = peakRSS(t, pid)
+	t.Logf("streamed the %d MB log in %d frames in %v; server peak RSS since the GET %d MB", streamed>>20, frames,
+		time.Since(began).Round(time.Millisecond), peak>>20)
+	if peak > 80<<20 {
+		t.Errorf("server peak RSS %d MB streaming a %d MB log, want under 80 MB", peak>>20, len(want)>>20)
+	}
+}
+
+// peakRSS is the peak resident set size of a process, from /proc.
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	status, err := readProc(pid, "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return procField(t, status, "VmHWM")
 }
 
 // procField reads a "Name:  N kB" field of /proc/PID/status, in bytes.

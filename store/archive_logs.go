@@ -274,8 +274,6 @@ func (a *ArchivingLogs) archiveJob(jobID string) (retry bool, err error) {
 	return false, nil
 }
 
-func gzipBytes(data []byte) ([]byte, error) { return gzipFrom(bytes.NewReader(data)) }
-
 func gzipFrom(r io.Reader) ([]byte, error) {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)

@@ -38,14 +38,7 @@ func (a *ArchivingLogs) ReadLog(ctx context.Context, jobID string, q engine.LogQ
 		// Written meanwhile, or never: the local file is the answer.
 		return a.Logs.ReadLog(ctx, jobID, q, w)
 	}
-	open := func() (io.Reader, error) {
-		zr, err := gzip.NewReader(bytes.NewReader(gz))
-		if err != nil {
-			return nil, fmt.Errorf("gunzip archived log: %w", err)
-		}
-		return zr, nil
-	}
-	page, err := readForward(ctx, open, q, w)
+	page, err := readForward(ctx, gzipOpener(gz), q, w)
 	if err != nil {
 		return page, fmt.Errorf("read archived log of job %s: %w", jobID, err)
 	}
@@ -53,21 +46,41 @@ func (a *ArchivingLogs) ReadLog(ctx context.Context, jobID string, q engine.LogQ
 }
 
 // Subscribe is Logs.Subscribe with the archived log as the backfill of a
-// finished job whose local file is gone.
-func (a *ArchivingLogs) Subscribe(jobID string, q engine.LogQuery) (backfill []byte, updates <-chan []byte, cancel func(), err error) {
+// finished job whose local file is gone, decompressed as it is read.
+func (a *ArchivingLogs) Subscribe(jobID string, q engine.LogQuery) (backfill io.ReadCloser, updates <-chan []byte, cancel func(), err error) {
 	backfill, updates, cancel, err = a.Logs.Subscribe(jobID, q)
-	if err != nil || len(backfill) > 0 || a.Logs.hasFile(jobID) {
+	if err != nil || a.Logs.hasFile(jobID) {
 		return backfill, updates, cancel, err
 	}
 	ctx, done := context.WithTimeout(context.Background(), a.opts.Timeout)
 	defer done()
-	var buf bytes.Buffer
-	q.Step = ""
-	if _, err := a.ReadLog(ctx, jobID, q, &buf); err != nil {
-		cancel()
-		return nil, nil, nil, fmt.Errorf("subscribe to log of job %s: %w", jobID, err)
+	gz, err := a.archived(ctx, jobID)
+	if err != nil || gz == nil {
+		if err != nil {
+			backfill.Close()
+			cancel()
+			return nil, nil, nil, fmt.Errorf("subscribe to log of job %s: %w", jobID, err)
+		}
+		return backfill, updates, cancel, nil
 	}
-	return buf.Bytes(), updates, cancel, nil
+	backfill.Close()
+	q.Step = ""
+	backfill = pipeRead(context.Background(), func(ctx context.Context, w io.Writer) error {
+		_, err := readForward(ctx, gzipOpener(gz), q, w)
+		return err
+	})
+	return backfill, updates, cancel, nil
+}
+
+// gzipOpener opens a gzipped log from its start, once per call.
+func gzipOpener(gz []byte) func() (io.Reader, error) {
+	return func() (io.Reader, error) {
+		zr, err := gzip.NewReader(bytes.NewReader(gz))
+		if err != nil {
+			return nil, fmt.Errorf("gunzip archived log: %w", err)
+		}
+		return zr, nil
+	}
 }
 
 // archived returns a finished job's archived log, still compressed, or nil

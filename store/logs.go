@@ -3,9 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -264,21 +262,4 @@ func (jl *jobLog) retire() {
 		close(s.ch)
 	}
 	jl.subs = nil
-}
-
-// readFile reads the JSONL file, cut after its last complete line so a
-// concurrent append never shows half a line, else the legacy file whole.
-func (l *Logs) readFile(jobID string) ([]byte, error) {
-	data, err := os.ReadFile(l.jsonlPath(jobID))
-	if err == nil {
-		return data[:bytes.LastIndexByte(data, '\n')+1], nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
-	data, err = os.ReadFile(l.legacyPath(jobID))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	return data, err
 }

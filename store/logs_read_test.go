@@ -88,6 +88,26 @@ func checkQueries(t *testing.T, r logReader, jobID, text string) {
 	}
 }
 
+// checkBackfills compares the backfill of a subscription from the tail or
+// after a line against wantPage over text.
+func checkBackfills(t *testing.T, sub interface {
+	Subscribe(string, engine.LogQuery) (io.ReadCloser, <-chan []byte, func(), error)
+}, jobID, text string) {
+	t.Helper()
+	for _, q := range []engine.LogQuery{{}, {Tail: 1}, {Tail: 777}, {Tail: 100000}, {After: 1}, {After: 2999}, {After: 3000}, {After: 1000000}} {
+		want, _ := wantPage(t, text, q)
+		backfill, _, cancel, err := sub.Subscribe(jobID, q)
+		if err != nil {
+			t.Fatalf("Subscribe(%+v): %v", q, err)
+		}
+		got := readBackfill(t, backfill)
+		cancel()
+		if string(got) != want {
+			t.Fatalf("Subscribe(%+v) backfill = %d bytes, want %d", q, len(got), len(want))
+		}
+	}
+}
+
 func TestReadLogTailAndAfterMatchTheWholeLog(t *testing.T) {
 	l := openLogs(t)
 	bigMixedLog(t, l, "j1")
@@ -96,6 +116,7 @@ func TestReadLogTailAndAfterMatchTheWholeLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkQueries(t, l, "j1", string(data))
+	checkBackfills(t, l, "j1", string(data))
 
 	// A legacy file reads the same, its last line without a newline too.
 	legacy := strings.TrimSuffix(string(data), "\n")
@@ -103,6 +124,7 @@ func TestReadLogTailAndAfterMatchTheWholeLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkQueries(t, l, "j2", legacy)
+	checkBackfills(t, l, "j2", legacy)
 
 	// No log at all is an empty answer that continues where asked.
 	var got strings.Builder
@@ -143,4 +165,5 @@ func TestArchivedLogReadsTailAndAfterLikeTheLocalOne(t *testing.T) {
 	}
 	f.removeLocal("j1")
 	checkQueries(t, f.arch, "j1", string(data))
+	checkBackfills(t, f.arch, "j1", string(data))
 }

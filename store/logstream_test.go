@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,17 @@ import (
 
 	"github.com/appliance-sh/appliance/engine"
 )
+
+// readBackfill reads a subscription's backfill to its end and closes it.
+func readBackfill(t *testing.T, r io.ReadCloser) []byte {
+	t.Helper()
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("read backfill: %v", err)
+	}
+	return data
+}
 
 // receive reads one chunk, failing the test instead of hanging; a timeout
 // reports the channel as closed so callers in other goroutines stop too.
@@ -75,7 +87,7 @@ func TestSubscribeMidStreamSeesEveryLineExactlyOnce(t *testing.T) {
 				return
 			}
 			defer cancel()
-			results[v] = result{backfill, drain(t, updates)}
+			results[v] = result{readBackfill(t, backfill), drain(t, updates)}
 		})
 	}
 	// Viewer v is released before line v*n/viewers while the writer keeps
@@ -157,7 +169,7 @@ func TestFinishClosesSubscriptionsAfterDeliveringEveryChunk(t *testing.T) {
 		appendLines(t, l, "j", line("s", fmt.Sprint(i)))
 	}
 	l.Finish("j")
-	if got := lineTexts(t, backfill); strings.Join(got, ",") != "old" {
+	if got := lineTexts(t, readBackfill(t, backfill)); strings.Join(got, ",") != "old" {
 		t.Errorf("backfill = %v, want [old]", got)
 	}
 	if got := lineTexts(t, drain(t, updates)); strings.Join(got, ",") != "0,1,2" {
@@ -170,8 +182,8 @@ func TestFinishClosesSubscriptionsAfterDeliveringEveryChunk(t *testing.T) {
 func TestCancelStopsUpdatesAndForgetsAnUnwrittenJob(t *testing.T) {
 	l := openLogs(t)
 	backfill, updates, cancel, err := l.Subscribe("quiet", engine.LogQuery{})
-	if err != nil || len(backfill) != 0 {
-		t.Fatalf("Subscribe = %q, %v; want empty backfill", backfill, err)
+	if err != nil || len(readBackfill(t, backfill)) != 0 {
+		t.Fatalf("Subscribe: %v; want an empty backfill", err)
 	}
 	cancel()
 	if _, ok := receive(t, updates); ok {

@@ -1,6 +1,6 @@
 // The live log of a job: JSONL frames from the WebSocket stream, shown one
 // line per entry and filtered by step.
-import { logStreamURL } from './api.js';
+import { api, logStreamURL } from './api.js';
 import { h, replace } from './dom.js';
 
 const ALL = '';
@@ -97,20 +97,24 @@ export function follow(jobID, view, signal, { isLive, onEnd }) {
     view.reset();
     const conn = new WebSocket(logStreamURL(jobID, tail));
     ws = conn;
-    let first = true;
+    if (tail > 0) {
+      // `next` of the last line is the log's length: say when the tail
+      // leaves lines out.
+      api(`/api/jobs/${encodeURIComponent(jobID)}/logs?tail=1`, { signal })
+        .then(({ next }) => {
+          if (ws !== conn || next <= tail) return;
+          view.cutAt(tail, () => {
+            tail = 0;
+            conn.onclose = null;
+            conn.close();
+            open();
+          });
+        })
+        .catch(() => {});
+    }
     ws.onopen = () => view.status('live');
     ws.onmessage = (e) => {
       retries = 0;
-      // A backfill of TAIL lines may have left earlier ones out.
-      if (first && tail > 0 && e.data.split('\n').length > tail) {
-        view.cutAt(tail, () => {
-          tail = 0;
-          conn.onclose = null;
-          conn.close();
-          open();
-        });
-      }
-      first = false;
       view.add(e.data);
     };
     ws.onclose = (e) => {
