@@ -5,6 +5,7 @@ package api
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -47,8 +48,10 @@ type Workspaces interface {
 // LogStore holds job logs; *store.Logs implements it.
 type LogStore interface {
 	Append(jobID string, lines []engine.LogLine) error
-	Read(jobID, step string) (string, error)
-	Subscribe(jobID string) (backfill []byte, updates <-chan []byte, cancel func(), err error)
+	// ReadLog writes the lines q selects to w as it reads them.
+	ReadLog(ctx context.Context, jobID string, q engine.LogQuery, w io.Writer) (engine.LogPage, error)
+	// Subscribe starts a live view with the part of the log q selects.
+	Subscribe(jobID string, q engine.LogQuery) (backfill io.ReadCloser, updates <-chan []byte, cancel func(), err error)
 }
 
 // Config wires the API.

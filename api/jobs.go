@@ -102,39 +102,6 @@ func (s *server) approveStep(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": status})
 }
 
-// logsResponse is the body of both log endpoints.
-type logsResponse struct {
-	Logs string `json:"logs"`
-}
-
-func (s *server) jobLogs(c echo.Context) error {
-	job, _, err := s.job(c)
-	if err != nil {
-		return err
-	}
-	logs, err := s.cfg.Logs.Read(job.ID, "")
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, logsResponse{Logs: logs})
-}
-
-func (s *server) stepLogs(c echo.Context) error {
-	job, steps, err := s.job(c)
-	if err != nil {
-		return err
-	}
-	step := c.Param("step")
-	if step != engine.ServerStep && !hasStep(steps, step) {
-		return notFound("step %q in job %s", step, job.ID)
-	}
-	logs, err := s.cfg.Logs.Read(job.ID, step)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, logsResponse{Logs: logs})
-}
-
 func hasStep(steps []*engine.Step, name string) bool {
 	for _, s := range steps {
 		if s.Name == name {

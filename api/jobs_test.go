@@ -140,7 +140,7 @@ func TestJobAndStepLogsReadTheJSONL(t *testing.T) {
 	f.pushLogs(w, id, "say", "first", "second")
 
 	all := f.api("GET", "/api/jobs/"+id+"/logs", nil).expect(200).object()
-	assertKeys(t, "logs", all, "logs")
+	assertKeys(t, "logs", all, "logs", "lines", "next")
 	say := f.api("GET", "/api/jobs/"+id+"/steps/say/logs", nil).expect(200).object()["logs"].(string)
 	server := f.api("GET", "/api/jobs/"+id+"/steps/_server/logs", nil).expect(200).object()["logs"].(string)
 	sayLines := strings.Split(strings.TrimSpace(say), "\n")

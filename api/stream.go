@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -26,9 +27,15 @@ const (
 // first text frame (skipped when empty), then each appended chunk of JSONL
 // lines as one text frame. It closes with 1000 once the job is terminal and
 // its log complete, and with 1013 (try again later) when the viewer fell
-// too far behind; reconnecting gives a fresh backfill.
+// too far behind; reconnecting gives a fresh backfill. `tail` or `after`,
+// as on GET .../logs, make the backfill the last lines or those after a
+// line, so a viewer of a big log need not load it all.
 func (s *server) streamLogs(c echo.Context) error {
 	id, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	q, err := logQuery(c, "")
 	if err != nil {
 		return err
 	}
@@ -68,7 +75,7 @@ func (s *server) streamLogs(c echo.Context) error {
 	// Viewers send nothing; reading only notices their hang-up.
 	ctx = conn.CloseRead(ctx)
 
-	code, reason := s.pump(ctx, conn, id, done)
+	code, reason := s.pump(ctx, conn, id, q, done)
 	if code != 0 {
 		_ = conn.Close(code, reason)
 	}
@@ -121,19 +128,24 @@ func (w *handshakeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter
 
 // pump sends the backfill and the live chunks, and returns the close code
 // (0 when the viewer went away first).
-func (s *server) pump(ctx context.Context, conn *websocket.Conn, id string, done <-chan struct{}) (websocket.StatusCode, string) {
+func (s *server) pump(ctx context.Context, conn *websocket.Conn, id string, q engine.LogQuery, done <-chan struct{}) (websocket.StatusCode, string) {
 	// Subscribing first, then checking the job, leaves no gap: a job that
 	// ended before the subscription has its whole log in the backfill.
-	backfill, updates, cancel, err := s.cfg.Logs.Subscribe(id)
+	backfill, updates, cancel, err := s.cfg.Logs.Subscribe(id, q)
 	if err != nil {
 		s.log.Error("subscribe to job log", "job", id, "err", err)
 		return websocket.StatusInternalError, "cannot read the job log"
 	}
 	defer cancel()
-	if len(backfill) > 0 {
-		if err := s.write(ctx, conn, backfill); err != nil {
-			return 0, ""
-		}
+	err = s.sendBackfill(ctx, conn, backfill)
+	backfill.Close()
+	var readErr backfillReadError
+	if errors.As(err, &readErr) {
+		s.log.Error("read job log backfill", "job", id, "err", err)
+		return websocket.StatusInternalError, "cannot read the job log"
+	}
+	if err != nil {
+		return 0, ""
 	}
 	if s.terminal(ctx, id) {
 		return websocket.StatusNormalClosure, "job finished"
@@ -164,6 +176,40 @@ func (s *server) pump(ctx context.Context, conn *websocket.Conn, id string, done
 				return 0, ""
 			}
 		}
+	}
+}
+
+// backfillFrame is the most a backfill frame holds: a big log goes out in
+// frames of whole lines (a longer line is split), read as they are sent.
+const backfillFrame = 1 << 20
+
+// backfillReadError is a backfill that could not be read, as opposed to
+// a viewer that went away.
+type backfillReadError struct{ error }
+
+// sendBackfill sends the log so far; an empty one sends nothing.
+func (s *server) sendBackfill(ctx context.Context, conn *websocket.Conn, r io.Reader) error {
+	buf := make([]byte, 0, backfillFrame)
+	for {
+		n, err := io.ReadFull(r, buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			if len(buf) == 0 {
+				return nil
+			}
+			return s.write(ctx, conn, buf)
+		}
+		if err != nil {
+			return backfillReadError{err}
+		}
+		cut := bytes.LastIndexByte(buf, '\n') + 1
+		if cut == 0 {
+			cut = len(buf)
+		}
+		if err := s.write(ctx, conn, buf[:cut]); err != nil {
+			return err
+		}
+		buf = buf[:copy(buf, buf[cut:])]
 	}
 }
 

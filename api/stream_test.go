@@ -20,9 +20,15 @@ type viewer struct {
 
 func (f *fixture) watch(jobID string) *viewer {
 	f.t.Helper()
+	return f.watchFrom(jobID, "")
+}
+
+// watchFrom opens the stream with a query (tail=N or after=N).
+func (f *fixture) watchFrom(jobID, query string) *viewer {
+	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	url := "ws" + strings.TrimPrefix(f.url, "http") + "/api/jobs/" + jobID + "/logs/stream"
+	url := "ws" + strings.TrimPrefix(f.url, "http") + "/api/jobs/" + jobID + "/logs/stream?" + query
 	conn, _, err := websocket.Dial(ctx, url, nil)
 	if err != nil {
 		f.t.Fatalf("dial log stream: %v", err)
@@ -169,5 +175,30 @@ func TestSlowViewerDoesNotBlockLogPushes(t *testing.T) {
 	wg.Wait()
 	if fastBytes < pushes*len(line) {
 		t.Fatalf("the fast viewer got %d bytes, want all %d", fastBytes, pushes*len(line))
+	}
+}
+
+func TestLogStreamBackfillCanStartAtTheTailOrAfterALine(t *testing.T) {
+	f := newFixture(t)
+	w := f.register("w")
+	id := f.execute("x")
+	f.claimStep(w, id, "say")
+	f.pushLogs(id, "say", "l1", "l2", "l3", "l4", "l5")
+
+	tail := f.watchFrom(id, "tail=2")
+	after := f.watchFrom(id, "after=3")
+	for name, v := range map[string]*viewer{"tail=2": tail, "after=3": after} {
+		if got := v.next(); strings.Count(got, "\n") != 2 || !strings.Contains(got, `"line":"l4"`) || !strings.Contains(got, `"line":"l5"`) {
+			t.Fatalf("%s backfill = %q, want lines l4 and l5", name, got)
+		}
+	}
+	f.pushLogs(id, "say", "live")
+	for name, v := range map[string]*viewer{"tail=2": tail, "after=3": after} {
+		if got := v.next(); !strings.Contains(got, `"line":"live"`) || strings.Count(got, "\n") != 1 {
+			t.Fatalf("%s live frame = %q", name, got)
+		}
+	}
+	for _, q := range []string{"tail=0", "after=-2", "tail=1&after=1", "tail=x"} {
+		f.api("GET", "/api/jobs/"+id+"/logs/stream?"+q, nil).expect(400).errorMessage()
 	}
 }

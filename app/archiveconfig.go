@@ -99,6 +99,7 @@ func (c LogStorageConfig) describeArchive() string {
 // *store.Logs, or *store.ArchivingLogs when logs are archived.
 type serverLogs interface {
 	engine.LogSink
+	engine.StepLogEnder
 	api.LogStore
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strconv"
 
 	"github.com/coder/websocket"
 )
@@ -21,6 +22,12 @@ const maxStreamReconnects = 5
 // job's steps, so lines of later steps stay aligned with earlier ones. It
 // answers 404 for an unknown job before any stream is opened.
 func (c *apiClient) followJobLog(ctx context.Context, jobID string, p *logPrinter) error {
+	return c.followJobLogTail(ctx, jobID, 0, p)
+}
+
+// followJobLogTail is followJobLog starting at the job's last tail lines
+// (0 = from its start).
+func (c *apiClient) followJobLogTail(ctx context.Context, jobID string, tail int, p *logPrinter) error {
 	job, _, err := c.job(ctx, jobID)
 	if err != nil {
 		return err
@@ -37,19 +44,41 @@ func (c *apiClient) followJobLog(ctx context.Context, jobID string, p *logPrinte
 		// the job ends.
 		return fmt.Errorf("job %s has no step %q", jobID, p.step)
 	}
-	return c.followLog(ctx, jobID, p)
+	after := -1
+	if tail > 0 {
+		// The stream counts the job's lines; start it tail lines before the
+		// end, a position it can also resume from.
+		var last struct {
+			Next int `json:"next"`
+		}
+		if _, err := c.get(ctx, "/api/jobs/"+url.PathEscape(jobID)+"/logs?tail=1", &last); err != nil {
+			return err
+		}
+		after = max(0, last.Next-tail)
+	}
+	return c.followLog(ctx, jobID, after, p)
 }
 
 // followLog prints the job's log from the live stream
 // (GET /api/jobs/{id}/logs/stream) until the server closes it normally,
-// which it does once the job has ended and its log is complete.
-func (c *apiClient) followLog(ctx context.Context, jobID string, p *logPrinter) error {
+// which it does once the job has ended and its log is complete. With after
+// >= 0 the stream starts after that line of the log.
+func (c *apiClient) followLog(ctx context.Context, jobID string, after int, p *logPrinter) error {
 	for attempt := 0; ; attempt++ {
-		code, err := c.streamOnce(ctx, jobID, p)
+		query := ""
+		if after >= 0 {
+			query = "?after=" + strconv.Itoa(after)
+		}
+		code, err := c.streamOnce(ctx, jobID, query, p)
 		switch {
 		case code == websocket.StatusNormalClosure:
 			p.flush()
 			return nil
+		case code == websocket.StatusTryAgainLater && attempt < maxStreamReconnects && after >= 0:
+			// We fell behind and were dropped: resume after the last
+			// whole line shown.
+			after += p.seen
+			p.seen, p.partial = 0, nil
 		case code == websocket.StatusTryAgainLater && attempt < maxStreamReconnects:
 			// We fell behind and were dropped: the server resends the log
 			// from its start, and the printer skips what it has shown.
@@ -64,8 +93,8 @@ func (c *apiClient) followLog(ctx context.Context, jobID string, p *logPrinter) 
 
 // streamOnce reads one connection to its end and returns its close status
 // (-1 when it ended without a close frame).
-func (c *apiClient) streamOnce(ctx context.Context, jobID string, p *logPrinter) (websocket.StatusCode, error) {
-	conn, resp, err := websocket.Dial(ctx, c.base+"/api/jobs/"+url.PathEscape(jobID)+"/logs/stream", &websocket.DialOptions{
+func (c *apiClient) streamOnce(ctx context.Context, jobID, query string, p *logPrinter) (websocket.StatusCode, error) {
+	conn, resp, err := websocket.Dial(ctx, c.base+"/api/jobs/"+url.PathEscape(jobID)+"/logs/stream"+query, &websocket.DialOptions{
 		HTTPClient: c.http,
 		HTTPHeader: c.header(),
 	})

@@ -4,29 +4,37 @@ import (
 	"context"
 	"io"
 	"net/url"
+	"strconv"
 )
 
 func init() { commands["logs"] = cmdLogs }
 
-// cmdLogs is `appliance logs JOB_ID`: the job's log so far or, with
-// --follow, as it grows until the job ends.
+// cmdLogs is `appliance logs JOB_ID`: the job's log so far (or its last
+// --tail lines) or, with --follow, as it grows until the job ends.
 func cmdLogs(args []string, stdout, stderr io.Writer) int {
-	cc := newClientCommand("logs", "appliance logs JOB_ID [--step S] [--follow]", stdout, stderr)
+	cc := newClientCommand("logs", "appliance logs JOB_ID [--step S] [--tail N] [--follow]", stdout, stderr)
 	step := cc.fs.String("step", "", "only this step's lines (_server: the server's own)")
 	follow := cc.fs.Bool("follow", false, "keep streaming until the job ends")
+	tail := cc.fs.Int("tail", 0, "only the last N lines (with --follow: start N lines of the job's log before its end)")
 	pos, code, ok := cc.parse(args, 1)
 	if !ok {
 		return code
+	}
+	if *tail < 0 {
+		return cc.usageError("--tail must be a positive number of lines, got %d", *tail)
 	}
 	id := pos[0]
 	return cc.run(func(ctx context.Context, c *apiClient) (int, error) {
 		p := &logPrinter{w: stdout, step: *step, raw: *cc.json}
 		if *follow {
-			return 0, c.followJobLog(ctx, id, p)
+			return 0, c.followJobLogTail(ctx, id, *tail, p)
 		}
 		path := "/api/jobs/" + url.PathEscape(id) + "/logs"
 		if *step != "" {
 			path = "/api/jobs/" + url.PathEscape(id) + "/steps/" + url.PathEscape(*step) + "/logs"
+		}
+		if *tail > 0 {
+			path += "?tail=" + strconv.Itoa(*tail)
 		}
 		var answer struct {
 			Logs string `json:"logs"`

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -96,10 +95,7 @@ func TestLoginFloodStaysWithinMemory(t *testing.T) {
 	began := time.Now()
 	close(start)
 	wg.Wait()
-	peak, err := peakRSS(server.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	peak := peakRSS(t, server.Process.Pid)
 	t.Logf("%d concurrent bad logins in %v: answers %v; server peak RSS %.0f MB (limit %d MB)",
 		logins, time.Since(began).Round(time.Millisecond), statuses, float64(peak)/(1<<20), floodRSSLimit>>20)
 	if len(problems) > 0 {
@@ -148,17 +144,3 @@ func isJSONError(body []byte) bool {
 	return ok && msg != ""
 }
 
-// peakRSS is a process's peak resident set size (VmHWM), in bytes.
-func peakRSS(pid int) (int64, error) {
-	status, err := readProc(pid, "status")
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(status, "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
-}

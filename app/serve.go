@@ -214,6 +214,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		return nil, err
 	}
 	opened = append(opened, logs.Close)
+	logs.SetLimits(store.LogLimits{StepLog: cfg.limits.StepLog, LogLine: cfg.limits.LogLine})
 	jobLogs, archive, err := openArchive(cfg.LogStorage, logs, db, log)
 	if err != nil {
 		return nil, err

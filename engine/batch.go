@@ -19,6 +19,7 @@ type batch struct {
 	logs       []jobLine
 	created    []*jobState // register their notification channels
 	finished   []*jobState // terminal: notify, finish logs, drop from memory
+	ended      []*Step     // step runs that ended: tell a StepLogEnder
 	deliveries []delivery  // claims answered in this batch
 	after      []func()    // timers to arm
 }

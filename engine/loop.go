@@ -99,6 +99,13 @@ func (e *Engine) finishBatch(b *batch) {
 		e.notify.add(js.job.ID)
 	}
 	e.appendLogs(b)
+	if ender, ok := e.cfg.Logs.(StepLogEnder); ok {
+		for _, st := range b.ended {
+			if err := ender.EndStep(st.JobID, st.Name); err != nil {
+				e.log.Error("end step log", "job", st.JobID, "step", st.Name, "err", err)
+			}
+		}
+	}
 	for _, js := range b.finished {
 		e.notify.finish(js.job.ID, js.job.Status == JobCancelled)
 		if e.cfg.Logs != nil {

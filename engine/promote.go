@@ -263,6 +263,7 @@ func (e *Engine) finishStep(b *batch, ss *stepState, status string, errMsg *stri
 	ss.rec.ErrorMessage = errMsg
 	stopTimer(&ss.timer)
 	b.dirtyStep(ss.rec)
+	b.ended = append(b.ended, ss.rec)
 }
 
 // forEachItems turns a for_each value into its items: a literal list, or a

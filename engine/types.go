@@ -158,6 +158,22 @@ type LogLine struct {
 	Line   string    `json:"line"`
 }
 
+// LogQuery selects part of a job's log. Lines are numbered from 1 within
+// the selection (the step's lines when Step is set), so After and Tail page
+// through one step's log as they do through the whole.
+type LogQuery struct {
+	Step  string // only this step's lines ("" = every line)
+	After int    // skip lines 1..After (0 = from the start)
+	Tail  int    // only the last Tail lines (0 = no limit); not with After
+}
+
+// LogPage says which lines a read returned: Lines of them, and Next, the
+// After that continues where this read stopped.
+type LogPage struct {
+	Lines int
+	Next  int
+}
+
 // Claim is a step handed to a worker, with its action rendered in the step's scope.
 type Claim struct {
 	JobID      string
@@ -254,6 +270,14 @@ type LogSink interface {
 	// Finish is called once a job is terminal and committed: its log is
 	// complete, so live viewers can be told the stream has ended.
 	Finish(jobID string)
+}
+
+// StepLogEnder is a LogSink that wants to hear when a step run ends (it
+// completed, failed, timed out, was cancelled or skipped), after the lines
+// the batch that ended it logged: the log store closes the run's
+// accounting of the step_log limit then.
+type StepLogEnder interface {
+	EndStep(jobID, step string) error
 }
 
 // Clock is the engine's source of time, injected so tests need not sleep.

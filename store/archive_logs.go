@@ -252,16 +252,21 @@ func (a *ArchivingLogs) archiveJob(jobID string) (retry bool, err error) {
 	if err != nil {
 		return !errors.Is(err, engine.ErrNotFound), fmt.Errorf("look up job: %w", err)
 	}
-	data, err := a.Logs.readFile(jobID)
+	f, end, err := a.Logs.openLocal(jobID)
 	if err != nil {
 		return true, fmt.Errorf("read log of job %s: %w", jobID, err)
 	}
-	if len(data) == 0 {
+	if f == nil || end == 0 {
+		if f != nil {
+			f.Close()
+		}
 		return false, nil // a job that never logged (skipped) has nothing to keep
 	}
-	gz, err := gzipBytes(data)
+	// Compressed as it is read: only the compressed log is held in memory.
+	gz, err := gzipFrom(io.NewSectionReader(f, 0, end))
+	f.Close()
 	if err != nil {
-		return false, err
+		return true, fmt.Errorf("read log of job %s: %w", jobID, err)
 	}
 	if err := a.archive.Put(ctx, ArchiveKey(a.opts.Prefix, job), gz); err != nil {
 		return !errors.Is(err, engine.ErrInvalid), err
@@ -269,26 +274,14 @@ func (a *ArchivingLogs) archiveJob(jobID string) (retry bool, err error) {
 	return false, nil
 }
 
-func gzipBytes(data []byte) ([]byte, error) {
+func gzipFrom(r io.Reader) ([]byte, error) {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
-	if _, err := zw.Write(data); err != nil {
+	if _, err := io.Copy(zw, r); err != nil {
 		return nil, fmt.Errorf("gzip log: %w", err)
 	}
 	if err := zw.Close(); err != nil {
 		return nil, fmt.Errorf("gzip log: %w", err)
 	}
 	return buf.Bytes(), nil
-}
-
-func gunzipBytes(gz []byte) ([]byte, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(gz))
-	if err != nil {
-		return nil, fmt.Errorf("gunzip archived log: %w", err)
-	}
-	data, err := io.ReadAll(zr)
-	if err != nil {
-		return nil, fmt.Errorf("gunzip archived log: %w", err)
-	}
-	return data, nil
 }

@@ -123,9 +123,12 @@ func TestFinishedJobLogIsArchivedAndReadBackOnceTheLocalFileIsGone(t *testing.T)
 	if got, err := f.arch.Read("j1", "build"); err != nil || got != strings.SplitAfter(want, "\n")[0] {
 		t.Errorf("Read(build) after removal = %q, %v; want its one line", got, err)
 	}
-	backfill, _, cancel, err := f.arch.Subscribe("j1")
-	if err != nil || string(backfill) != want {
-		t.Errorf("Subscribe backfill after removal = %q, %v; want the archived log", backfill, err)
+	backfill, _, cancel, err := f.arch.Subscribe("j1", engine.LogQuery{})
+	if err != nil {
+		t.Fatalf("Subscribe after removal: %v", err)
+	}
+	if got := readBackfill(t, backfill); string(got) != want {
+		t.Errorf("Subscribe backfill after removal = %q; want the archived log", got)
 	}
 	if cancel != nil {
 		cancel()
@@ -138,7 +141,7 @@ func TestReadsPreferTheLocalFilesOverTheArchive(t *testing.T) {
 	job := f.finishJob("j1", engine.JobFailed, line("a", "local"))
 	f.waitArchived(job, "")
 	// A different archived copy shows which source a read used.
-	gz, _ := gzipBytes([]byte(`{"ts":"2025-03-01T12:00:00Z","stream":"stdout","step":"a","line":"archived"}` + "\n"))
+	gz, _ := gzipFrom(strings.NewReader(`{"ts":"2025-03-01T12:00:00Z","stream":"stdout","step":"a","line":"archived"}` + "\n"))
 	if err := raw.Put(context.Background(), ArchiveKey("", job), gz); err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,14 @@
 package store
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"strings"
 
 	"github.com/appliance-sh/appliance/engine"
 )
@@ -12,48 +16,78 @@ import (
 // Read returns the job's log like Logs.Read, in the order local JSONL file,
 // legacy .log file, then the archive.
 func (a *ArchivingLogs) Read(jobID, step string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), a.opts.Timeout)
-	defer cancel()
-	return a.ReadContext(ctx, jobID, step)
+	var b strings.Builder
+	_, err := a.ReadLog(context.Background(), jobID, engine.LogQuery{Step: step}, &b)
+	return b.String(), err
 }
 
-// ReadContext is Read bounded by ctx.
-func (a *ArchivingLogs) ReadContext(ctx context.Context, jobID, step string) (string, error) {
-	text, err := a.Logs.Read(jobID, step)
-	if err != nil || text != "" || a.Logs.hasFile(jobID) {
-		return text, err
+// ReadLog is Logs.ReadLog falling back to the archive for a finished job
+// whose local file is gone. The archived object is fetched whole (it is
+// compressed) and decompressed as it is read, once per pass.
+func (a *ArchivingLogs) ReadLog(ctx context.Context, jobID string, q engine.LogQuery, w io.Writer) (engine.LogPage, error) {
+	if validJobID(jobID) != nil || a.Logs.hasFile(jobID) {
+		return a.Logs.ReadLog(ctx, jobID, q, w)
 	}
-	data, err := a.fromArchive(ctx, jobID)
+	ctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
+	defer cancel()
+	gz, err := a.archived(ctx, jobID)
 	if err != nil {
-		return "", fmt.Errorf("read log of job %s: %w", jobID, err)
+		return engine.LogPage{}, fmt.Errorf("read log of job %s: %w", jobID, err)
 	}
-	if step == "" {
-		return string(data), nil
+	if gz == nil {
+		// Written meanwhile, or never: the local file is the answer.
+		return a.Logs.ReadLog(ctx, jobID, q, w)
 	}
-	return string(filterStep(data, step)), nil
+	page, err := readForward(ctx, gzipOpener(gz), q, w)
+	if err != nil {
+		return page, fmt.Errorf("read archived log of job %s: %w", jobID, err)
+	}
+	return page, nil
 }
 
 // Subscribe is Logs.Subscribe with the archived log as the backfill of a
-// finished job whose local file is gone.
-func (a *ArchivingLogs) Subscribe(jobID string) (backfill []byte, updates <-chan []byte, cancel func(), err error) {
-	backfill, updates, cancel, err = a.Logs.Subscribe(jobID)
-	if err != nil || len(backfill) > 0 || a.Logs.hasFile(jobID) {
+// finished job whose local file is gone, decompressed as it is read.
+func (a *ArchivingLogs) Subscribe(jobID string, q engine.LogQuery) (backfill io.ReadCloser, updates <-chan []byte, cancel func(), err error) {
+	backfill, updates, cancel, err = a.Logs.Subscribe(jobID, q)
+	if err != nil || a.Logs.hasFile(jobID) {
 		return backfill, updates, cancel, err
 	}
 	ctx, done := context.WithTimeout(context.Background(), a.opts.Timeout)
 	defer done()
-	backfill, err = a.fromArchive(ctx, jobID)
-	if err != nil {
-		cancel()
-		return nil, nil, nil, fmt.Errorf("subscribe to log of job %s: %w", jobID, err)
+	gz, err := a.archived(ctx, jobID)
+	if err != nil || gz == nil {
+		if err != nil {
+			backfill.Close()
+			cancel()
+			return nil, nil, nil, fmt.Errorf("subscribe to log of job %s: %w", jobID, err)
+		}
+		return backfill, updates, cancel, nil
 	}
+	backfill.Close()
+	q.Step = ""
+	backfill = pipeRead(context.Background(), func(ctx context.Context, w io.Writer) error {
+		_, err := readForward(ctx, gzipOpener(gz), q, w)
+		return err
+	})
 	return backfill, updates, cancel, nil
 }
 
-// fromArchive returns a finished job's archived log, or nothing when it
-// has none. Jobs still running are not looked for: their log is local or
-// not written yet, and an object-store request per poll would be waste.
-func (a *ArchivingLogs) fromArchive(ctx context.Context, jobID string) ([]byte, error) {
+// gzipOpener opens a gzipped log from its start, once per call.
+func gzipOpener(gz []byte) func() (io.Reader, error) {
+	return func() (io.Reader, error) {
+		zr, err := gzip.NewReader(bytes.NewReader(gz))
+		if err != nil {
+			return nil, fmt.Errorf("gunzip archived log: %w", err)
+		}
+		return zr, nil
+	}
+}
+
+// archived returns a finished job's archived log, still compressed, or nil
+// when it has none. Jobs still running are not looked for: their log is
+// local or not written yet, and an object-store request per poll would be
+// waste.
+func (a *ArchivingLogs) archived(ctx context.Context, jobID string) ([]byte, error) {
 	job, err := a.jobs.Job(ctx, jobID)
 	if errors.Is(err, engine.ErrNotFound) {
 		return nil, nil
@@ -71,7 +105,7 @@ func (a *ArchivingLogs) fromArchive(ctx context.Context, jobID string) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	return gunzipBytes(gz)
+	return gz, nil
 }
 
 // hasFile reports whether the job has a local log file, JSONL or legacy.

@@ -3,9 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,8 +31,13 @@ type Logs struct {
 	dir       string
 	subBuffer int // chunks per subscriber channel
 
-	mu   sync.Mutex // guards jobs; each jobLog has its own lock for I/O
+	limits LogLimits
+
+	mu   sync.Mutex // guards jobs and stepCounts; each jobLog has its own lock for I/O
 	jobs map[string]*jobLog
+	// stepCounts holds the running jobs' per-step byte counts for the
+	// step_log cap; an entry is changed only under its job's lock.
+	stepCounts map[string]jobCounts
 }
 
 // jobLog is the live state of one job's log: its subscribers. Its mutex
@@ -51,12 +54,14 @@ type subscriber struct {
 	ch chan []byte
 }
 
-// OpenLogs uses dir (created if needed) for job logs.
+// OpenLogs uses dir (created if needed) for job logs, with the default
+// limits (see SetLimits).
 func OpenLogs(dir string) (*Logs, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create log dir: %w", err)
 	}
-	return &Logs{dir: dir, subBuffer: subscriberBuffer, jobs: make(map[string]*jobLog)}, nil
+	return &Logs{dir: dir, subBuffer: subscriberBuffer, limits: LogLimits{}.withDefaults(),
+		jobs: make(map[string]*jobLog), stepCounts: make(map[string]jobCounts)}, nil
 }
 
 // Dir is the directory holding the log files.
@@ -101,25 +106,30 @@ type wireLine struct {
 	Line   string `json:"line"`
 }
 
-func encodeLines(lines []engine.LogLine) ([]byte, error) {
+// encodeLines returns the lines as JSONL and where each one ends.
+func encodeLines(lines []engine.LogLine) (chunk []byte, ends []int, err error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // keep <, > and & readable in logs
-	for _, ln := range lines {
+	ends = make([]int, len(lines))
+	for i, ln := range lines {
 		ts := ln.TS
 		if ts.IsZero() {
 			ts = time.Now()
 		}
 		err := enc.Encode(wireLine{TS: ts.UTC().Format(time.RFC3339Nano), Stream: ln.Stream, Step: ln.Step, Line: ln.Line})
 		if err != nil {
-			return nil, fmt.Errorf("encode log line: %w", err)
+			return nil, nil, fmt.Errorf("encode log line: %w", err)
 		}
+		ends[i] = buf.Len()
 	}
-	return buf.Bytes(), nil
+	return buf.Bytes(), ends, nil
 }
 
 // Append writes the lines to the job's log as one chunk and hands that
-// chunk to the job's live subscribers without waiting for them.
+// chunk to the job's live subscribers without waiting for them. Lines
+// longer than the log_line limit are cut, and a step's lines beyond its
+// step_log limit are dropped (see LogLimits).
 func (l *Logs) Append(jobID string, lines []engine.LogLine) error {
 	if err := validJobID(jobID); err != nil {
 		return fmt.Errorf("append log: %w", err)
@@ -127,14 +137,31 @@ func (l *Logs) Append(jobID string, lines []engine.LogLine) error {
 	if len(lines) == 0 {
 		return nil
 	}
-	chunk, err := encodeLines(lines)
+	lines = l.cutLines(lines)
+	chunk, ends, err := encodeLines(lines)
 	if err != nil {
 		return fmt.Errorf("append log of job %s: %w", jobID, err)
 	}
 	jl := l.lock(jobID)
 	defer l.release(jobID, jl)
-	if err := appendFile(l.jsonlPath(jobID), chunk); err != nil {
+	counts, err := l.counts(jobID)
+	if err != nil {
 		return fmt.Errorf("append log of job %s: %w", jobID, err)
+	}
+	if chunk = l.admit(counts, lines, chunk, ends); len(chunk) == 0 {
+		return nil
+	}
+	if err := l.write(jobID, jl, chunk); err != nil {
+		return fmt.Errorf("append log of job %s: %w", jobID, err)
+	}
+	return nil
+}
+
+// write appends a chunk to the job's file and hands it to the job's live
+// subscribers. The caller holds the job's lock.
+func (l *Logs) write(jobID string, jl *jobLog, chunk []byte) error {
+	if err := appendFile(l.jsonlPath(jobID), chunk); err != nil {
+		return err
 	}
 	for s := range jl.subs {
 		select {
@@ -147,6 +174,22 @@ func (l *Logs) Append(jobID string, lines []engine.LogLine) error {
 		}
 	}
 	return nil
+}
+
+// cutLines returns the lines with each one cut to the log_line limit,
+// copying only when one is too long.
+func (l *Logs) cutLines(lines []engine.LogLine) []engine.LogLine {
+	for i, ln := range lines {
+		if len(ln.Line) <= l.limits.LogLine {
+			continue
+		}
+		cut := append([]engine.LogLine(nil), lines...)
+		for j := i; j < len(cut); j++ {
+			cut[j].Line = cutLine(cut[j].Line, l.limits.LogLine)
+		}
+		return cut
+	}
+	return lines
 }
 
 func appendFile(path string, chunk []byte) error {
@@ -176,8 +219,20 @@ func (l *Logs) release(jobID string, jl *jobLog) {
 
 // Finish ends the job's live subscriptions; each subscriber still receives
 // every chunk already sent before its channel reports closed. Lines
-// appended later are still written.
+// appended later are still written. A capped step run that EndStep did not
+// close gets its warning first.
 func (l *Logs) Finish(jobID string) {
+	if validJobID(jobID) == nil {
+		jl := l.lock(jobID)
+		l.mu.Lock()
+		runs := l.stepCounts[jobID]
+		delete(l.stepCounts, jobID)
+		l.mu.Unlock()
+		// Finish has no caller to answer: a failed write leaves the log
+		// without the warning, as it would any line.
+		_ = l.warnCapped(jobID, jl, runs)
+		l.release(jobID, jl)
+	}
 	l.mu.Lock()
 	jl := l.jobs[jobID]
 	delete(l.jobs, jobID)
@@ -207,59 +262,4 @@ func (jl *jobLog) retire() {
 		close(s.ch)
 	}
 	jl.subs = nil
-}
-
-// Read returns the job's log ("" when there is none yet); with a step, only
-// that step's lines. Without a JSONL file it reads a legacy `<job id>.log`
-// file, filtered the same way when a step is given.
-func (l *Logs) Read(jobID, step string) (string, error) {
-	if err := validJobID(jobID); err != nil {
-		return "", fmt.Errorf("read log: %w", err)
-	}
-	data, err := l.readFile(jobID)
-	if err != nil {
-		return "", fmt.Errorf("read log of job %s: %w", jobID, err)
-	}
-	if step == "" {
-		return string(data), nil
-	}
-	return string(filterStep(data, step)), nil
-}
-
-// readFile reads the JSONL file, cut after its last complete line so a
-// concurrent append never shows half a line, else the legacy file whole.
-func (l *Logs) readFile(jobID string) ([]byte, error) {
-	data, err := os.ReadFile(l.jsonlPath(jobID))
-	if err == nil {
-		return data[:bytes.LastIndexByte(data, '\n')+1], nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
-	data, err = os.ReadFile(l.legacyPath(jobID))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	return data, err
-}
-
-// filterStep keeps the lines whose step field is step; lines that do not
-// decode belong to no step.
-func filterStep(data []byte, step string) []byte {
-	var out []byte
-	for len(data) > 0 {
-		line := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i+1], data[i+1:]
-		} else {
-			data = nil
-		}
-		var l struct {
-			Step string `json:"step"`
-		}
-		if json.Unmarshal(line, &l) == nil && l.Step == step {
-			out = append(out, line...)
-		}
-	}
-	return out
 }

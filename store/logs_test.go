@@ -189,7 +189,7 @@ func TestUnsafeJobIDsAreRejected(t *testing.T) {
 			if _, err := l.Read(id, ""); !errors.Is(err, engine.ErrInvalid) {
 				t.Errorf("Read error = %v, want ErrInvalid", err)
 			}
-			if _, _, _, err := l.Subscribe(id); !errors.Is(err, engine.ErrInvalid) {
+			if _, _, _, err := l.Subscribe(id, engine.LogQuery{}); !errors.Is(err, engine.ErrInvalid) {
 				t.Errorf("Subscribe error = %v, want ErrInvalid", err)
 			}
 		})

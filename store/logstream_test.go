@@ -3,11 +3,25 @@ package store
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/appliance-sh/appliance/engine"
 )
+
+// readBackfill reads a subscription's backfill to its end and closes it.
+func readBackfill(t *testing.T, r io.ReadCloser) []byte {
+	t.Helper()
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("read backfill: %v", err)
+	}
+	return data
+}
 
 // receive reads one chunk, failing the test instead of hanging; a timeout
 // reports the channel as closed so callers in other goroutines stop too.
@@ -66,14 +80,14 @@ func TestSubscribeMidStreamSeesEveryLineExactlyOnce(t *testing.T) {
 	for v := range viewers {
 		wg.Go(func() {
 			<-release[v]
-			backfill, updates, cancel, err := l.Subscribe("j")
+			backfill, updates, cancel, err := l.Subscribe("j", engine.LogQuery{})
 			subscribed <- struct{}{}
 			if err != nil {
 				t.Errorf("Subscribe: %v", err)
 				return
 			}
 			defer cancel()
-			results[v] = result{backfill, drain(t, updates)}
+			results[v] = result{readBackfill(t, backfill), drain(t, updates)}
 		})
 	}
 	// Viewer v is released before line v*n/viewers while the writer keeps
@@ -115,12 +129,12 @@ func TestSubscribeMidStreamSeesEveryLineExactlyOnce(t *testing.T) {
 func TestSlowSubscriberIsDroppedWithoutBlockingAppendOrOthers(t *testing.T) {
 	l := openLogs(t)
 	l.subBuffer = 4
-	_, slow, cancelSlow, err := l.Subscribe("j")
+	_, slow, cancelSlow, err := l.Subscribe("j", engine.LogQuery{})
 	if err != nil {
 		t.Fatalf("Subscribe: %v", err)
 	}
 	defer cancelSlow()
-	_, fast, cancelFast, err := l.Subscribe("j")
+	_, fast, cancelFast, err := l.Subscribe("j", engine.LogQuery{})
 	if err != nil {
 		t.Fatalf("Subscribe: %v", err)
 	}
@@ -147,7 +161,7 @@ func TestSlowSubscriberIsDroppedWithoutBlockingAppendOrOthers(t *testing.T) {
 func TestFinishClosesSubscriptionsAfterDeliveringEveryChunk(t *testing.T) {
 	l := openLogs(t)
 	appendLines(t, l, "j", line("s", "old"))
-	backfill, updates, cancel, err := l.Subscribe("j")
+	backfill, updates, cancel, err := l.Subscribe("j", engine.LogQuery{})
 	if err != nil {
 		t.Fatalf("Subscribe: %v", err)
 	}
@@ -155,7 +169,7 @@ func TestFinishClosesSubscriptionsAfterDeliveringEveryChunk(t *testing.T) {
 		appendLines(t, l, "j", line("s", fmt.Sprint(i)))
 	}
 	l.Finish("j")
-	if got := lineTexts(t, backfill); strings.Join(got, ",") != "old" {
+	if got := lineTexts(t, readBackfill(t, backfill)); strings.Join(got, ",") != "old" {
 		t.Errorf("backfill = %v, want [old]", got)
 	}
 	if got := lineTexts(t, drain(t, updates)); strings.Join(got, ",") != "0,1,2" {
@@ -167,9 +181,9 @@ func TestFinishClosesSubscriptionsAfterDeliveringEveryChunk(t *testing.T) {
 
 func TestCancelStopsUpdatesAndForgetsAnUnwrittenJob(t *testing.T) {
 	l := openLogs(t)
-	backfill, updates, cancel, err := l.Subscribe("quiet")
-	if err != nil || len(backfill) != 0 {
-		t.Fatalf("Subscribe = %q, %v; want empty backfill", backfill, err)
+	backfill, updates, cancel, err := l.Subscribe("quiet", engine.LogQuery{})
+	if err != nil || len(readBackfill(t, backfill)) != 0 {
+		t.Fatalf("Subscribe: %v; want an empty backfill", err)
 	}
 	cancel()
 	if _, ok := receive(t, updates); ok {
@@ -189,7 +203,7 @@ func TestCloseEndsEverySubscription(t *testing.T) {
 	var chans []<-chan []byte
 	for _, id := range []string{"a", "b"} {
 		appendLines(t, l, id, line("s", id))
-		_, ch, cancel, err := l.Subscribe(id)
+		_, ch, cancel, err := l.Subscribe(id, engine.LogQuery{})
 		if err != nil {
 			t.Fatalf("Subscribe: %v", err)
 		}

@@ -94,11 +94,14 @@ export async function api(url, { method = 'GET', body, signal, auth = true } = {
   return data;
 }
 
-// logStreamURL is the WebSocket address of a job's live log; a browser
-// cannot set headers on a WebSocket, so the token rides in the query.
-export function logStreamURL(jobID) {
+// logStreamURL is the WebSocket address of a job's live log, starting at
+// its last tail lines (0 = the whole log); a browser cannot set headers on
+// a WebSocket, so the token rides in the query.
+export function logStreamURL(jobID, tail = 0) {
   const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
-  let url = `${scheme}://${location.host}/api/jobs/${encodeURIComponent(jobID)}/logs/stream`;
-  if (tokens.access) url += `?token=${encodeURIComponent(tokens.access)}`;
-  return url;
+  const query = new URLSearchParams();
+  if (tail > 0) query.set('tail', String(tail));
+  if (tokens.access) query.set('token', tokens.access);
+  const qs = query.toString();
+  return `${scheme}://${location.host}/api/jobs/${encodeURIComponent(jobID)}/logs/stream${qs ? `?${qs}` : ''}`;
 }

@@ -1,9 +1,13 @@
 // The live log of a job: JSONL frames from the WebSocket stream, shown one
 // line per entry and filtered by step.
-import { logStreamURL } from './api.js';
+import { api, logStreamURL } from './api.js';
 import { h, replace } from './dom.js';
 
 const ALL = '';
+
+// TAIL is how many lines of a job's log the page loads first; a longer
+// log offers to load the rest.
+export const TAIL = 1000;
 
 export function logView() {
   const lines = [];
@@ -60,14 +64,23 @@ export function logView() {
     lines.length = 0;
     partial = '';
     replace(out);
+    cut.replaceChildren();
   }
+
+  // cutAt says only the last n lines are shown and offers the rest.
+  function cutAt(n, showAll) {
+    cut.replaceChildren(`Showing the last ${n} lines. `,
+      h('button', { type: 'button', class: 'link', onclick: showAll }, 'Show the whole log'));
+  }
+
+  const cut = h('p', { class: 'muted log-cut', 'aria-live': 'polite' });
 
   const el = h('section', { class: 'logs', 'aria-labelledby': 'log-h' },
     h('div', { class: 'log-head' },
       h('h2', { id: 'log-h' }, 'Log'),
       h('label', { for: 'log-step' }, 'Step'), select, state),
-    out);
-  return { el, add, reset, addStep, status: (s) => { state.textContent = s; } };
+    cut, out);
+  return { el, add, reset, addStep, cutAt, status: (s) => { state.textContent = s; } };
 }
 
 // follow streams a job's log into the view until the server closes the
@@ -76,11 +89,29 @@ export function logView() {
 export function follow(jobID, view, signal, { isLive, onEnd }) {
   let ws = null;
   let retries = 0;
+  // The first view is the log's last TAIL lines; the whole log on request.
+  let tail = TAIL;
   const open = () => {
     if (signal.aborted) return;
-    // Every connection starts with the whole log so far.
+    // Every connection starts with the log so far (its tail at first).
     view.reset();
-    ws = new WebSocket(logStreamURL(jobID));
+    const conn = new WebSocket(logStreamURL(jobID, tail));
+    ws = conn;
+    if (tail > 0) {
+      // `next` of the last line is the log's length: say when the tail
+      // leaves lines out.
+      api(`/api/jobs/${encodeURIComponent(jobID)}/logs?tail=1`, { signal })
+        .then(({ next }) => {
+          if (ws !== conn || next <= tail) return;
+          view.cutAt(tail, () => {
+            tail = 0;
+            conn.onclose = null;
+            conn.close();
+            open();
+          });
+        })
+        .catch(() => {});
+    }
     ws.onopen = () => view.status('live');
     ws.onmessage = (e) => {
       retries = 0;

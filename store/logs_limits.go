@@ -1,0 +1,297 @@
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/appliance-sh/appliance/engine"
+)
+
+// Default log limits (server config `limits.step_log`, `limits.log_line`).
+const (
+	DefaultStepLog = 100 << 20
+	DefaultLogLine = 64 << 10
+)
+
+// LogLimits bound what a job's log may hold; zero fields take the defaults.
+type LogLimits struct {
+	// StepLog is how many bytes of stored JSONL one step run may write.
+	// The line that would go over it and every later line of the run are
+	// dropped, and when the run ends one `_server` warning says how much.
+	// `_server` lines are the orchestrator's own and not counted.
+	StepLog int64
+	// LogLine is how many bytes of text one line may carry; the rest is
+	// cut and replaced by a marker saying how much was dropped.
+	LogLine int
+}
+
+func (lim LogLimits) withDefaults() LogLimits {
+	if lim.StepLog <= 0 {
+		lim.StepLog = DefaultStepLog
+	}
+	if lim.LogLine <= 0 {
+		lim.LogLine = DefaultLogLine
+	}
+	return lim
+}
+
+// SetLimits sets the log limits; call it before the first Append.
+func (l *Logs) SetLimits(lim LogLimits) { l.limits = lim.withDefaults() }
+
+// stepCount is how much one step run has written to its job's log, and
+// dropped once over the step_log limit.
+type stepCount struct {
+	bytes        int64 // stored JSONL bytes
+	capped       bool  // the limit tripped: later lines are dropped
+	droppedBytes int64 // JSONL bytes of the dropped lines
+	droppedLines int
+}
+
+// jobCounts is the per-step count of one job's log, keyed by step name.
+//
+// It lives in memory from the job's first append until the step run ends
+// (EndStep) or the job does (Finish), when the warning of a capped run is
+// written. A server that restarts loses it, so the first append to a job
+// after a restart recounts the job's file once (a sequential read of no
+// more than the limits allow per step); a run that reached the limit
+// before the restart trips it again with its next line, and its warning
+// then counts what was dropped since. Nothing extra is persisted.
+type jobCounts map[string]*stepCount
+
+// maxCountedJobs bounds the jobs whose counts are kept in memory.
+const maxCountedJobs = 10000
+
+// counts returns the job's step counts, loading them from its log file
+// on first use. The caller holds the job's lock.
+func (l *Logs) counts(jobID string) (jobCounts, error) {
+	l.mu.Lock()
+	c, ok := l.stepCounts[jobID]
+	l.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	c, err := countFile(l.jsonlPath(jobID))
+	if err != nil {
+		return nil, fmt.Errorf("count log of job %s: %w", jobID, err)
+	}
+	l.mu.Lock()
+	if len(l.stepCounts) >= maxCountedJobs {
+		// Finish forgets a job's counts; lines that reach a job after it
+		// finished bring them back. This bounds those: a job dropped here
+		// is recounted if it logs again.
+		for id := range l.stepCounts {
+			delete(l.stepCounts, id)
+			break
+		}
+	}
+	l.stepCounts[jobID] = c
+	l.mu.Unlock()
+	return c, nil
+}
+
+// countFile sums the stored bytes of each step in a JSONL log file.
+func countFile(path string) (jobCounts, error) {
+	c := jobCounts{}
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	err = eachLine(bufio.NewReaderSize(f, readBlock), func(first []byte, whole bool, size int64) {
+		step, ok := stepOf(first, whole)
+		if !ok {
+			return
+		}
+		if step == engine.ServerStep {
+			// A warning closes its step's run: a later line is a new run's.
+			if ended, ok := cappedStepOf(first, whole); ok {
+				delete(c, ended)
+			}
+			return
+		}
+		c.step(step).bytes += size
+	})
+	return c, err
+}
+
+func (c jobCounts) step(name string) *stepCount {
+	s := c[name]
+	if s == nil {
+		s = &stepCount{}
+		c[name] = s
+	}
+	return s
+}
+
+// capWarningPrefix starts the `_server` line written when a step run that
+// reached the step_log limit ends; a recount after a restart looks for it.
+const capWarningPrefix = "log of step "
+
+func capWarning(step string, limit int64, s *stepCount) string {
+	return fmt.Sprintf("%s%s cut at the step_log limit of %s: %d bytes kept, %d bytes in %d lines dropped (raise limits.step_log in the server config to keep more)",
+		capWarningPrefix, strconv.Quote(step), sizeString(limit), s.bytes, s.droppedBytes, s.droppedLines)
+}
+
+// cappedStepOf returns the step a cap warning line names.
+func cappedStepOf(first []byte, whole bool) (string, bool) {
+	if !whole {
+		return "", false
+	}
+	var l wireLine
+	if json.Unmarshal(first, &l) != nil || !strings.HasPrefix(l.Line, capWarningPrefix) || !strings.Contains(l.Line, "step_log limit") {
+		return "", false
+	}
+	rest := strings.TrimPrefix(l.Line, capWarningPrefix)
+	quoted, err := strconv.QuotedPrefix(rest)
+	if err != nil {
+		return "", false
+	}
+	step, err := strconv.Unquote(quoted)
+	return step, err == nil
+}
+
+// admit decides which encoded lines go into the file: a step's lines
+// until the one that would take it past the limit, then none, counting
+// what it drops. ends[i] is where line i ends in chunk.
+func (l *Logs) admit(c jobCounts, lines []engine.LogLine, chunk []byte, ends []int) []byte {
+	out := chunk[:0:0]
+	start := 0
+	kept := 0
+	for i, ln := range lines {
+		enc := chunk[start:ends[i]]
+		start = ends[i]
+		if ln.Step == engine.ServerStep {
+			out = append(out, enc...)
+			kept++
+			continue
+		}
+		s := c.step(ln.Step)
+		if s.capped || s.bytes+int64(len(enc)) > l.limits.StepLog {
+			s.capped = true
+			s.droppedBytes += int64(len(enc))
+			s.droppedLines++
+			continue
+		}
+		s.bytes += int64(len(enc))
+		out = append(out, enc...)
+		kept++
+	}
+	if kept == len(lines) {
+		return chunk // the common case: nothing dropped, no copy made
+	}
+	return out
+}
+
+// EndStep closes a step run's count, so a next run (a retry) starts from
+// nothing, and writes the warning of a run that went over the step_log
+// limit. The engine calls it once the run has ended (engine.StepLogEnder).
+func (l *Logs) EndStep(jobID, step string) error {
+	if err := validJobID(jobID); err != nil {
+		return fmt.Errorf("end step log: %w", err)
+	}
+	jl := l.lock(jobID)
+	defer l.release(jobID, jl)
+	l.mu.Lock()
+	c := l.stepCounts[jobID]
+	s := c[step]
+	delete(c, step)
+	l.mu.Unlock()
+	if s == nil || !s.capped {
+		return nil
+	}
+	return l.warnCapped(jobID, jl, map[string]*stepCount{step: s})
+}
+
+// warnCapped writes the warning of each capped run in runs. The caller
+// holds the job's lock.
+func (l *Logs) warnCapped(jobID string, jl *jobLog, runs map[string]*stepCount) error {
+	var lines []engine.LogLine
+	for _, step := range slices.Sorted(maps.Keys(runs)) {
+		if s := runs[step]; s.capped {
+			lines = append(lines, engine.LogLine{Stream: "stderr", Step: engine.ServerStep, Line: capWarning(step, l.limits.StepLog, s)})
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	chunk, _, err := encodeLines(lines)
+	if err == nil {
+		err = l.write(jobID, jl, chunk)
+	}
+	if err != nil {
+		return fmt.Errorf("write the step_log warning to the log of job %s: %w", jobID, err)
+	}
+	return nil
+}
+
+// cutLine cuts a line longer than max bytes at a character boundary and
+// says how much it dropped.
+func cutLine(line string, max int) string {
+	if len(line) <= max {
+		return line
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(line[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… [line cut at %s limit, %d bytes dropped]", line[:cut], sizeString(int64(max)), len(line)-cut)
+}
+
+// sizeString writes a byte count the way the config does: 64KB, 100MB.
+func sizeString(n int64) string {
+	for _, u := range []struct {
+		size int64
+		name string
+	}{{1 << 30, "GB"}, {1 << 20, "MB"}, {1 << 10, "KB"}} {
+		if n >= u.size && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
+}
+
+// eachLine calls f for every line of r: first is the line, or its first
+// readBlock bytes when it is longer (whole is false then), and size its
+// full length including the newline.
+func eachLine(r *bufio.Reader, f func(first []byte, whole bool, size int64)) error {
+	var first []byte
+	var size int64
+	for {
+		frag, err := r.ReadSlice('\n')
+		if size == 0 && len(frag) > 0 {
+			if err == bufio.ErrBufferFull {
+				first = bytes.Clone(frag)
+			} else {
+				first = frag
+			}
+		}
+		size += int64(len(frag))
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == nil || (err == io.EOF && size > 0):
+			f(first, err == nil && size == int64(len(first)), size)
+			size = 0
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil && err != bufio.ErrBufferFull {
+			return err
+		}
+	}
+}

@@ -1,0 +1,180 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/appliance-sh/appliance/engine"
+)
+
+// fileLines decodes the job's log file.
+func fileLines(t *testing.T, l *Logs, jobID string) (lines []wireLine, bytesOf map[string]int) {
+	t.Helper()
+	data, err := os.ReadFile(l.jsonlPath(jobID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bytesOf = map[string]int{}
+	for _, raw := range strings.SplitAfter(string(data), "\n") {
+		if raw == "" {
+			continue
+		}
+		var w wireLine
+		if err := json.Unmarshal([]byte(raw), &w); err != nil {
+			t.Fatalf("line %q: %v", raw, err)
+		}
+		lines = append(lines, w)
+		bytesOf[w.Step] += len(raw)
+	}
+	return lines, bytesOf
+}
+
+// capWarnings returns the _server lines that name the step_log limit.
+func capWarnings(lines []wireLine) []string {
+	var out []string
+	for _, l := range lines {
+		if l.Step == engine.ServerStep && strings.Contains(l.Line, "step_log limit") {
+			out = append(out, l.Line)
+		}
+	}
+	return out
+}
+
+// numbered appends n lines "<prefix> 000".."<prefix> n-1" of step, in
+// batches of batch.
+func numbered(t *testing.T, l *Logs, jobID, step, prefix string, from, n, batch int) {
+	t.Helper()
+	var lines []engine.LogLine
+	for i := from; i < from+n; i++ {
+		lines = append(lines, line(step, prefix+" "+strings.Repeat("0", 3-len(itoa(i)))+itoa(i)))
+		if len(lines) == batch {
+			appendLines(t, l, jobID, lines...)
+			lines = nil
+		}
+	}
+	appendLines(t, l, jobID, lines...)
+}
+
+func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+// checkRun checks that step kept an unbroken first part of its lines
+// "out 000".. within the limit, and that the log holds one warning, which
+// says how much was kept and dropped.
+func checkRun(t *testing.T, l *Logs, jobID, step string, limit, sent int) {
+	t.Helper()
+	lines, bytesOf := fileLines(t, l, jobID)
+	if bytesOf[step] > limit || bytesOf[step] < limit-100 {
+		t.Errorf("step %s stored %d bytes, want at most the %d limit and not much less", step, bytesOf[step], limit)
+	}
+	kept := 0
+	for _, ln := range lines {
+		if ln.Step == step {
+			if want := "out " + strings.Repeat("0", 3-len(itoa(kept))) + itoa(kept); ln.Line != want {
+				t.Fatalf("kept line %d of %s = %q, want %q: the kept lines must be the first ones", kept, step, ln.Line, want)
+			}
+			kept++
+		}
+	}
+	perLine := bytesOf[step] / kept // every line encodes to the same size
+	want := fmt.Sprintf(`log of step %q cut at the step_log limit of 1000 bytes: %d bytes kept, %d bytes in %d lines dropped`,
+		step, bytesOf[step], (sent-kept)*perLine, sent-kept)
+	if warns := capWarnings(lines); len(warns) != 1 || !strings.HasPrefix(warns[0], want) {
+		t.Errorf("cap warnings = %q, want one starting %q", warns, want)
+	}
+}
+
+func TestStepRunOverItsLogLimitKeepsItsFirstLinesAndWarnsOnceAtItsEnd(t *testing.T) {
+	l := openLogs(t)
+	l.SetLimits(LogLimits{StepLog: 1000})
+	numbered(t, l, "j1", "big", "out", 0, 60, 7) // ~70 bytes a line: 4 times the limit
+	numbered(t, l, "j1", "small", "out", 0, 5, 2)
+	appendLines(t, l, "j1", line(engine.ServerStep, strings.Repeat("s", 2000))) // not a step: not counted
+	numbered(t, l, "j1", "big", "out", 60, 5, 5)
+	if lines, _ := fileLines(t, l, "j1"); len(capWarnings(lines)) != 0 {
+		t.Fatalf("a warning before the run ended: %q", capWarnings(lines))
+	}
+	for _, step := range []string{"big", "small"} {
+		if err := l.EndStep("j1", step); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkRun(t, l, "j1", "big", 1000, 65)
+	_, bytesOf := fileLines(t, l, "j1")
+	if bytesOf["small"] == 0 {
+		t.Errorf("small step kept nothing: the limit is per step")
+	}
+
+	// A next run of the step (a retry) starts from nothing.
+	appendLines(t, l, "j1", line("big", "retry"))
+	l.Finish("j1")
+	lines, _ := fileLines(t, l, "j1")
+	if last := lines[len(lines)-1]; last.Step != "big" || last.Line != "retry" || len(capWarnings(lines)) != 1 {
+		t.Errorf("after a new run: last line %+v, %d warnings; want the retry's line and still one warning", last, len(capWarnings(lines)))
+	}
+}
+
+func TestStepLogLimitHoldsAcrossARestart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "logs")
+	reopen := func() *Logs {
+		l, err := OpenLogs(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.SetLimits(LogLimits{StepLog: 1000})
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	l := reopen()
+	numbered(t, l, "j1", "big", "out", 0, 10, 3) // under the limit
+	l.Close()
+	l = reopen() // counts what the file holds before its first append
+	numbered(t, l, "j1", "big", "out", 10, 30, 4)
+	l.Close()
+	l = reopen() // the run is over the limit: its next lines are dropped too
+	numbered(t, l, "j1", "big", "out", 40, 10, 1)
+	l.Finish("j1") // a run EndStep did not close is closed with the job
+	lines, bytesOf := fileLines(t, l, "j1")
+	warns := capWarnings(lines)
+	if bytesOf["big"] > 1000 || bytesOf["big"] < 900 || len(warns) != 1 || !strings.Contains(warns[0], "in 10 lines dropped") {
+		t.Fatalf("big stored %d bytes; warnings %q; want one counting the 10 lines dropped since the restart", bytesOf["big"], warns)
+	}
+	l.Close()
+	l = reopen() // the warning ended that run: a new one may log
+	appendLines(t, l, "j1", line("big", "next run"))
+	if lines, _ := fileLines(t, l, "j1"); lines[len(lines)-1].Line != "next run" {
+		t.Errorf("a new run after the restart was dropped")
+	}
+}
+
+func TestLongLinesAreCutWithAMarker(t *testing.T) {
+	l := openLogs(t)
+	l.SetLimits(LogLimits{LogLine: 10})
+	appendLines(t, l, "j1",
+		line("a", "short"),
+		line("a", "abcdefghié and more"), // the cut falls inside é
+		line(engine.ServerStep, "0123456789abc"),
+		line("a", "0123456789"),
+	)
+	lines, _ := fileLines(t, l, "j1")
+	want := []string{
+		"short",
+		"abcdefghi… [line cut at 10 bytes limit, 11 bytes dropped]",
+		"0123456789… [line cut at 10 bytes limit, 3 bytes dropped]",
+		"0123456789",
+	}
+	for i, ln := range lines {
+		if ln.Line != want[i] {
+			t.Errorf("line %d = %q, want %q", i, ln.Line, want[i])
+		}
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines, want %d", len(lines), len(want))
+	}
+	if got := cutLine(strings.Repeat("x", 70000), 64<<10); !strings.HasSuffix(got, "… [line cut at 64KB limit, 4464 bytes dropped]") {
+		t.Errorf("cut at the default = ...%q", got[len(got)-60:])
+	}
+}
