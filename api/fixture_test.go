@@ -87,7 +87,7 @@ triggers:
 // fixture is a real server: engine over a bbolt file, JSONL logs and a
 // workspace registry, all in a temp dir, behind a real HTTP listener.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	url    string
 	eng    *engine.Engine
 	logs   *store.Logs
@@ -128,7 +128,7 @@ func newFixture(t *testing.T, opts ...fixtureOption) *fixture {
 
 // startAPI serves the workspaces (name -> dir) through a real engine on a
 // bbolt file under tmp, real log files and a real HTTP server on 127.0.0.1.
-func startAPI(t *testing.T, tmp string, dirs map[string]string, opts ...fixtureOption) *fixture {
+func startAPI(t testing.TB, tmp string, dirs map[string]string, opts ...fixtureOption) *fixture {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg, err := workflow.NewRegistry(dirs, map[string]string{}, log)
@@ -192,7 +192,7 @@ func (f *fixture) in(t *testing.T) *fixture {
 	return &c
 }
 
-func writeFile(t *testing.T, path, content string, mode os.FileMode) {
+func writeFile(t testing.TB, path, content string, mode os.FileMode) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -204,7 +204,7 @@ func writeFile(t *testing.T, path, content string, mode os.FileMode) {
 
 // response is a finished HTTP exchange.
 type response struct {
-	t      *testing.T
+	t      testing.TB
 	status int
 	header http.Header
 	body   []byte

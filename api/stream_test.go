@@ -14,7 +14,7 @@ import (
 
 // viewer is a WebSocket client of a job's log stream.
 type viewer struct {
-	t    *testing.T
+	t    testing.TB
 	conn *websocket.Conn
 }
 

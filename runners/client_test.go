@@ -226,7 +226,7 @@ type tarEntry struct {
 	mode             int64
 }
 
-func tarball(t *testing.T, entries ...tarEntry) []byte {
+func tarball(t testing.TB, entries ...tarEntry) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)

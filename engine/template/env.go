@@ -56,6 +56,7 @@ func newEnvironment() *exec.Environment {
 			structures[name] = p
 		}
 	}
+	structures["macro"] = boundedMacros(structures["macro"])
 
 	filterFuncs := map[string]exec.FilterFunction{}
 	for _, name := range builtinFilterNames() {

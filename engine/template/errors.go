@@ -24,6 +24,8 @@ var (
 	undefinedName = regexp.MustCompile(`Unable to evaluate name "([^"]*)"`)
 	undefinedPath = regexp.MustCompile(`(?i:unable to evaluate) ([^\s:]+): (?:attribute '[^']*'|item .*?) not found`)
 	lineNumber    = regexp.MustCompile(`(?i)at line (\d+)`)
+	// Each nested call wraps the error again, past where rootCause digs.
+	macroTooDeep = regexp.MustCompile(`macro "[^"]*": calls nest deeper than \d+`)
 )
 
 // templateError names the template (its start) and, for multi-line ones,
@@ -35,6 +37,9 @@ func templateError(src string, err error) error {
 		if m := lineNumber.FindStringSubmatch(err.Error()); m != nil {
 			where += " line " + m[1]
 		}
+	}
+	if m := macroTooDeep.FindString(err.Error()); m != "" {
+		return fmt.Errorf("%s: %s", where, m)
 	}
 	cause := rootCause(err)
 	msg := cause.Error()

@@ -2,13 +2,16 @@ package workflow
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // FuzzLoad feeds arbitrary bytes to the loader as a workflow file: it must
-// return a workspace or Errors, never panic.
+// return a workspace or Errors, never panic or hang. Seeds: the examples,
+// the strings below and testdata/fuzz/FuzzLoad.
 func FuzzLoad(f *testing.F) {
 	seeds, _ := filepath.Glob("../../examples/.workflows/*")
 	for _, s := range seeds {
@@ -32,6 +35,9 @@ func FuzzLoad(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// The fuzzer has no per-input timeout: a hang must crash the worker
+		// so the input is kept as a failure.
+		defer time.AfterFunc(10*time.Second, func() { panic(fmt.Sprintf("workflow %q: no result after 10s", data)) }).Stop()
 		dir := t.TempDir()
 		if err := os.MkdirAll(filepath.Join(dir, ".workflows"), 0o755); err != nil {
 			t.Fatal(err)
