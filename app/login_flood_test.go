@@ -143,4 +143,3 @@ func isJSONError(body []byte) bool {
 	msg, ok := e["error"].(string)
 	return ok && msg != ""
 }
-
