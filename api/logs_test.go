@@ -14,7 +14,7 @@ func TestLogsTailAndAfterPageThroughTheLog(t *testing.T) {
 	id := f.execute("x") // the engine notes the job under _server
 	w := f.register("w1")
 	f.claimStep(w, id, "say")
-	f.pushLogs(id, "say", "l1", "l2", `l3 "quoted" \ back`, "l4 é", "l5")
+	f.pushLogs(w, id, "say", "l1", "l2", `l3 "quoted" \ back`, "l4 é", "l5")
 
 	full := f.api("GET", "/api/jobs/"+id+"/logs", nil).expect(200).object()
 	all := splitLines(full["logs"].(string))

@@ -183,7 +183,7 @@ func TestLogStreamBackfillCanStartAtTheTailOrAfterALine(t *testing.T) {
 	w := f.register("w")
 	id := f.execute("x")
 	f.claimStep(w, id, "say")
-	f.pushLogs(id, "say", "l1", "l2", "l3", "l4", "l5")
+	f.pushLogs(w, id, "say", "l1", "l2", "l3", "l4", "l5")
 
 	tail := f.watchFrom(id, "tail=2")
 	after := f.watchFrom(id, "after=3")
@@ -192,7 +192,7 @@ func TestLogStreamBackfillCanStartAtTheTailOrAfterALine(t *testing.T) {
 			t.Fatalf("%s backfill = %q, want lines l4 and l5", name, got)
 		}
 	}
-	f.pushLogs(id, "say", "live")
+	f.pushLogs(w, id, "say", "live")
 	for name, v := range map[string]*viewer{"tail=2": tail, "after=3": after} {
 		if got := v.next(); !strings.Contains(got, `"line":"live"`) || strings.Count(got, "\n") != 1 {
 			t.Fatalf("%s live frame = %q", name, got)
