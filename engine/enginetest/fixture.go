@@ -148,6 +148,17 @@ func (f *Fixture) Restart() {
 
 func (f *Fixture) ctx() context.Context { return context.Background() }
 
+// Settle waits until every template render the engine handed off has come
+// back and been applied, so that what a test reads next is deterministic.
+func (f *Fixture) Settle() {
+	f.T.Helper()
+	ctx, cancel := context.WithTimeout(f.ctx(), waitFor)
+	defer cancel()
+	if err := f.Engine.Idle(ctx); err != nil {
+		f.T.Fatalf("engine never settled: %v", err)
+	}
+}
+
 // Execute creates a job of task and returns its id.
 func (f *Fixture) Execute(task string, input map[string]any) string {
 	f.T.Helper()
@@ -156,6 +167,7 @@ func (f *Fixture) Execute(task string, input map[string]any) string {
 		f.T.Fatalf("execute %s: %v", task, err)
 	}
 	f.LastJob = j.ID
+	f.Settle()
 	return j.ID
 }
 
@@ -180,6 +192,7 @@ func (f *Fixture) ClaimStep(step string) *engine.Claim {
 func (f *Fixture) ClaimJobStep(jobID, step string) *engine.Claim {
 	f.T.Helper()
 	key := [2]string{jobID, step}
+	f.Settle()
 	for {
 		if c, ok := f.pocket[key]; ok {
 			delete(f.pocket, key)
@@ -213,12 +226,14 @@ func (f *Fixture) RunJobStep(jobID, step string, res engine.StepResult) *engine.
 	if err := f.Engine.CompleteStep(f.ctx(), f.Worker, jobID, step, res); err != nil {
 		f.T.Fatalf("complete %s: %v", step, err)
 	}
+	f.Settle()
 	return c
 }
 
 // Job returns the committed job.
 func (f *Fixture) Job(id string) *engine.Job {
 	f.T.Helper()
+	f.Settle()
 	j, _, err := f.Engine.Job(f.ctx(), id)
 	if err != nil {
 		f.T.Fatalf("job %s: %v", id, err)
@@ -229,6 +244,7 @@ func (f *Fixture) Job(id string) *engine.Job {
 // Steps returns the committed steps of a job by name.
 func (f *Fixture) Steps(id string) map[string]*engine.Step {
 	f.T.Helper()
+	f.Settle()
 	_, steps, err := f.Engine.Job(f.ctx(), id)
 	if err != nil {
 		f.T.Fatalf("job %s: %v", id, err)
