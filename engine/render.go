@@ -67,10 +67,15 @@ func (p *renderPool) run(f func(ctx context.Context) error) error {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
+		// The render's own guards notice the deadline within a loop pass
+		// and say where (`when: template "...": ...`): give them a
+		// quarter of the limit (0.1-1 s) before saying it without where.
+		grace := time.NewTimer(min(max(p.lim.Time/4, 100*time.Millisecond), time.Second))
+		defer grace.Stop()
 		select {
 		case err := <-done:
 			return err
-		default:
+		case <-grace.C:
 			return template.TimeLimitError(p.lim)
 		}
 	}

@@ -42,6 +42,7 @@ type Fixture struct {
 
 	heartbeat time.Duration
 	noWorker  bool
+	limits    Options // the template limits
 	cancel    context.CancelFunc
 	done      chan error
 	pocket    map[[2]string]*engine.Claim // claimed by Worker, not yet run
@@ -52,6 +53,8 @@ type Options struct {
 	HeartbeatTimeout time.Duration // 0 = engine default
 	Store            *MemStore     // nil = a new one
 	NoWorker         bool          // do not register the fixture's worker
+	TemplateTime     time.Duration // 0 = engine default
+	TemplateOutput   int           // 0 = engine default
 }
 
 // LoadWorkspace writes yaml as the workspace's only workflow file and loads it.
@@ -93,6 +96,7 @@ func NewWith(t testing.TB, ws *workflow.Workspace, opts Options) *Fixture {
 		WorkerTags: workspaceTags(ws),
 		heartbeat:  opts.HeartbeatTimeout,
 		noWorker:   opts.NoWorker,
+		limits:     Options{TemplateTime: opts.TemplateTime, TemplateOutput: opts.TemplateOutput},
 	}
 	f.start()
 	t.Cleanup(f.Stop)
@@ -110,6 +114,8 @@ func (f *Fixture) start() {
 		Clock:            f.Clock,
 		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
 		HeartbeatTimeout: f.heartbeat,
+		TemplateTime:     f.limits.TemplateTime,
+		TemplateOutput:   f.limits.TemplateOutput,
 	})
 	if err != nil {
 		f.T.Fatalf("new engine: %v", err)

@@ -173,6 +173,18 @@ func tickLoop(f *controlstructures.ForControlStructure) {
 		},
 	}
 	body.Nodes = append([]nodes.Node{tick}, body.Nodes...)
+	// gonja goes through the whole list (and its `if`) before the first
+	// iteration: check there too, so an abandoned render does not finish
+	// that pass (an item failing the check is dropped, then the body's
+	// tick fails).
+	cond := f.IfCondition
+	if cond == nil {
+		cond = &nodes.Bool{Location: tok, Val: true}
+	}
+	f.IfCondition = &nodes.FilteredExpression{
+		Expression: cond,
+		Filters:    []*nodes.FilterCall{{Token: tok, Name: aliveFilter}},
+	}
 }
 
 func wrapOutput(o *nodes.Output) {

@@ -113,6 +113,9 @@ func budgetOf(e *exec.Evaluator) *budget {
 
 // alive fails once the render's context has ended.
 func (b *budget) alive() error {
+	if b.tripped != nil {
+		return b.tripped
+	}
 	if err := b.ctx.Err(); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return b.trip(TimeLimitError(b.lim))
@@ -216,6 +219,7 @@ const (
 	tickFilter    = "appliance tick"
 	productFilter = "appliance product"
 	sizeFilter    = "appliance size"
+	aliveFilter   = "appliance alive"
 )
 
 func guardFilters() map[string]exec.FilterFunction {
@@ -223,7 +227,19 @@ func guardFilters() map[string]exec.FilterFunction {
 		tickFilter:    filterTick,
 		productFilter: filterProduct,
 		sizeFilter:    filterSize,
+		aliveFilter:   filterAlive,
 	}
+}
+
+// filterAlive passes its input through while the render's time lasts,
+// and is false after: gonja's error path is slow (a stack trace per
+// error), and a false condition drops the item at once. The render fails
+// all the same, at the next tick or when it returns (budget.tripped).
+func filterAlive(e *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
+	if b := budgetOf(e); b != nil && b.alive() != nil {
+		return exec.AsValue(false)
+	}
+	return in
 }
 
 // filterTick runs first in every loop iteration: it stops a render whose

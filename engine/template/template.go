@@ -77,7 +77,7 @@ func (t *Template) RenderContext(ctx context.Context, vars map[string]any) (out 
 	defer recoverError(t.src, &err)
 	b := newBudget(ctx)
 	w := &limitedWriter{b: b}
-	if err := t.tpl.Execute(w, t.context(vars, b)); err != nil {
+	if err := t.tpl.Execute(w, t.context(vars, b)); err != nil || b.tripped != nil {
 		return "", b.failure(t.src, err)
 	}
 	return w.buf.String(), nil
@@ -112,7 +112,7 @@ func (t *Template) EvalContext(ctx context.Context, vars map[string]any) (v any,
 	if err == nil {
 		err = b.value(value)
 	}
-	if err != nil {
+	if err != nil || b.tripped != nil {
 		return nil, b.failure(t.src, err)
 	}
 	if v, err = native(value); err != nil {
