@@ -89,6 +89,8 @@ const budgetVar = "appliance budget"
 type budget struct {
 	ctx     context.Context
 	lim     Limits
+	start   time.Time
+	checks  int // alive calls, to look at the clock only now and then
 	built   int   // bytes of text made by {{ }} and loop bodies, wherever they went
 	tripped error // the first limit passed: gonja flattens errors from filters into text
 }
@@ -97,8 +99,19 @@ func newBudget(ctx context.Context) *budget {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return &budget{ctx: ctx, lim: limitsOf(ctx)}
+	return &budget{ctx: ctx, lim: limitsOf(ctx), start: time.Now()}
 }
+
+// A render still running after slowRender is a bomb or close to one: from
+// then on it sleeps slowPause every slowEvery checks (a check costs about
+// a microsecond), which leaves it about a tenth of a CPU. It runs out its
+// time all the same, but light renders, the orchestrator and the workers
+// keep the CPUs and the garbage collector keeps up.
+const (
+	slowRender = 50 * time.Millisecond
+	slowEvery  = 1024
+	slowPause  = 10 * time.Millisecond
+)
 
 // budgetOf finds the render's budget; templates evaluated some other way
 // (none today) have none and go unchecked.
@@ -115,6 +128,9 @@ func budgetOf(e *exec.Evaluator) *budget {
 func (b *budget) alive() error {
 	if b.tripped != nil {
 		return b.tripped
+	}
+	if b.checks++; b.checks%slowEvery == 0 && time.Since(b.start) > slowRender {
+		time.Sleep(slowPause)
 	}
 	if err := b.ctx.Err(); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
