@@ -90,7 +90,7 @@ type budget struct {
 	ctx     context.Context
 	lim     Limits
 	start   time.Time
-	checks  int // alive calls, to look at the clock only now and then
+	checks  int   // alive calls, to look at the clock only now and then
 	built   int   // bytes of text made by {{ }} and loop bodies, wherever they went
 	tripped error // the first limit passed: gonja flattens errors from filters into text
 }
