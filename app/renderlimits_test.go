@@ -97,6 +97,10 @@ func TestRenderBombsDoNotStallOtherJobs(t *testing.T) {
 	if took := time.Since(start); took > 2*time.Second+15*time.Second {
 		t.Errorf("the bombs took %v to fail", took)
 	}
+	if raceDetector {
+		t.Logf("not checking the p99 under the race detector")
+		return
+	}
 	if p99 >= time.Second {
 		t.Fatalf("p99 created->completed of the light jobs is %v, want under 1s: a bomb held them up", p99)
 	}

@@ -33,7 +33,7 @@ type Config struct {
 	TemplateOutput int           // 0 = DefaultTemplateOutput
 	// RenderSlots is how many renders may run at once, abandoned ones
 	// included (see defaultRenderSlots).
-	RenderSlots int // 0 = twice the CPUs, at least 4
+	RenderSlots int // 0 = four per CPU, at least 16
 }
 
 // Engine is the orchestrator.

@@ -17,13 +17,16 @@ const (
 	DefaultTemplateOutput = 1 << 20
 )
 
-// defaultRenderSlots is how many renders may run at once: twice the CPUs,
-// at least 4. A render that runs past its time limit is abandoned by its
+// defaultRenderSlots is how many renders may run at once: four per CPU,
+// at least 16. A render that runs past its time limit is abandoned by its
 // caller but keeps its slot until it returns (gonja cannot be stopped from
-// outside; our guards stop it at its next loop iteration, operator or
-// filter), so at most this many bombs burn CPU at any moment, and light
-// renders still find a slot while a few bombs run out their time.
-func defaultRenderSlots() int { return max(4, 2*runtime.GOMAXPROCS(0)) }
+// outside; our guards stop it within a loop pass), so at most this many
+// bombs run at any moment, each throttled to about a tenth of a CPU once
+// it has run 50 ms (see template.Limits). Light renders take microseconds
+// of a slot, but on a loaded machine a slot is held for as long as the
+// goroutine waits to be scheduled: a few slots per CPU keep them from
+// queueing behind one another while bombs hold some.
+func defaultRenderSlots() int { return max(16, 4*runtime.GOMAXPROCS(0)) }
 
 // renderPool runs template renders off the orchestrator goroutine, each in
 // a goroutine of its own under the render limits, at most len(slots) at once.
