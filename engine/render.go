@@ -47,17 +47,25 @@ func newRenderPool(lim template.Limits, slots int) *renderPool {
 	return &renderPool{lim: lim, slots: make(chan struct{}, slots), idle: idle}
 }
 
+// slotWaits is how many render times a render may wait for a slot: a
+// for_each of 10,000 instances queues its renders at once, and a loaded
+// machine must not fail them, but a render must not wait forever either.
+const slotWaits = 10
+
 // run calls f with a context carrying the render limits and returns f's
 // error, or a limit error once the time limit has passed, whether or not f
 // has returned (f's results must then be dropped). A render waits for a
-// slot at most the time limit, then fails without running.
+// slot at most slotWaits times the time limit, then fails without running.
 func (p *renderPool) run(f func(ctx context.Context) error) error {
-	wait := time.NewTimer(p.lim.Time)
-	defer wait.Stop()
-	select {
-	case p.slots <- struct{}{}:
-	case <-wait.C:
-		return fmt.Errorf("no template render slot came free within limits.template_time (%s): %d renders are running", p.lim.Time, cap(p.slots))
+	if !p.takeSlot() {
+		wait := time.NewTimer(slotWaits * p.lim.Time)
+		defer wait.Stop()
+		select {
+		case p.slots <- struct{}{}:
+		case <-wait.C:
+			return fmt.Errorf("no template render slot came free within %s (%d × limits.template_time): all %d are taken by running renders",
+				slotWaits*p.lim.Time, slotWaits, cap(p.slots))
+		}
 	}
 	ctx, cancel := context.WithTimeout(template.WithLimits(context.Background(), p.lim), p.lim.Time)
 	done := make(chan error, 1)
@@ -81,6 +89,17 @@ func (p *renderPool) run(f func(ctx context.Context) error) error {
 		case <-grace.C:
 			return template.TimeLimitError(p.lim)
 		}
+	}
+}
+
+// takeSlot takes a free slot without waiting (and without a timer: the
+// common case).
+func (p *renderPool) takeSlot() bool {
+	select {
+	case p.slots <- struct{}{}:
+		return true
+	default:
+		return false
 	}
 }
 
