@@ -11,7 +11,13 @@ var jobItemKeys = []string{"job_id", "workspace", "task_name", "mode", "status",
 func TestExecuteCreatesAPIJobWithDefaults(t *testing.T) {
 	f := newFixture(t)
 	id := f.execute("World")
-	m := f.api("GET", "/api/jobs/"+id, nil).expect(200).object()
+	// say's input renders off the orchestrator loop: it is pending until then.
+	var m map[string]any
+	eventually(t, "step say to be ready", func() bool {
+		m = f.api("GET", "/api/jobs/"+id, nil).expect(200).object()
+		steps, _ := m["steps"].([]any)
+		return len(steps) > 0 && steps[0].(map[string]any)["status"] != "pending"
+	})
 	assertKeys(t, "job detail", m, append(jobItemKeys, "input", "output", "steps")...)
 	if m["job_id"] != id || m["workspace"] != "main" || m["task_name"] != "hello" || m["mode"] != "distributed" ||
 		m["source_type"] != "api" || m["source_id"] != nil || m["revision"] == "" || m["output"] != nil {

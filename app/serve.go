@@ -234,6 +234,8 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		Logs:             masked,
 		Logger:           log,
 		HeartbeatTimeout: cfg.heartbeatTimeout,
+		TemplateTime:     cfg.limits.TemplateTime,
+		TemplateOutput:   cfg.limits.TemplateOutput,
 	})
 	if err != nil {
 		return nil, err

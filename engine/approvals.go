@@ -7,20 +7,10 @@ import (
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
-// awaitApproval dispatches an approval step: its message is rendered in
-// the step's scope and it waits, holding no worker, until Approve.
-func (e *Engine) awaitApproval(b *batch, js *jobState, ss *stepState) {
-	input, err := e.givenInput(js, ss)
-	if err != nil {
-		e.fail(b, js, ss, "input: "+err.Error())
-		return
-	}
+// awaitApproval dispatches an approval step, its input and message
+// rendered (prepWork): it waits, holding no worker, until Approve.
+func (e *Engine) awaitApproval(b *batch, js *jobState, ss *stepState, input map[string]any, msg string) {
 	ss.rec.Input = input
-	msg, err := js.ws.Templates.Render(ss.action.Message, e.stepScope(js, ss))
-	if err != nil {
-		e.fail(b, js, ss, "message: "+err.Error())
-		return
-	}
 	ss.rec.Message = msg
 	e.startOnServer(b, js, ss, StepWaiting)
 	b.serverLog(js.job.ID, fmt.Sprintf("step %q is waiting for approval: %s", ss.rec.Name, msg))
@@ -32,7 +22,11 @@ func (e *Engine) awaitApproval(b *batch, js *jobState, ss *stepState) {
 // ErrInvalid when the input has a key the action does not declare or, when
 // approved, does not fit its definitions.
 func (e *Engine) Approve(ctx context.Context, jobID, step string, a Approval) error {
-	_, err := e.do(ctx, func(b *batch) (any, error) {
+	resolved, err := e.approvalInput(ctx, jobID, step, a)
+	if err != nil {
+		return err
+	}
+	_, err = e.do(ctx, func(b *batch) (any, error) {
 		js, ss, err := e.liveStep(ctx, jobID, step)
 		if err != nil {
 			return nil, err
@@ -44,7 +38,11 @@ func (e *Engine) Approve(ctx context.Context, jobID, step string, a Approval) er
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		input := a.Input
-		if a.Approved {
+		switch {
+		case resolved != nil:
+			input = resolved
+		case a.Approved:
+			// Nothing renders (see approvalInput): safe in the loop.
 			if input, err = js.ws.ResolveInput(ss.action.Input, a.Input); err != nil {
 				return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 			}
@@ -73,4 +71,44 @@ func (e *Engine) Approve(ctx context.Context, jobID, step string, a Approval) er
 		return nil, nil
 	})
 	return err
+}
+
+// approvalInput resolves an approval's input here, in the caller's
+// goroutine and under the render limits, when the action's input defaults
+// are templates; otherwise it returns nil and the loop resolves it.
+func (e *Engine) approvalInput(ctx context.Context, jobID, step string, a Approval) (map[string]any, error) {
+	if !a.Approved {
+		return nil, nil
+	}
+	type found struct {
+		ws   *workflow.Workspace
+		defs *workflow.Inputs
+	}
+	v, err := e.do(ctx, func(*batch) (any, error) {
+		js, ss, err := e.liveStep(ctx, jobID, step)
+		if err != nil {
+			return nil, err
+		}
+		return found{js.ws, ss.action.Input}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	f := v.(found)
+	if !workflow.RendersDefaults(f.defs) {
+		return nil, nil
+	}
+	var input map[string]any
+	err = e.pool.run(func(ctx context.Context) error {
+		var err error
+		input, err = f.ws.ResolveInputContext(ctx, f.defs, a.Input)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if input == nil {
+		input = map[string]any{}
+	}
+	return input, nil
 }

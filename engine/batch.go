@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"time"
 )
 
@@ -31,9 +32,10 @@ type jobLine struct {
 
 // delivery is the answer to a parked or fresh claim.
 type delivery struct {
-	w     *waiter
-	claim *Claim
-	err   error
+	w      *waiter
+	claim  *Claim
+	err    error
+	render func(ctx context.Context, c *Claim) error // see claimResult
 }
 
 func newBatch(now time.Time) *batch {

@@ -108,7 +108,22 @@ func BenchmarkChain40(b *testing.B) {
 	for i := 1; i < 40; i++ {
 		fmt.Fprintf(&flow, "s%d: {action: ok, depends_on: [s%d]}\n", i, i-1)
 	}
-	f := enginetest.NewWith(b, enginetest.LoadWorkspace(b, flowYAML(flow.String())), enginetest.Options{NoWorker: true})
+	benchChain(b, flow.String())
+}
+
+// BenchmarkChain40Templated is BenchmarkChain40 with templates to render
+// at each step: its input (from the upstream output) and its script.
+func BenchmarkChain40Templated(b *testing.B) {
+	var flow strings.Builder
+	flow.WriteString("s0: {action: greet}\n")
+	for i := 1; i < 40; i++ {
+		fmt.Fprintf(&flow, "s%d: {action: greet, depends_on: [s%d], input: {name: \"{{ s%d.output.ok }}\"}}\n", i, i-1, i-1)
+	}
+	benchChain(b, flow.String())
+}
+
+func benchChain(b *testing.B, flow string) {
+	f := enginetest.NewWith(b, enginetest.LoadWorkspace(b, flowYAML(flow)), enginetest.Options{NoWorker: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	var transitions atomic.Int64
 	workers := fakeWorkers(ctx, b, f.Engine, 1, &transitions)

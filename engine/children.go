@@ -7,26 +7,11 @@ import (
 // maxChildDepth is the interface's limit on nested child jobs.
 const maxChildDepth = 10
 
-// startChild dispatches a task step: it creates the child job, on the
-// parent's workspace revision, in the same commit, and the step runs until
-// the child ends.
-func (e *Engine) startChild(b *batch, js *jobState, ss *stepState, input map[string]any) {
-	if js.job.Depth >= maxChildDepth {
-		e.fail(b, js, ss, fmt.Sprintf("child jobs nest at most %d levels", maxChildDepth))
-		return
-	}
+// startChild dispatches a task step: its child job, built on the parent's
+// workspace revision (prepWork), is created in the same commit, and the
+// step runs until the child ends.
+func (e *Engine) startChild(b *batch, js *jobState, ss *stepState, input map[string]any, child *jobState) {
 	parentID := js.job.ID
-	child, err := e.buildJobIn(js.ws, CreateJob{
-		Workspace:  js.job.Workspace,
-		Task:       ss.action.Task,
-		Input:      input,
-		SourceType: SourceTask,
-		SourceID:   &parentID,
-	})
-	if err != nil {
-		e.fail(b, js, ss, "child job: "+err.Error())
-		return
-	}
 	child.job.ParentJobID = parentID
 	child.job.ParentStep = ss.rec.Name
 	child.job.Depth = js.job.Depth + 1

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/engine/template"
+	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
 // waiter is a parked long-poll claim.
@@ -21,6 +22,9 @@ type waiter struct {
 type claimResult struct {
 	claim *Claim
 	err   error
+	// render, when set, renders the claim's action spec: the claiming
+	// caller runs it, never the loop.
+	render func(ctx context.Context, c *Claim) error
 }
 
 // waiterQueue keeps parked claims in arrival order.
@@ -61,7 +65,50 @@ func (q *waiterQueue) drain() []*waiter {
 // Claim hands the worker the oldest ready step whose required tags it has,
 // waiting up to wait for one; nil without error means no work. The tags
 // are those the worker registered with: a claim cannot widen them.
+//
+// The loop hands over the step with a snapshot of its scope, and the
+// action spec renders here, in the caller's goroutine, under the render
+// limits. A step whose spec fails to render fails (through the loop), and
+// the claim looks once more, without waiting.
 func (e *Engine) Claim(ctx context.Context, workerID string, wait time.Duration) (*Claim, error) {
+	for {
+		r := e.claimOnce(ctx, workerID, wait)
+		if r.err != nil || r.claim == nil || r.render == nil {
+			return r.claim, r.err
+		}
+		c := r.claim
+		err := e.pool.run(func(ctx context.Context) error { return r.render(ctx, c) })
+		if err == nil {
+			return c, nil
+		}
+		_, ferr := e.doDetached(func(b *batch) (any, error) {
+			e.failClaimed(b, workerID, c.JobID, c.StepName, err.Error())
+			return nil, nil
+		})
+		if ferr != nil {
+			return nil, ferr
+		}
+		wait = 0
+	}
+}
+
+// failClaimed fails a step whose action spec did not render, if the
+// worker still holds it and has not started it.
+func (e *Engine) failClaimed(b *batch, workerID, jobID, name, msg string) {
+	js, ok := e.st.jobs[jobID]
+	if !ok || js.job.Terminal() {
+		return
+	}
+	ss, ok := js.steps[name]
+	if !ok || ss.rec.Status != StepRunning || ss.rec.StartedAt != nil ||
+		ss.rec.WorkerID == nil || *ss.rec.WorkerID != workerID {
+		return
+	}
+	e.unhold(ss)
+	e.fail(b, js, ss, msg)
+}
+
+func (e *Engine) claimOnce(ctx context.Context, workerID string, wait time.Duration) claimResult {
 	w := &waiter{workerID: workerID, got: make(chan claimResult, 1)}
 	park := wait > 0
 	err := e.send(ctx, &command{apply: func(b *batch) (any, error) {
@@ -69,7 +116,7 @@ func (e *Engine) Claim(ctx context.Context, workerID string, wait time.Duration)
 		return nil, nil
 	}})
 	if err != nil {
-		return nil, err
+		return claimResult{err: err}
 	}
 	var expired chan struct{}
 	if park {
@@ -79,7 +126,7 @@ func (e *Engine) Claim(ctx context.Context, workerID string, wait time.Duration)
 	}
 	select {
 	case r := <-w.got:
-		return r.claim, r.err
+		return r
 	case <-e.stopped:
 		return lastWord(w)
 	case <-ctx.Done():
@@ -92,11 +139,11 @@ func (e *Engine) Claim(ctx context.Context, workerID string, wait time.Duration)
 		return lastWord(w)
 	}
 	if !v.(bool) {
-		return nil, ctx.Err()
+		return claimResult{err: ctx.Err()}
 	}
 	r := <-w.got // delivered before the withdraw was answered
 	if r.err != nil || r.claim == nil || ctx.Err() == nil {
-		return r.claim, r.err
+		return r
 	}
 	// Nobody is left to run it: put it back.
 	c := r.claim
@@ -104,17 +151,17 @@ func (e *Engine) Claim(ctx context.Context, workerID string, wait time.Duration)
 		e.release(b, workerID, c.JobID, c.StepName)
 		return nil, nil
 	})
-	return nil, ctx.Err()
+	return claimResult{err: ctx.Err()}
 }
 
 // lastWord is what a claim returns once the engine stopped: a claim the
 // loop answered before stopping, else no work.
-func lastWord(w *waiter) (*Claim, error) {
+func lastWord(w *waiter) claimResult {
 	select {
 	case r := <-w.got:
-		return r.claim, r.err
+		return r
 	default:
-		return nil, nil
+		return claimResult{}
 	}
 }
 
@@ -138,12 +185,7 @@ func (e *Engine) claim(b *batch, w *waiter, park bool) {
 			break
 		}
 		js := e.st.jobs[ss.rec.JobID]
-		c, err := e.render(js, ss)
-		if err != nil {
-			e.fail(b, js, ss, err.Error())
-			continue
-		}
-		e.hand(b, js, ss, c, wk, w)
+		e.hand(b, js, ss, wk, w)
 		return
 	}
 	if !park {
@@ -157,21 +199,18 @@ func (e *Engine) claim(b *batch, w *waiter, park bool) {
 // it, in the same batch as the promotion, or files it in the ready index.
 func (e *Engine) offer(b *batch, js *jobState, ss *stepState) {
 	if w := e.st.waiters.firstMatch(ss.rec.RequiredTags); w != nil {
-		c, err := e.render(js, ss)
-		if err != nil {
-			e.fail(b, js, ss, err.Error())
-			return
-		}
 		e.st.waiters.remove(w)
-		e.hand(b, js, ss, c, e.st.workers[w.workerID], w)
+		e.hand(b, js, ss, e.st.workers[w.workerID], w)
 		return
 	}
 	e.st.ready.push(ss)
 	e.checkClaimable(b, js, ss)
 }
 
-// hand moves a step to running, held by the waiter's worker.
-func (e *Engine) hand(b *batch, js *jobState, ss *stepState, c *Claim, wk *workerState, w *waiter) {
+// hand moves a step to running, held by the waiter's worker, and gives
+// the waiter the claim with what it needs to render the action spec.
+func (e *Engine) hand(b *batch, js *jobState, ss *stepState, wk *workerState, w *waiter) {
+	c, render := e.claimFor(js, ss)
 	id := wk.rec.ID
 	ss.rec.Status = StepRunning
 	ss.rec.WorkerID = &id
@@ -186,7 +225,7 @@ func (e *Engine) hand(b *batch, js *jobState, ss *stepState, c *Claim, wk *worke
 	wk.running[ss] = b.now
 	e.holders.hold(ss, id)
 	w.assigned = true
-	b.deliver(w, c, nil)
+	b.deliveries = append(b.deliveries, delivery{w: w, claim: c, render: render})
 }
 
 // withdraw takes a giving-up claim out of the queue and reports whether the
@@ -265,46 +304,16 @@ func coversList(have, need []string) bool {
 	return true
 }
 
-// render copies the step's action with its templated fields rendered in
-// the step's scope: the claim's action_spec.
-func (e *Engine) render(js *jobState, ss *stepState) (*Claim, error) {
-	scope := e.stepScope(js, ss)
-	set := js.ws.Templates
-	var firstErr error
-	r := func(field, s string) string {
-		if firstErr != nil || !template.IsTemplate(s) {
-			return s
-		}
-		out, err := set.Render(s, scope)
-		if err != nil {
-			firstErr = fmt.Errorf("render %s: %w", field, err)
-		}
-		return out
-	}
-	a := *ss.action
-	a.Script = r("script", a.Script)
-	a.Cmd = r("cmd", a.Cmd)
-	a.Prompt = r("prompt", a.Prompt)
-	a.SystemPrompt = r("system_prompt", a.SystemPrompt)
-	a.Message = r("message", a.Message)
-	a.Workdir = r("workdir", a.Workdir)
-	if a.Env != nil {
-		env := make(map[string]string, len(a.Env))
-		for k, v := range a.Env {
-			env[k] = r("env."+k, v)
-		}
-		a.Env = env
-	}
-	a.Command = renderList(r, "command", a.Command)
-	a.Entrypoint = renderList(r, "entrypoint", a.Entrypoint)
-	if firstErr != nil {
-		return nil, firstErr
-	}
+// claimFor builds a step's claim in the loop: its action_spec is a copy of
+// the action, and render, when any field is a template, renders the copy
+// in the step's scope, a snapshot taken here, off the loop.
+func (e *Engine) claimFor(js *jobState, ss *stepState) (*Claim, func(ctx context.Context, c *Claim) error) {
 	input := make(map[string]any, len(ss.rec.Input))
 	for k, v := range ss.rec.Input {
 		input[k] = v
 	}
-	return &Claim{
+	a := *ss.action
+	c := &Claim{
 		JobID:      js.job.ID,
 		Workspace:  js.job.Workspace,
 		Revision:   js.job.Revision,
@@ -315,7 +324,69 @@ func (e *Engine) render(js *jobState, ss *stepState) (*Claim, error) {
 		Image:      a.Image,
 		Spec:       &a,
 		Input:      input,
-	}, nil
+	}
+	if !specRenders(&a) {
+		return c, nil
+	}
+	scope, set := e.stepScope(js, ss), js.ws.Templates
+	return c, func(ctx context.Context, c *Claim) error { return renderSpec(ctx, set, scope, c.Spec) }
+}
+
+// specFields lists an action's templated text fields.
+func specFields(a *workflow.Action) []struct {
+	name string
+	s    *string
+} {
+	return []struct {
+		name string
+		s    *string
+	}{
+		{"script", &a.Script}, {"cmd", &a.Cmd}, {"prompt", &a.Prompt}, {"system_prompt", &a.SystemPrompt},
+		{"message", &a.Message}, {"workdir", &a.Workdir},
+	}
+}
+
+func specRenders(a *workflow.Action) bool {
+	for _, f := range specFields(a) {
+		if template.IsTemplate(*f.s) {
+			return true
+		}
+	}
+	for _, v := range a.Env {
+		if template.IsTemplate(v) {
+			return true
+		}
+	}
+	return template.HasTemplate(a.Command) || template.HasTemplate(a.Entrypoint)
+}
+
+// renderSpec renders the templated fields of a (a copy of the action) in
+// scope.
+func renderSpec(ctx context.Context, set *template.Set, scope map[string]any, a *workflow.Action) error {
+	var firstErr error
+	r := func(field, s string) string {
+		if firstErr != nil || !template.IsTemplate(s) {
+			return s
+		}
+		out, err := set.RenderContext(ctx, s, scope)
+		if err != nil {
+			firstErr = fmt.Errorf("render %s: %w", field, err)
+		}
+		return out
+	}
+	for _, f := range specFields(a) {
+		*f.s = r(f.name, *f.s)
+	}
+	if a.Env != nil {
+		env := make(map[string]string, len(a.Env))
+		for k, v := range a.Env {
+			env[k] = r("env."+k, v)
+		}
+		a.Env = env
+	}
+	a.Command = renderList(r, "command", a.Command)
+	a.Entrypoint = renderList(r, "entrypoint", a.Entrypoint)
+	return firstErr
 }
 
 func renderList(r func(field, s string) string, field string, items []string) []string {

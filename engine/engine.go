@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/appliance-sh/appliance/engine/template"
 )
 
 // DefaultHeartbeatTimeout is three heartbeat intervals of about 30 s.
@@ -25,6 +27,13 @@ type Config struct {
 	// HeartbeatTimeout is how long a remote worker may stay silent before it
 	// is inactive and its running steps fail (3 heartbeat intervals).
 	HeartbeatTimeout time.Duration // 0 = DefaultHeartbeatTimeout
+	// TemplateTime and TemplateOutput bound each template render (the
+	// server config's limits.template_time and limits.template_output).
+	TemplateTime   time.Duration // 0 = DefaultTemplateTime
+	TemplateOutput int           // 0 = DefaultTemplateOutput
+	// RenderSlots is how many renders may run at once, abandoned ones
+	// included (see defaultRenderSlots).
+	RenderSlots int // 0 = four per CPU, at least 16
 }
 
 // Engine is the orchestrator.
@@ -38,6 +47,7 @@ type Engine struct {
 	commits atomic.Int64
 	notify  *notifier
 	holders *holderIndex // read by log pushes outside the loop
+	pool    *renderPool
 
 	st *state // owned by the Run goroutine
 }
@@ -59,6 +69,15 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.HeartbeatTimeout <= 0 {
 		cfg.HeartbeatTimeout = DefaultHeartbeatTimeout
 	}
+	if cfg.TemplateTime <= 0 {
+		cfg.TemplateTime = DefaultTemplateTime
+	}
+	if cfg.TemplateOutput <= 0 {
+		cfg.TemplateOutput = DefaultTemplateOutput
+	}
+	if cfg.RenderSlots <= 0 {
+		cfg.RenderSlots = defaultRenderSlots()
+	}
 	return &Engine{
 		cfg:     cfg,
 		clock:   cfg.Clock,
@@ -67,6 +86,7 @@ func New(cfg Config) (*Engine, error) {
 		stopped: make(chan struct{}),
 		notify:  newNotifier(),
 		holders: newHolderIndex(),
+		pool:    newRenderPool(template.Limits{Time: cfg.TemplateTime, Output: cfg.TemplateOutput}, cfg.RenderSlots),
 	}, nil
 }
 
@@ -78,7 +98,7 @@ func (e *Engine) Commits() int64 { return e.commits.Load() }
 func (e *Engine) CreateJob(ctx context.Context, req CreateJob) (*Job, error) {
 	// Resolving the workspace and the input is pure: it runs here, in the
 	// caller's goroutine, so the loop only links and promotes.
-	js, err := e.buildJob(req)
+	js, err := e.buildJobBounded(req)
 	if err != nil {
 		return nil, err
 	}

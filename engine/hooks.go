@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/appliance-sh/appliance/engine/template"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
@@ -28,15 +30,72 @@ func (e *Engine) fireHooks(b *batch, js *jobState) {
 		secrets[k] = v
 	}
 	vars["secret"], vars["secrets"] = secrets, secrets
+	renders := false
 	for _, h := range hooks {
-		hj, err := e.buildHookJob(js, h, vars)
-		if err != nil {
-			b.serverLog(js.job.ID, fmt.Sprintf("hook %q did not start: %v", h.Action, err))
-			continue
-		}
-		b.serverLog(js.job.ID, fmt.Sprintf("hook %q started job %s", h.Action, hj.job.ID))
-		e.insertJob(b, hj)
+		renders = renders || hookRenders(js.ws, h)
 	}
+	build := func(ctx context.Context) func(b *batch) {
+		built := make([]*jobState, len(hooks))
+		errs := make([]error, len(hooks))
+		for i, h := range hooks {
+			built[i], errs[i] = e.buildHookJob(ctx, js, h, vars)
+		}
+		return func(b *batch) {
+			for i, h := range hooks {
+				e.startHook(b, js.job.ID, h, built[i], errs[i])
+			}
+		}
+	}
+	if !renders {
+		build(context.Background())(b)
+		return
+	}
+	// Their inputs render in the pool; the hook jobs are created, in
+	// order, when the renders come back (a crash in between loses them).
+	e.pool.begin()
+	go func() {
+		var apply func(b *batch)
+		err := e.pool.run(func(ctx context.Context) error { apply = build(ctx); return nil })
+		sent := e.send(context.Background(), &command{apply: func(b *batch) (any, error) {
+			defer e.pool.end()
+			if err != nil {
+				for _, h := range hooks {
+					e.startHook(b, js.job.ID, h, nil, err)
+				}
+				return nil, nil
+			}
+			apply(b)
+			return nil, nil
+		}})
+		if sent != nil {
+			e.pool.end()
+		}
+	}()
+}
+
+func (e *Engine) startHook(b *batch, jobID string, h *workflow.Hook, hj *jobState, err error) {
+	if err != nil {
+		b.serverLog(jobID, fmt.Sprintf("hook %q did not start: %v", h.Action, err))
+		return
+	}
+	b.serverLog(jobID, fmt.Sprintf("hook %q started job %s", h.Action, hj.job.ID))
+	e.insertJob(b, hj)
+}
+
+// hookRenders reports whether starting the hook renders a template: its
+// input, or input defaults of what it runs.
+func hookRenders(ws *workflow.Workspace, h *workflow.Hook) bool {
+	if template.HasTemplate(h.Input) {
+		return true
+	}
+	if a, ok := ws.Actions[h.Action]; ok {
+		if a.Type == workflow.TypeTask {
+			t, ok := ws.Tasks[a.Task]
+			return ok && workflow.RendersDefaults(t.Input)
+		}
+		return workflow.RendersDefaults(a.Input)
+	}
+	return false
 }
 
 func (e *Engine) hooksFor(js *jobState) []*workflow.Hook {
@@ -57,10 +116,10 @@ func (e *Engine) hooksFor(js *jobState) []*workflow.Hook {
 // buildHookJob renders a hook's input with the hook context and lays out
 // its job: a job of the task a task action names, or a one-step job of the
 // action itself.
-func (e *Engine) buildHookJob(js *jobState, h *workflow.Hook, vars map[string]any) (*jobState, error) {
+func (e *Engine) buildHookJob(ctx context.Context, js *jobState, h *workflow.Hook, vars map[string]any) (*jobState, error) {
 	input := map[string]any{}
 	if h.Input != nil {
-		v, err := js.ws.Templates.EvalValue(h.Input, vars)
+		v, err := js.ws.Templates.EvalValueContext(ctx, h.Input, vars)
 		if err != nil {
 			return nil, fmt.Errorf("input: %w", err)
 		}
@@ -74,14 +133,14 @@ func (e *Engine) buildHookJob(js *jobState, h *workflow.Hook, vars map[string]an
 	req := CreateJob{Workspace: js.job.Workspace, Input: input, SourceType: SourceHook, SourceID: &source}
 	if a, ok := js.ws.Actions[h.Action]; ok && a.Type == workflow.TypeTask {
 		req.Task = a.Task
-		return e.buildJobIn(js.ws, req)
+		return e.buildJobIn(ctx, js.ws, req)
 	}
 	task, ok := hookTask(js.ws, h.Action)
 	if !ok {
 		return nil, fmt.Errorf("unknown action %q", h.Action)
 	}
 	req.Task = h.Action
-	return e.buildJobOf(js.ws, task, req)
+	return e.buildJobOf(ctx, js.ws, task, req)
 }
 
 // hookTask is the task a hook job of a non-task action runs: one step,

@@ -16,35 +16,50 @@ import (
 // (at most 10,000) list right after it.
 const seqStride = 1 << 16
 
-// buildJob resolves the workspace, task and input and lays out the job's
-// step records. It is pure, so it runs in the caller's goroutine.
-func (e *Engine) buildJob(req CreateJob) (*jobState, error) {
+// buildJobBounded resolves the workspace, task and input and lays out the
+// job's step records. It is pure, so it runs in the caller's goroutine;
+// input defaults that are templates render in the pool under the render
+// limits, and passing one is ErrInvalid.
+func (e *Engine) buildJobBounded(req CreateJob) (*jobState, error) {
 	ws, ok := e.cfg.Workspaces.Current(req.Workspace)
 	if !ok {
 		return nil, fmt.Errorf("workspace %q: %w", req.Workspace, ErrNotFound)
 	}
-	return e.buildJobIn(ws, req)
+	task, ok := ws.Tasks[req.Task]
+	if !ok || !workflow.RendersDefaults(task.Input) {
+		return e.buildJobIn(context.Background(), ws, req)
+	}
+	var js *jobState
+	err := e.pool.run(func(ctx context.Context) error {
+		var err error
+		js, err = e.buildJobIn(ctx, ws, req)
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrNotFound) {
+		err = fmt.Errorf("%w: input: %v", ErrInvalid, err)
+	}
+	return js, err
 }
 
-// buildJobIn is buildJob on a given workspace revision (a child job runs on
-// its parent's).
-func (e *Engine) buildJobIn(ws *workflow.Workspace, req CreateJob) (*jobState, error) {
+// buildJobIn lays out a job of a task of a given workspace revision (a
+// child job runs on its parent's), rendering under ctx.
+func (e *Engine) buildJobIn(ctx context.Context, ws *workflow.Workspace, req CreateJob) (*jobState, error) {
 	task, ok := ws.Tasks[req.Task]
 	if !ok {
 		return nil, fmt.Errorf("task %q in workspace %q: %w", req.Task, req.Workspace, ErrNotFound)
 	}
-	return e.buildJobOf(ws, task, req)
+	return e.buildJobOf(ctx, ws, task, req)
 }
 
 // buildJobOf lays out a job of the given task, which may be one the engine
 // made up (a hook's single action).
-func (e *Engine) buildJobOf(ws *workflow.Workspace, task *workflow.Task, req CreateJob) (*jobState, error) {
+func (e *Engine) buildJobOf(ctx context.Context, ws *workflow.Workspace, task *workflow.Task, req CreateJob) (*jobState, error) {
 	if req.Strict {
 		if err := workflow.CheckInputKeys(task.Input, req.Input); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 	}
-	input, err := ws.ResolveInput(task.Input, req.Input)
+	input, err := ws.ResolveInputContext(ctx, task.Input, req.Input)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}

@@ -115,7 +115,7 @@ func (e *Engine) finishBatch(b *batch) {
 		delete(e.st.jobs, js.job.ID)
 	}
 	for _, d := range b.deliveries {
-		d.w.got <- claimResult{claim: d.claim, err: d.err}
+		d.w.got <- claimResult{claim: d.claim, err: d.err, render: d.render}
 	}
 }
 

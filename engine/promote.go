@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -14,29 +15,61 @@ import (
 const maxForEach = 10000
 
 // evaluate decides a pending flow step whose dependencies are all terminal:
-// skipped, failed, expanded into for_each instances, or ready.
+// skipped, failed, expanded into for_each instances, or ready. Deciding may
+// render templates (`when`, a `for_each` expression, the input): those
+// renders run in the pool, never here, and the step stays pending until
+// their result comes back (renderOff); a step without templates is
+// decided at once.
 func (e *Engine) evaluate(b *batch, js *jobState, ss *stepState) {
+	if ss.rendering {
+		return
+	}
 	if !depsSatisfied(ss) {
 		e.skip(b, js, ss)
 		return
 	}
-	scope := e.jobScope(js, ss)
-	if ss.flow.When != "" {
-		v, err := js.ws.Templates.Eval(ss.flow.When, scope)
-		if err != nil {
-			e.fail(b, js, ss, "when: "+err.Error())
-			return
-		}
-		if !template.Truthy(v) {
-			e.skip(b, js, ss)
-			return
-		}
+	fs := ss.flow
+	forEachTemplate := false
+	if s, ok := fs.ForEach.(string); ok {
+		forEachTemplate = template.IsTemplate(s)
 	}
-	if ss.flow.ForEach != nil {
-		e.expand(b, js, ss, scope)
+	renders := template.IsTemplate(fs.When) || forEachTemplate || fs.ForEach == nil && e.prepRenders(js, ss)
+	if !renders {
+		e.evalWork(js, ss, nil)(context.Background())(b)
 		return
 	}
-	e.prepare(b, js, ss)
+	work := e.evalWork(js, ss, e.jobScope(js, ss))
+	e.renderOff(js, ss, "", func(ctx context.Context) (func(*batch), error) { return work(ctx), nil })
+}
+
+// evalWork is evaluate's decision as a function of its own, safe off the
+// loop: scope is a snapshot of the job scope (nil when nothing renders).
+func (e *Engine) evalWork(js *jobState, ss *stepState, scope map[string]any) func(ctx context.Context) func(*batch) {
+	ws, fs := js.ws, ss.flow
+	var prep func(ctx context.Context) func(*batch)
+	if fs.ForEach == nil {
+		prep = e.prepWork(js, ss, scope)
+	}
+	return func(ctx context.Context) func(*batch) {
+		if fs.When != "" {
+			v, err := ws.Templates.EvalContext(ctx, fs.When, scope)
+			if err != nil {
+				return e.failWith(js, ss, "when: "+err.Error())
+			}
+			if !template.Truthy(v) {
+				return func(b *batch) { e.skip(b, js, ss) }
+			}
+		}
+		if fs.ForEach != nil {
+			items, err := forEachItems(ctx, ws, fs.ForEach, scope)
+			return func(b *batch) { e.expand(b, js, ss, items, err) }
+		}
+		return prep(ctx)
+	}
+}
+
+func (e *Engine) failWith(js *jobState, ss *stepState, msg string) func(*batch) {
+	return func(b *batch) { e.fail(b, js, ss, msg) }
 }
 
 // depsSatisfied applies the promotion rule: completed and skipped
@@ -65,8 +98,7 @@ func depsSatisfied(ss *stepState) bool {
 
 // expand creates a for_each step's instances; the parent record runs until
 // they are all terminal.
-func (e *Engine) expand(b *batch, js *jobState, p *stepState, scope map[string]any) {
-	items, err := forEachItems(js.ws, p.flow.ForEach, scope)
+func (e *Engine) expand(b *batch, js *jobState, p *stepState, items []any, err error) {
 	if err != nil {
 		e.fail(b, js, p, "for_each: "+err.Error())
 		return
@@ -120,25 +152,85 @@ func (e *Engine) expand(b *batch, js *jobState, p *stepState, scope map[string]a
 }
 
 // prepare resolves a step's input and makes it ready for a worker, or
-// dispatches it on the server.
+// dispatches it on the server. Templates render in the pool (renderOff).
 func (e *Engine) prepare(b *batch, js *jobState, ss *stepState) {
-	switch ss.action.Type {
-	case workflow.TypeAgent:
-		e.fail(b, js, ss, fmt.Sprintf("action type %q is not supported yet", ss.action.Type))
-		return
-	case workflow.TypeApproval:
-		e.awaitApproval(b, js, ss)
+	if ss.rendering {
 		return
 	}
-	input, err := e.resolveInput(js, ss)
-	if err != nil {
-		e.fail(b, js, ss, "input: "+err.Error())
+	if !e.prepRenders(js, ss) {
+		e.prepWork(js, ss, nil)(context.Background())(b)
 		return
 	}
-	if ss.action.Type == workflow.TypeTask {
-		e.startChild(b, js, ss, input)
-		return
+	work := e.prepWork(js, ss, e.jobScope(js, ss))
+	e.renderOff(js, ss, "input: ", func(ctx context.Context) (func(*batch), error) { return work(ctx), nil })
+}
+
+// prepRenders reports whether preparing the step renders a template: its
+// input map, a templated input default, an approval's message, or a child
+// job's input defaults.
+func (e *Engine) prepRenders(js *jobState, ss *stepState) bool {
+	a := ss.action
+	switch {
+	case template.HasTemplate(ss.flow.Input), workflow.RendersDefaults(a.Input):
+		return true
+	case a.Type == workflow.TypeApproval:
+		return template.IsTemplate(a.Message)
+	case a.Type == workflow.TypeTask:
+		t, ok := js.ws.Tasks[a.Task]
+		return ok && workflow.RendersDefaults(t.Input)
 	}
+	return false
+}
+
+// prepWork is prepare's work as a function safe off the loop: scope is a
+// snapshot of the job scope (nil when nothing renders). It returns what
+// the loop then does.
+func (e *Engine) prepWork(js *jobState, ss *stepState, scope map[string]any) func(ctx context.Context) func(*batch) {
+	ws, fs, a := js.ws, ss.flow, ss.action
+	jobInput, depth, parentID, workspace := js.job.Input, js.job.Depth, js.job.ID, js.job.Workspace
+	return func(ctx context.Context) func(*batch) {
+		if a.Type == workflow.TypeAgent {
+			return e.failWith(js, ss, fmt.Sprintf("action type %q is not supported yet", a.Type))
+		}
+		given, err := givenInput(ctx, ws, fs, scope, jobInput)
+		if err != nil {
+			return e.failWith(js, ss, "input: "+err.Error())
+		}
+		if a.Type == workflow.TypeApproval {
+			msg, err := ws.Templates.RenderContext(ctx, a.Message, withInput(scope, given))
+			if err != nil {
+				return e.failWith(js, ss, "message: "+err.Error())
+			}
+			return func(b *batch) { e.awaitApproval(b, js, ss, given, msg) }
+		}
+		input := given
+		if a.Input != nil && len(a.Input.Fields) > 0 {
+			if input, err = ws.ResolveInputContext(ctx, a.Input, given); err != nil {
+				return e.failWith(js, ss, "input: "+err.Error())
+			}
+		}
+		if a.Type != workflow.TypeTask {
+			return func(b *batch) { e.makeReady(b, js, ss, input) }
+		}
+		if depth >= maxChildDepth {
+			return e.failWith(js, ss, fmt.Sprintf("child jobs nest at most %d levels", maxChildDepth))
+		}
+		child, err := e.buildJobIn(ctx, ws, CreateJob{
+			Workspace:  workspace,
+			Task:       a.Task,
+			Input:      input,
+			SourceType: SourceTask,
+			SourceID:   &parentID,
+		})
+		if err != nil {
+			return e.failWith(js, ss, "child job: "+err.Error())
+		}
+		return func(b *batch) { e.startChild(b, js, ss, input, child) }
+	}
+}
+
+// makeReady files a prepared step for the workers.
+func (e *Engine) makeReady(b *batch, js *jobState, ss *stepState, input map[string]any) {
 	now := b.now
 	ss.rec.Input = input
 	ss.rec.Status = StepReady
@@ -157,22 +249,11 @@ func (e *Engine) startOnServer(b *batch, js *jobState, ss *stepState, status str
 	e.markJobStarted(b, js)
 }
 
-// resolveInput renders the flow step's input map in the job's scope, then
-// applies the action's input definitions.
-func (e *Engine) resolveInput(js *jobState, ss *stepState) (map[string]any, error) {
-	given, err := e.givenInput(js, ss)
-	if err != nil || ss.action.Input == nil || len(ss.action.Input.Fields) == 0 {
-		return given, err
-	}
-	return js.ws.ResolveInput(ss.action.Input, given)
-}
-
 // givenInput is the flow step's input map rendered in the job's scope.
-func (e *Engine) givenInput(js *jobState, ss *stepState) (map[string]any, error) {
-	var given map[string]any
+func givenInput(ctx context.Context, ws *workflow.Workspace, fs *workflow.FlowStep, scope, jobInput map[string]any) (map[string]any, error) {
 	switch {
-	case ss.flow.Input != nil:
-		v, err := js.ws.Templates.EvalValue(ss.flow.Input, e.jobScope(js, ss))
+	case fs.Input != nil:
+		v, err := ws.Templates.EvalValueContext(ctx, fs.Input, scope)
 		if err != nil {
 			return nil, err
 		}
@@ -180,17 +261,27 @@ func (e *Engine) givenInput(js *jobState, ss *stepState) (map[string]any, error)
 		if !ok {
 			return nil, fmt.Errorf("rendered to %T, not an object", v)
 		}
-		given = m
-	case ss.flow.Action == "":
+		return m, nil
+	case fs.Action == "":
 		// An inline step without an input map takes the job's input.
-		given = make(map[string]any, len(js.job.Input))
-		for k, v := range js.job.Input {
+		given := make(map[string]any, len(jobInput))
+		for k, v := range jobInput {
 			given[k] = v
 		}
-	default:
-		given = map[string]any{}
+		return given, nil
 	}
-	return given, nil
+	return map[string]any{}, nil
+}
+
+// withInput is a scope with `input` replaced: the step scope an action's
+// own fields render in.
+func withInput(scope, input map[string]any) map[string]any {
+	out := make(map[string]any, len(scope)+1)
+	for k, v := range scope {
+		out[k] = v
+	}
+	out["input"] = input
+	return out
 }
 
 // stepDone moves the DAG on after a step became terminal.
@@ -268,9 +359,9 @@ func (e *Engine) finishStep(b *batch, ss *stepState, status string, errMsg *stri
 
 // forEachItems turns a for_each value into its items: a literal list, or a
 // template yielding a list (a JSON string of a list is accepted too).
-func forEachItems(ws *workflow.Workspace, v any, scope map[string]any) ([]any, error) {
+func forEachItems(ctx context.Context, ws *workflow.Workspace, v any, scope map[string]any) ([]any, error) {
 	if s, ok := v.(string); ok {
-		r, err := ws.Templates.Eval(s, scope)
+		r, err := ws.Templates.EvalContext(ctx, s, scope)
 		if err != nil {
 			return nil, err
 		}

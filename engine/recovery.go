@@ -106,12 +106,18 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 		msg := fmt.Sprintf("Worker heartbeat timeout (worker %s unresponsive)", name)
 		e.fail(b, js, ss, msg)
 	}
-	// Decisions commit atomically, so nothing should be left undecided;
-	// settle anyway so that a hand-edited store cannot wedge a job.
+	// A step whose templates were rendering off the loop is still pending
+	// in the store: decide it again (so too a hand-edited store's).
 	for _, js := range e.st.jobs {
 		for _, ss := range js.flow {
-			if ss.rec.Status == StepPending && ss.allDepsTerminal() && !js.job.Terminal() {
+			if js.job.Terminal() {
+				break
+			}
+			if ss.rec.Status == StepPending && ss.allDepsTerminal() {
 				e.evaluate(b, js, ss)
+			}
+			for _, in := range nextInstances(ss) {
+				e.prepare(b, js, in)
 			}
 		}
 		e.checkJobDone(b, js)
@@ -123,6 +129,27 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 	}
 	e.finishBatch(b)
 	return nil
+}
+
+// nextInstances lists the pending instances of a running for_each step
+// that should be rendering: all of them, or a sequential step's next one.
+func nextInstances(p *stepState) []*stepState {
+	if p.rec.Status != StepRunning || len(p.instances) == 0 {
+		return nil
+	}
+	var out []*stepState
+	for _, in := range p.instances {
+		if p.flow.Sequential && !in.terminal() {
+			if in.rec.Status == StepPending {
+				return []*stepState{in}
+			}
+			return nil
+		}
+		if in.rec.Status == StepPending {
+			out = append(out, in)
+		}
+	}
+	return out
 }
 
 // reload replaces memory with the store's state after a failed commit.

@@ -49,6 +49,11 @@ type stepState struct {
 	instances  []*stepState // for_each instances, by index
 	timer      Timer        // step timeout while running
 
+	// rendering is set while the pool renders the step's templates
+	// (renderOff); renderGen tells that render's result from a stale one.
+	rendering bool
+	renderGen uint64
+
 	readyOrder     uint64 // FIFO position in the ready index, kept on release
 	readyGen       uint64 // invalidates stale index entries
 	inReady        bool

@@ -36,7 +36,7 @@ func (e *Engine) CreateTriggered(ctx context.Context, req CreateJob, concurrency
 	default:
 		return nil, fmt.Errorf("%w: unknown concurrency %q (one of: allow, skip, cancel_previous)", ErrInvalid, concurrency)
 	}
-	js, err := e.buildJob(req)
+	js, err := e.buildJobBounded(req)
 	if err != nil {
 		return nil, err
 	}

@@ -42,6 +42,7 @@ type Fixture struct {
 
 	heartbeat time.Duration
 	noWorker  bool
+	limits    Options // the template limits
 	cancel    context.CancelFunc
 	done      chan error
 	pocket    map[[2]string]*engine.Claim // claimed by Worker, not yet run
@@ -52,6 +53,8 @@ type Options struct {
 	HeartbeatTimeout time.Duration // 0 = engine default
 	Store            *MemStore     // nil = a new one
 	NoWorker         bool          // do not register the fixture's worker
+	TemplateTime     time.Duration // 0 = engine default
+	TemplateOutput   int           // 0 = engine default
 }
 
 // LoadWorkspace writes yaml as the workspace's only workflow file and loads it.
@@ -93,6 +96,7 @@ func NewWith(t testing.TB, ws *workflow.Workspace, opts Options) *Fixture {
 		WorkerTags: workspaceTags(ws),
 		heartbeat:  opts.HeartbeatTimeout,
 		noWorker:   opts.NoWorker,
+		limits:     Options{TemplateTime: opts.TemplateTime, TemplateOutput: opts.TemplateOutput},
 	}
 	f.start()
 	t.Cleanup(f.Stop)
@@ -110,6 +114,8 @@ func (f *Fixture) start() {
 		Clock:            f.Clock,
 		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
 		HeartbeatTimeout: f.heartbeat,
+		TemplateTime:     f.limits.TemplateTime,
+		TemplateOutput:   f.limits.TemplateOutput,
 	})
 	if err != nil {
 		f.T.Fatalf("new engine: %v", err)
@@ -148,6 +154,17 @@ func (f *Fixture) Restart() {
 
 func (f *Fixture) ctx() context.Context { return context.Background() }
 
+// Settle waits until every template render the engine handed off has come
+// back and been applied, so that what a test reads next is deterministic.
+func (f *Fixture) Settle() {
+	f.T.Helper()
+	ctx, cancel := context.WithTimeout(f.ctx(), waitFor)
+	defer cancel()
+	if err := f.Engine.Idle(ctx); err != nil {
+		f.T.Fatalf("engine never settled: %v", err)
+	}
+}
+
 // Execute creates a job of task and returns its id.
 func (f *Fixture) Execute(task string, input map[string]any) string {
 	f.T.Helper()
@@ -156,6 +173,7 @@ func (f *Fixture) Execute(task string, input map[string]any) string {
 		f.T.Fatalf("execute %s: %v", task, err)
 	}
 	f.LastJob = j.ID
+	f.Settle()
 	return j.ID
 }
 
@@ -180,6 +198,7 @@ func (f *Fixture) ClaimStep(step string) *engine.Claim {
 func (f *Fixture) ClaimJobStep(jobID, step string) *engine.Claim {
 	f.T.Helper()
 	key := [2]string{jobID, step}
+	f.Settle()
 	for {
 		if c, ok := f.pocket[key]; ok {
 			delete(f.pocket, key)
@@ -213,12 +232,14 @@ func (f *Fixture) RunJobStep(jobID, step string, res engine.StepResult) *engine.
 	if err := f.Engine.CompleteStep(f.ctx(), f.Worker, jobID, step, res); err != nil {
 		f.T.Fatalf("complete %s: %v", step, err)
 	}
+	f.Settle()
 	return c
 }
 
 // Job returns the committed job.
 func (f *Fixture) Job(id string) *engine.Job {
 	f.T.Helper()
+	f.Settle()
 	j, _, err := f.Engine.Job(f.ctx(), id)
 	if err != nil {
 		f.T.Fatalf("job %s: %v", id, err)
@@ -229,6 +250,7 @@ func (f *Fixture) Job(id string) *engine.Job {
 // Steps returns the committed steps of a job by name.
 func (f *Fixture) Steps(id string) map[string]*engine.Step {
 	f.T.Helper()
+	f.Settle()
 	_, steps, err := f.Engine.Job(f.ctx(), id)
 	if err != nil {
 		f.T.Fatalf("job %s: %v", id, err)

@@ -3,6 +3,7 @@ package template
 import (
 	"reflect"
 	"strings"
+	"unsafe"
 
 	controlstructures "github.com/nikolalohinski/gonja/v2/builtins/control_structures"
 	"github.com/nikolalohinski/gonja/v2/nodes"
@@ -14,6 +15,8 @@ var (
 	nameType   = reflect.TypeFor[*nodes.Name]()
 	tokenType  = reflect.TypeFor[*tokens.Token]()
 	setType    = reflect.TypeFor[*controlstructures.SetControlStructure]()
+	forType    = reflect.TypeFor[*controlstructures.ForControlStructure]()
+	exprType   = reflect.TypeFor[nodes.Expression]()
 )
 
 // singleOutput returns the template's only {{ }} when the template is
@@ -74,12 +77,23 @@ func (w *walker) walk(v reflect.Value) {
 			}
 		}
 		w.walk(v.Elem())
-		if v.Type() == outputType {
+		switch v.Type() {
+		case outputType:
 			wrapOutput(reflect.NewAt(outputType.Elem(), v.UnsafePointer()).Interface().(*nodes.Output))
+		case forType:
+			tickLoop(reflect.NewAt(forType.Elem(), v.UnsafePointer()).Interface().(*controlstructures.ForControlStructure))
 		}
 	case reflect.Interface:
-		if !v.IsNil() {
-			w.walk(v.Elem())
+		if v.IsNil() {
+			return
+		}
+		w.walk(v.Elem())
+		if v.Type() == exprType && v.CanAddr() {
+			// Through its address: the field may be unexported.
+			field := reflect.NewAt(exprType, unsafe.Pointer(v.UnsafeAddr())).Elem()
+			if g := guard(field.Interface().(nodes.Expression)); g != nil {
+				field.Set(reflect.ValueOf(&g).Elem())
+			}
 		}
 	case reflect.Struct:
 		for i := range v.NumField() {
@@ -90,10 +104,86 @@ func (w *walker) walk(v reflect.Value) {
 			w.walk(v.Index(i))
 		}
 	case reflect.Map:
+		if v.CanAddr() {
+			// Through its address: the field may be unexported.
+			v = reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem()
+		}
 		iter := v.MapRange()
 		for iter.Next() {
 			w.walk(iter.Value())
+			if v.Type().Elem() != exprType || iter.Value().IsNil() || !v.CanSet() {
+				continue
+			}
+			if g := guard(iter.Value().Interface().(nodes.Expression)); g != nil {
+				v.SetMapIndex(iter.Key(), reflect.ValueOf(&g).Elem())
+			}
 		}
+	}
+}
+
+// guard returns what replaces an operator that builds a string or a list
+// (`*`, `+`, `~`) so that its size is checked (see Limits), or nil. A
+// product is computed by productFilter, which refuses before allocating;
+// a sum is at most as large as its operands together, so it is checked
+// after.
+func guard(e nodes.Expression) nodes.Expression {
+	bin, ok := e.(*nodes.BinaryExpression)
+	if !ok || bin.Operator == nil || bin.Operator.Token == nil {
+		return nil
+	}
+	switch bin.Operator.Token.Type {
+	case tokens.Multiply:
+		return &nodes.FilteredExpression{
+			Expression: bin.Left,
+			Filters:    []*nodes.FilterCall{{Token: bin.Operator.Token, Name: productFilter, Args: []nodes.Expression{bin.Right}}},
+		}
+	case tokens.Addition, tokens.Tilde:
+		return &nodes.FilteredExpression{
+			Expression: bin,
+			Filters:    []*nodes.FilterCall{{Token: bin.Operator.Token, Name: sizeFilter}},
+		}
+	}
+	return nil
+}
+
+// tickLoop makes every iteration of a {% for %} body start with a call of
+// tickFilter, which ends a render whose time is up (gonja offers no other
+// way in) and counts the body's literal text against the output limit.
+func tickLoop(f *controlstructures.ForControlStructure) {
+	body := f.BodyWrapper
+	if body == nil {
+		return
+	}
+	literal := 0
+	for _, n := range body.Nodes {
+		if d, ok := n.(*nodes.Data); ok && d.Data != nil {
+			literal += len(d.Data.Val)
+		}
+	}
+	tok := &tokens.Token{Type: tokens.Name, Val: tickFilter}
+	if body.Location != nil {
+		tok.Line, tok.Col, tok.Pos = body.Location.Line, body.Location.Col, body.Location.Pos
+	}
+	tick := &nodes.Output{
+		Start: tok,
+		End:   tok,
+		Expression: &nodes.FilteredExpression{
+			Expression: &nodes.String{Location: tok, Val: ""},
+			Filters:    []*nodes.FilterCall{{Token: tok, Name: tickFilter, Args: []nodes.Expression{&nodes.Integer{Location: tok, Val: literal}}}},
+		},
+	}
+	body.Nodes = append([]nodes.Node{tick}, body.Nodes...)
+	// gonja goes through the whole list (and its `if`) before the first
+	// iteration: check there too, so an abandoned render does not finish
+	// that pass (an item failing the check is dropped, then the body's
+	// tick fails).
+	cond := f.IfCondition
+	if cond == nil {
+		cond = &nodes.Bool{Location: tok, Val: true}
+	}
+	f.IfCondition = &nodes.FilteredExpression{
+		Expression: cond,
+		Filters:    []*nodes.FilterCall{{Token: tok, Name: aliveFilter}},
 	}
 }
 

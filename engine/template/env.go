@@ -73,6 +73,12 @@ func newEnvironment() *exec.Environment {
 			filterFuncs[name] = fn
 		}
 	}
+	for name, fn := range filterFuncs {
+		filterFuncs[name] = guarded(name, fn)
+	}
+	for name, fn := range guardFilters() {
+		filterFuncs[name] = fn
+	}
 
 	tests := exec.NewTestSet(map[string]exec.TestFunction{})
 	tests.Update(builtins.Tests)

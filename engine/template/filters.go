@@ -60,7 +60,7 @@ func invalidCall(format string, args ...any) *exec.Value {
 	return exec.AsValue(exec.ErrInvalidCall(fmt.Errorf(format, args...)))
 }
 
-func filterText(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+func filterText(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
 	if in.IsError() {
 		return in
 	}
@@ -71,6 +71,13 @@ func filterText(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	s, err := text(x)
 	if err != nil {
 		return exec.AsValue(err)
+	}
+	// Every {{ }} counts, also in macro and set block bodies, which gonja
+	// builds in buffers of its own that the render's writer never sees.
+	if b := budgetOf(e); b != nil {
+		if err := b.build(len(s)); err != nil {
+			return exec.AsValue(err)
+		}
 	}
 	return exec.AsSafeValue(s)
 }
@@ -142,8 +149,16 @@ func filterJoin(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 		return invalidCall("join needs a list, got %s", in.String())
 	}
 	parts := make([]string, len(items))
+	size := 0
 	for i, item := range items {
 		if parts[i], err = text(item); err != nil {
+			return exec.AsValue(err)
+		}
+		size += len(parts[i]) + len(sep.String())
+	}
+	// Check before joining: many large items make one huge string.
+	if b := budgetOf(e); b != nil {
+		if err := b.fits(size); err != nil {
 			return exec.AsValue(err)
 		}
 	}

@@ -1,6 +1,7 @@
 package template
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strconv"
@@ -65,6 +66,11 @@ func (s *Set) Len() int {
 // Eval parses (cached) and evaluates src with vars. A string without
 // template syntax is returned unchanged.
 func (s *Set) Eval(src string, vars map[string]any) (any, error) {
+	return s.EvalContext(context.Background(), src, vars)
+}
+
+// EvalContext is Eval bound by ctx (see Template.RenderContext).
+func (s *Set) EvalContext(ctx context.Context, src string, vars map[string]any) (any, error) {
 	if !IsTemplate(src) {
 		return src, nil
 	}
@@ -72,11 +78,16 @@ func (s *Set) Eval(src string, vars map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t.Eval(vars)
+	return t.EvalContext(ctx, vars)
 }
 
 // Render parses (cached) and renders src to text.
 func (s *Set) Render(src string, vars map[string]any) (string, error) {
+	return s.RenderContext(context.Background(), src, vars)
+}
+
+// RenderContext is Render bound by ctx (see Template.RenderContext).
+func (s *Set) RenderContext(ctx context.Context, src string, vars map[string]any) (string, error) {
 	if !IsTemplate(src) {
 		return src, nil
 	}
@@ -84,7 +95,7 @@ func (s *Set) Render(src string, vars map[string]any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return t.Render(vars)
+	return t.RenderContext(ctx, vars)
 }
 
 // EvalValue walks v (maps, slices, scalars as decoded from YAML or JSON)
@@ -92,16 +103,55 @@ func (s *Set) Render(src string, vars map[string]any) (string, error) {
 // Map keys are not templates. An error names the path of the failing
 // string, e.g. `args[1].name: template "{{ x }}": undefined variable "x"`.
 func (s *Set) EvalValue(v any, vars map[string]any) (any, error) {
-	return s.evalValue(v, vars, "", 0)
+	return s.EvalValueContext(context.Background(), v, vars)
 }
 
-func (s *Set) evalValue(v any, vars map[string]any, path string, depth int) (any, error) {
+// EvalValueContext is EvalValue with every string evaluated under ctx.
+func (s *Set) EvalValueContext(ctx context.Context, v any, vars map[string]any) (any, error) {
+	return s.evalValue(ctx, v, vars, "", 0)
+}
+
+// HasTemplate reports whether any string in v (as EvalValue walks it) is a
+// template: a value without one evaluates to a copy of itself.
+func HasTemplate(v any) bool {
+	switch t := v.(type) {
+	case string:
+		return IsTemplate(t)
+	case map[string]any:
+		for _, item := range t {
+			if HasTemplate(item) {
+				return true
+			}
+		}
+	case []any:
+		for _, item := range t {
+			if HasTemplate(item) {
+				return true
+			}
+		}
+	case map[string]string:
+		for _, item := range t {
+			if IsTemplate(item) {
+				return true
+			}
+		}
+	case []string:
+		for _, item := range t {
+			if IsTemplate(item) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (s *Set) evalValue(ctx context.Context, v any, vars map[string]any, path string, depth int) (any, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("%s: value nested deeper than %d levels", pathOrRoot(path), maxDepth)
 	}
 	switch t := v.(type) {
 	case string:
-		out, err := s.Eval(t, vars)
+		out, err := s.EvalContext(ctx, t, vars)
 		if err != nil && path != "" {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
@@ -115,7 +165,7 @@ func (s *Set) evalValue(v any, vars map[string]any, path string, depth int) (any
 		// Sorted, so that of several broken strings the same one is reported.
 		sort.Strings(keys)
 		for _, k := range keys {
-			item, err := s.evalValue(t[k], vars, joinPath(path, k), depth+1)
+			item, err := s.evalValue(ctx, t[k], vars, joinPath(path, k), depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -125,7 +175,7 @@ func (s *Set) evalValue(v any, vars map[string]any, path string, depth int) (any
 	case []any:
 		out := make([]any, len(t))
 		for i, item := range t {
-			evaluated, err := s.evalValue(item, vars, path+"["+strconv.Itoa(i)+"]", depth+1)
+			evaluated, err := s.evalValue(ctx, item, vars, path+"["+strconv.Itoa(i)+"]", depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -137,13 +187,13 @@ func (s *Set) evalValue(v any, vars map[string]any, path string, depth int) (any
 		for k, item := range t {
 			m[k] = item
 		}
-		return s.evalValue(m, vars, path, depth)
+		return s.evalValue(ctx, m, vars, path, depth)
 	case []string:
 		l := make([]any, len(t))
 		for i, item := range t {
 			l[i] = item
 		}
-		return s.evalValue(l, vars, path, depth)
+		return s.evalValue(ctx, l, vars, path, depth)
 	}
 	return v, nil
 }

@@ -22,6 +22,7 @@
 package template
 
 import (
+	"context"
 	"strings"
 
 	"github.com/nikolalohinski/gonja/v2/exec"
@@ -53,32 +54,53 @@ func Parse(src string) (t *Template, err error) {
 		t.raw = &raw
 	}
 	t.assigns = prepare(tpl.Root())
+	if t.raw != nil {
+		// The copy shares the tree prepare guarded, but not its top.
+		for _, e := range []*nodes.Expression{&t.raw.Expression, &t.raw.Condition, &t.raw.Alternative} {
+			if g := guard(*e); g != nil {
+				*e = g
+			}
+		}
+	}
 	return t, nil
 }
 
 // Render renders the template to text with vars as its variables.
 // An undefined variable is an error.
-func (t *Template) Render(vars map[string]any) (out string, err error) {
+func (t *Template) Render(vars map[string]any) (string, error) {
+	return t.RenderContext(context.Background(), vars)
+}
+
+// RenderContext is Render bound by the Limits ctx carries (see WithLimits)
+// and by ctx's deadline: past either, it fails with a *LimitError.
+func (t *Template) RenderContext(ctx context.Context, vars map[string]any) (out string, err error) {
 	defer recoverError(t.src, &err)
-	out, err = t.tpl.ExecuteToString(t.context(vars))
-	if err != nil {
-		return "", templateError(t.src, err)
+	b := newBudget(ctx)
+	w := &limitedWriter{b: b}
+	if err := t.tpl.Execute(w, t.context(vars, b)); err != nil || b.tripped != nil {
+		return "", b.failure(t.src, err)
 	}
-	return out, nil
+	return w.buf.String(), nil
 }
 
 // Eval renders like Render, except that a template that is exactly one
 // `{{ expression }}` yields the expression's native value (map, slice,
 // number, bool, nil) rather than its text.
-func (t *Template) Eval(vars map[string]any) (v any, err error) {
+func (t *Template) Eval(vars map[string]any) (any, error) {
+	return t.EvalContext(context.Background(), vars)
+}
+
+// EvalContext is Eval bound as RenderContext is.
+func (t *Template) EvalContext(ctx context.Context, vars map[string]any) (v any, err error) {
 	if t.raw == nil {
-		return t.Render(vars)
+		return t.RenderContext(ctx, vars)
 	}
 	defer recoverError(t.src, &err)
+	b := newBudget(ctx)
 	e := &exec.Evaluator{
 		Config: gonjaConfig,
 		Environment: &exec.Environment{
-			Context:           environment.Context.Inherit().Update(t.context(vars)),
+			Context:           environment.Context.Inherit().Update(t.context(vars, b)),
 			Filters:           environment.Filters,
 			Tests:             environment.Tests,
 			ControlStructures: environment.ControlStructures,
@@ -87,8 +109,11 @@ func (t *Template) Eval(vars map[string]any) (v any, err error) {
 		Loader: rootLoader{src: t.src},
 	}
 	value, err := evalOutput(e, t.raw)
-	if err != nil {
-		return nil, templateError(t.src, err)
+	if err == nil {
+		err = b.value(value)
+	}
+	if err != nil || b.tripped != nil {
+		return nil, b.failure(t.src, err)
 	}
 	if v, err = native(value); err != nil {
 		return nil, templateError(t.src, err)
@@ -121,14 +146,18 @@ func checked(v *exec.Value) (*exec.Value, error) {
 	return v, nil
 }
 
-func (t *Template) context(vars map[string]any) *exec.Context {
+// context is the render's variables plus its budget, in a map of its own:
+// the caller's map is never changed.
+func (t *Template) context(vars map[string]any, b *budget) *exec.Context {
 	if t.assigns {
 		vars = deepCopy(vars, 0).(map[string]any)
 	}
-	if vars == nil {
-		vars = map[string]any{}
+	data := make(map[string]any, len(vars)+1)
+	for k, v := range vars {
+		data[k] = v
 	}
-	return exec.NewContext(vars)
+	data[budgetVar] = b
+	return exec.NewContext(data)
 }
 
 // IsTemplate reports whether s contains template syntax at all; plain

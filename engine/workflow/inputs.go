@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -9,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/appliance-sh/appliance/engine/template"
 )
 
 // ErrInvalidInput is wrapped by every error ResolveInput returns: the input
@@ -59,6 +62,12 @@ func (e *InputError) Unwrap() error { return ErrInvalidInput }
 // string for a field whose type is not a string: that is what a form sends
 // for a field left empty.
 func (ws *Workspace) ResolveInput(defs *Inputs, given map[string]any) (map[string]any, error) {
+	return ws.ResolveInputContext(context.Background(), defs, given)
+}
+
+// ResolveInputContext is ResolveInput with string defaults rendered under
+// ctx (see template.WithLimits).
+func (ws *Workspace) ResolveInputContext(ctx context.Context, defs *Inputs, given map[string]any) (map[string]any, error) {
 	out := make(map[string]any, len(given))
 	for k, v := range given {
 		out[k] = v
@@ -72,7 +81,7 @@ func (ws *Workspace) ResolveInput(defs *Inputs, given map[string]any) (map[strin
 		if f == nil {
 			continue
 		}
-		v, err := ws.resolveField(f, given[name])
+		v, err := ws.resolveField(ctx, f, given[name])
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("input %q: %s", name, err))
 			continue
@@ -144,11 +153,11 @@ func fieldOrder(defs *Inputs) []string {
 }
 
 // resolveField returns the field's value, or nil when it has none and needs none.
-func (ws *Workspace) resolveField(f *InputField, v any) (any, error) {
+func (ws *Workspace) resolveField(ctx context.Context, f *InputField, v any) (any, error) {
 	if isBlank(f.Type, v) {
 		switch {
 		case f.Default != nil:
-			d, err := ws.inputDefault(f.Default)
+			d, err := ws.inputDefault(ctx, f.Default)
 			if err != nil {
 				return nil, fmt.Errorf("default: %w", err)
 			}
@@ -179,15 +188,32 @@ func isBlank(typ string, v any) bool {
 	return ok && typ != InputString && typ != InputText && strings.TrimSpace(s) == ""
 }
 
+// RendersDefaults reports whether resolving an input against defs renders
+// a template (a string default with template syntax).
+func RendersDefaults(defs *Inputs) bool {
+	if defs == nil {
+		return false
+	}
+	for _, f := range defs.Fields {
+		if f == nil {
+			continue
+		}
+		if s, ok := f.Default.(string); ok && template.IsTemplate(s) {
+			return true
+		}
+	}
+	return false
+}
+
 // inputDefault renders a string default with the workspace's secrets and
 // copies any other default, so a job never shares the workspace's values.
-func (ws *Workspace) inputDefault(d any) (any, error) {
+func (ws *Workspace) inputDefault(ctx context.Context, d any) (any, error) {
 	s, ok := d.(string)
 	if !ok {
 		return copyValue(d), nil
 	}
 	vars := map[string]any{"secret": ws.Secrets, "secrets": ws.Secrets}
-	return ws.Templates.Eval(s, vars) // a nil Set parses without caching
+	return ws.Templates.EvalContext(ctx, s, vars) // a nil Set parses without caching
 }
 
 func (ws *Workspace) coerce(typ string, v any) (any, error) {
