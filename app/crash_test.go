@@ -29,6 +29,20 @@ var buildBinary = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
+// binary is the built appliance binary for a test that runs it; such
+// tests are skipped with -short.
+func binary(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the binary; skipped with -short")
+	}
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
 func freePort(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -166,13 +180,7 @@ type binaryServer struct {
 // "ws") with the given in-process worker slots; args are added to its flags.
 func startBinaryServer(t *testing.T, workspaceYAML string, workers int, args ...string) *binaryServer {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("builds and runs the binary; skipped with -short")
-	}
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := binary(t)
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")
 	writeWorkspace(t, ws, workspaceYAML)

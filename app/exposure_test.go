@@ -83,13 +83,7 @@ func TestServeRefusesANetworkListenWithoutAuth(t *testing.T) {
 }
 
 func TestServeWithTheOptInStartsAndWarns(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary; skipped with -short")
-	}
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := binary(t)
 	dir := t.TempDir()
 	cmd := exec.Command(bin, "serve", "--listen", "0.0.0.0:0", "--insecure-no-auth",
 		"--data-dir", filepath.Join(dir, "data"), "--workspace", "../examples", "--workers", "0")

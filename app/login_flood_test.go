@@ -38,13 +38,7 @@ const floodRSSLimit = 600 << 20
 // logins_in_flight hashes exist at once, and the right password still
 // gets in afterwards.
 func TestLoginFloodStaysWithinMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary; skipped with -short")
-	}
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := binary(t)
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")
 	writeWorkspace(t, ws, "tasks:\n  hi:\n    flow:\n      s: {type: script, script: echo hi}\n")

@@ -622,10 +622,7 @@ func startWorkerProcess(t testing.TB, url, token, name, extra string) *workerPro
 // besides the server, token, name, cache dir and a short drain timeout.
 func spawnWorker(t testing.TB, url, token, name, settings string) *workerProc {
 	t.Helper()
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := binary(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "worker-config.yaml")
 	cache := filepath.Join(dir, "cache")

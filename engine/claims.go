@@ -95,17 +95,25 @@ func (e *Engine) Claim(ctx context.Context, workerID string, wait time.Duration)
 // failClaimed fails a step whose action spec did not render, if the
 // worker still holds it and has not started it.
 func (e *Engine) failClaimed(b *batch, workerID, jobID, name, msg string) {
+	if js, ss, ok := e.claimedUnstarted(workerID, jobID, name); ok {
+		e.unhold(ss)
+		e.fail(b, js, ss, msg)
+	}
+}
+
+// claimedUnstarted finds a step of a live job that the worker claimed and
+// has not started.
+func (e *Engine) claimedUnstarted(workerID, jobID, name string) (*jobState, *stepState, bool) {
 	js, ok := e.st.jobs[jobID]
 	if !ok || js.job.Terminal() {
-		return
+		return nil, nil, false
 	}
 	ss, ok := js.steps[name]
 	if !ok || ss.rec.Status != StepRunning || ss.rec.StartedAt != nil ||
 		ss.rec.WorkerID == nil || *ss.rec.WorkerID != workerID {
-		return
+		return nil, nil, false
 	}
-	e.unhold(ss)
-	e.fail(b, js, ss, msg)
+	return js, ss, true
 }
 
 func (e *Engine) claimOnce(ctx context.Context, workerID string, wait time.Duration) claimResult {
@@ -240,13 +248,8 @@ func (e *Engine) withdraw(w *waiter) bool {
 
 // release puts a claimed step that its worker never started back to ready.
 func (e *Engine) release(b *batch, workerID, jobID, name string) {
-	js, ok := e.st.jobs[jobID]
-	if !ok || js.job.Terminal() {
-		return
-	}
-	ss, ok := js.steps[name]
-	if !ok || ss.rec.Status != StepRunning || ss.rec.StartedAt != nil ||
-		ss.rec.WorkerID == nil || *ss.rec.WorkerID != workerID {
+	js, ss, ok := e.claimedUnstarted(workerID, jobID, name)
+	if !ok {
 		return
 	}
 	e.unhold(ss)
