@@ -1,5 +1,7 @@
 package engine
 
+import "sync"
+
 // QueuedCommands counts commands waiting for the loop (tests only).
 func (e *Engine) QueuedCommands() int { return len(e.cmds) }
 
@@ -10,4 +12,23 @@ func (e *Engine) ReadySteps() int {
 		return -1
 	}
 	return v.(int)
+}
+
+// HoldRenders keeps every template render from starting until release is
+// called (tests only): a test can then act while a render's result is
+// still to be applied.
+func (e *Engine) HoldRenders() (release func()) {
+	hold := make(chan struct{})
+	e.pool.mu.Lock()
+	e.pool.hold = hold
+	e.pool.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			e.pool.mu.Lock()
+			e.pool.hold = nil
+			e.pool.mu.Unlock()
+			close(hold)
+		})
+	}
 }

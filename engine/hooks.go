@@ -10,18 +10,30 @@ import (
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
-// fireHooks creates the hook jobs of a job that has just ended, in the same
-// commit: the task's on_success (completed) or on_error (failed or
-// cancelled) hooks, or, for a top-level job of a task with none for that
-// event, the workspace's. Hook jobs fire no hooks of their own. A hook that
-// cannot start is a `_server` line in the job's log.
+// fireHooks creates the hook jobs of a job that has just ended: the task's
+// on_success (completed) or on_error (failed or cancelled) hooks, or, for a
+// top-level job of a task with none for that event, the workspace's. Hook
+// jobs fire no hooks of their own. A hook that cannot start is a `_server`
+// line in the job's log.
 func (e *Engine) fireHooks(b *batch, js *jobState) {
 	if js.job.SourceType == SourceHook {
 		e.reportHookJob(b, js)
 		return
 	}
+	e.startHooks(b, js, false)
+}
+
+// startHooks creates the job's hook jobs in this commit, or, when their
+// inputs render a template, hands the renders to the pool and marks the
+// job's hooks pending in this commit (the one that ends the job): the hook
+// jobs are created, in order, in the commit that clears the mark, and a
+// restart in between fires them again (recovered). A recovered job's log
+// is finished again once its hooks have logged, so an archive that missed
+// those lines catches up.
+func (e *Engine) startHooks(b *batch, js *jobState, recovered bool) {
 	hooks := e.hooksFor(js)
 	if len(hooks) == 0 {
+		e.hooksStarted(b, js, recovered)
 		return
 	}
 	vars := map[string]any{"hook": hookContext(js)}
@@ -44,24 +56,31 @@ func (e *Engine) fireHooks(b *batch, js *jobState) {
 			for i, h := range hooks {
 				e.startHook(b, js.job.ID, h, built[i], errs[i])
 			}
+			e.hooksStarted(b, js, recovered)
 		}
 	}
 	if !renders {
 		build(context.Background())(b)
 		return
 	}
-	// Their inputs render in the pool; the hook jobs are created, in
-	// order, when the renders come back (a crash in between loses them).
+	js.job.HooksPending = true
+	b.dirtyJob(js.job)
+	e.st.hooking[js.job.ID] = js
 	e.pool.begin()
 	go func() {
 		var apply func(b *batch)
 		err := e.pool.run(func(ctx context.Context) error { apply = build(ctx); return nil })
 		sent := e.send(context.Background(), &command{apply: func(b *batch) (any, error) {
 			defer e.pool.end()
+			if e.st.hooking[js.job.ID] != js {
+				return nil, nil
+			}
+			delete(e.st.hooking, js.job.ID)
 			if err != nil {
 				for _, h := range hooks {
 					e.startHook(b, js.job.ID, h, nil, err)
 				}
+				e.hooksStarted(b, js, recovered)
 				return nil, nil
 			}
 			apply(b)
@@ -71,6 +90,34 @@ func (e *Engine) fireHooks(b *batch, js *jobState) {
 			e.pool.end()
 		}
 	}()
+}
+
+// hooksStarted clears the job's pending mark, if set, in the commit that
+// creates its hook jobs or logs why they did not start.
+func (e *Engine) hooksStarted(b *batch, js *jobState, recovered bool) {
+	if !js.job.HooksPending {
+		return
+	}
+	js.job.HooksPending = false
+	b.dirtyJob(js.job)
+	if recovered {
+		b.finished = append(b.finished, js)
+	}
+}
+
+// recoverHooks fires again, at load, the hooks of a job that ended but
+// whose hook jobs were never created. The job itself is not live: it does
+// not run, time out or count, and it is not loaded into memory.
+func (e *Engine) recoverHooks(b *batch, j *Job, steps []*Step) {
+	js, err := e.restoreJob(j, steps)
+	if err != nil {
+		b.serverLog(j.ID, "hooks could not fire after a restart: "+err.Error())
+		j.HooksPending = false
+		b.dirtyJob(j)
+		b.finished = append(b.finished, newJobState(j, &workflow.Workspace{}, &workflow.Task{}))
+		return
+	}
+	e.startHooks(b, js, true)
 }
 
 func (e *Engine) startHook(b *batch, jobID string, h *workflow.Hook, hj *jobState, err error) {

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -170,4 +171,154 @@ func TestHookJobSurvivesARestart(t *testing.T) {
 	f.Restart()
 	f.RunJobStep(hook.ID, "notify", enginetest.Ok(nil))
 	f.WaitStatus(hook.ID, engine.JobCompleted)
+}
+
+// endWithHooksHeld fails the last job's only step while template renders
+// are held, so the job ends with its hook (the workspace's templated
+// on_error) still rendering. It returns the release of the renders.
+func endWithHooksHeld(t *testing.T, f *enginetest.Fixture, job string) (release func()) {
+	t.Helper()
+	f.ClaimJobStep(job, "only")
+	release = f.Engine.HoldRenders()
+	t.Cleanup(release)
+	if err := f.Engine.StartStep(t.Context(), f.Worker, job, "only"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Engine.CompleteStep(t.Context(), f.Worker, job, "only", enginetest.Exit(1)); err != nil {
+		t.Fatal(err)
+	}
+	// CompleteStep answers once the batch that ended the job is
+	// committed; the fixture's own reads would wait for the held render.
+	j, err := f.Store.Job(t.Context(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Status != engine.JobFailed || !j.HooksPending {
+		t.Fatalf("job %s is %s with hooks_pending %v, want failed with its hook rendering", job, j.Status, j.HooksPending)
+	}
+	if n := len(hookJobs(t, f, job)); n != 0 {
+		t.Fatalf("%d hook jobs before the render came back, want 0", n)
+	}
+	return release
+}
+
+// activeIDs lists the jobs the store would load at a restart.
+func activeIDs(t *testing.T, f *enginetest.Fixture) []string {
+	t.Helper()
+	jobs, _, _, err := f.Store.LoadActive(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, j := range jobs {
+		ids = append(ids, j.ID)
+	}
+	return ids
+}
+
+func TestHooksPendingAtACrashFireOnceAfterTheRestart(t *testing.T) {
+	f := enginetest.New(t, hookYAML)
+	job := f.Execute("plain", nil)
+	release := endWithHooksHeld(t, f, job)
+	if !slices.Contains(activeIDs(t, f), job) {
+		t.Fatalf("the ended job with hooks pending is not among the active ones: %v", activeIDs(t, f))
+	}
+
+	// The server dies before the hook's render comes back.
+	f.Restart()
+	f.Settle()
+	release() // the old engine's render: stopped, it must create nothing
+	hooks := hookJobs(t, f, job)
+	if len(hooks) != 1 || hooks[0].TaskName != "notify" || hooks[0].Input["message"] != "fallback for plain" {
+		t.Fatalf("hook jobs after the restart = %+v, want one notify job", hooks)
+	}
+	if j := f.Job(job); j.HooksPending || j.Status != engine.JobFailed {
+		t.Fatalf("job after the restart: status %s, hooks_pending %v; want failed, cleared", j.Status, j.HooksPending)
+	}
+	if slices.Contains(activeIDs(t, f), job) {
+		t.Fatalf("job %s is still active once its hooks fired", job)
+	}
+	// Its log says so once, and is finished again so an archive holds it.
+	started := 0
+	for _, l := range f.Logs.ServerLines(job) {
+		if strings.HasPrefix(l, `hook "notify" started job `) {
+			started++
+		}
+	}
+	if started != 1 {
+		t.Errorf("hook start lines = %d, want 1:\n%s", started, strings.Join(f.Logs.ServerLines(job), "\n"))
+	}
+	if n := f.Logs.Finished(job); n != 2 {
+		t.Errorf("log finished %d times, want 2 (at the end, and after the recovered hooks)", n)
+	}
+
+	// The hook job runs as any other; another restart fires nothing more.
+	f.RunJobStep(hooks[0].ID, "notify", enginetest.Ok(nil))
+	f.WaitStatus(hooks[0].ID, engine.JobCompleted)
+	f.Restart()
+	f.Settle()
+	if n := len(hookJobs(t, f, job)); n != 1 {
+		t.Fatalf("%d hook jobs after a second restart, want 1", n)
+	}
+}
+
+func TestHooksFireOnceWhenAReloadOvertakesTheirRender(t *testing.T) {
+	f := enginetest.New(t, hookYAML)
+	job := f.Execute("plain", nil)
+	release := endWithHooksHeld(t, f, job)
+
+	// A failed commit reloads the state from the store, which fires the
+	// pending hooks again; the first render must then come to nothing.
+	f.Store.FailNextCommit(errors.New("disk full"))
+	if _, err := f.Engine.RegisterWorker(t.Context(), "other", nil, false); err == nil {
+		t.Fatal("register: the failed commit was not reported")
+	}
+	release()
+	f.Settle()
+	if n := len(hookJobs(t, f, job)); n != 1 {
+		t.Fatalf("%d hook jobs, want 1", n)
+	}
+	if f.Job(job).HooksPending {
+		t.Fatal("hooks_pending not cleared")
+	}
+}
+
+func TestHooksCreatedBeforeARestartDoNotFireAgain(t *testing.T) {
+	f := enginetest.New(t, hookYAML)
+	job := f.Execute("plain", nil)
+	f.RunStep("only", enginetest.Exit(1))
+	if n := len(hookJobs(t, f, job)); n != 1 {
+		t.Fatalf("%d hook jobs, want 1", n)
+	}
+	if j := f.Job(job); j.HooksPending {
+		t.Fatal("hooks_pending still set once the hook job exists")
+	}
+	f.Restart()
+	f.Settle()
+	if n := len(hookJobs(t, f, job)); n != 1 {
+		t.Fatalf("%d hook jobs after the restart, want 1", n)
+	}
+	if n := f.Logs.Finished(job); n != 1 {
+		t.Errorf("log finished %d times, want 1", n)
+	}
+}
+
+func TestPendingHooksOfAnUnloadedWorkspaceAreReportedAndDropped(t *testing.T) {
+	f := enginetest.New(t, hookYAML)
+	job := f.Execute("plain", nil)
+	endWithHooksHeld(t, f, job)
+
+	f.Workspaces.Remove(enginetest.WorkspaceName)
+	f.Restart()
+	f.Settle()
+	if n := len(hookJobs(t, f, job)); n != 0 {
+		t.Fatalf("%d hook jobs, want 0", n)
+	}
+	want := `hooks could not fire after a restart: workspace "main" is no longer loaded`
+	if !slices.Contains(f.Logs.ServerLines(job), want) {
+		t.Errorf("server lines lack %q:\n%s", want, strings.Join(f.Logs.ServerLines(job), "\n"))
+	}
+	if f.Job(job).HooksPending || slices.Contains(activeIDs(t, f), job) {
+		t.Error("the job stays pending: its hooks would be retried at every start")
+	}
 }

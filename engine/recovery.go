@@ -10,10 +10,10 @@ import (
 )
 
 // load rebuilds memory from the store: live jobs and their steps, workers,
-// the ready index and every timer. At start-up, steps held by in-process
-// workers of the previous run (or by workers the store no longer knows)
-// fail, since nobody runs them any more; remote workers get a fresh
-// heartbeat grace. A reload within one run keeps in-process workers: they
+// the ready index and every timer; an ended job whose hooks were pending
+// fires them again. At start-up, steps held by in-process workers of the
+// previous run (or by workers the store no longer knows) fail, since
+// nobody runs them any more; remote workers get a fresh heartbeat grace. A reload within one run keeps in-process workers: they
 // are still running their steps.
 func (e *Engine) load(ctx context.Context, startup bool) error {
 	jobs, steps, workers, err := e.cfg.Store.LoadActive(ctx)
@@ -34,7 +34,16 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 		byJob[s.JobID] = append(byJob[s.JobID], s)
 	}
 	var ready, orphaned, awaiting []*stepState
+	var hooksPending []*Job
 	for _, j := range jobs {
+		if j.Terminal() {
+			// An ended job is loaded only while its hooks are pending:
+			// they fire below; the job itself does not come back to life.
+			if j.HooksPending {
+				hooksPending = append(hooksPending, j)
+			}
+			continue
+		}
 		js, err := e.restoreJob(j, byJob[j.ID])
 		if err != nil {
 			e.abandonJob(b, j, byJob[j.ID], err.Error())
@@ -121,6 +130,10 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 			}
 		}
 		e.checkJobDone(b, js)
+	}
+
+	for _, j := range hooksPending {
+		e.recoverHooks(b, j, byJob[j.ID])
 	}
 
 	e.holders.rebuild(e.st)

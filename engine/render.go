@@ -39,6 +39,9 @@ type renderPool struct {
 	mu       sync.Mutex
 	inflight int
 	idle     chan struct{} // closed when inflight drops to 0
+	// hold, when set (tests only, see HoldRenders), keeps every render
+	// from starting until it is closed.
+	hold chan struct{}
 }
 
 func newRenderPool(lim template.Limits, slots int) *renderPool {
@@ -57,6 +60,12 @@ const slotWaits = 10
 // has returned (f's results must then be dropped). A render waits for a
 // slot at most slotWaits times the time limit, then fails without running.
 func (p *renderPool) run(f func(ctx context.Context) error) error {
+	p.mu.Lock()
+	hold := p.hold
+	p.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 	if !p.takeSlot() {
 		wait := time.NewTimer(slotWaits * p.lim.Time)
 		defer wait.Stop()

@@ -13,6 +13,11 @@ type state struct {
 	workers map[string]*workerState
 	ready   *readyIndex
 	waiters *waiterQueue
+	// hooking holds the ended jobs whose hook inputs render in the pool:
+	// a render's result applies only while its job is still here, so one
+	// that comes back after a reload (which fires the hooks again from
+	// the store) is dropped.
+	hooking map[string]*jobState
 }
 
 func newState() *state {
@@ -21,6 +26,7 @@ func newState() *state {
 		workers: map[string]*workerState{},
 		ready:   newReadyIndex(),
 		waiters: newWaiterQueue(),
+		hooking: map[string]*jobState{},
 	}
 }
 

@@ -76,6 +76,12 @@ type Job struct {
 	StartedAt   *time.Time     `json:"started_at"`
 	CompletedAt *time.Time     `json:"completed_at"`
 	Deadline    *time.Time     `json:"deadline,omitempty"` // task timeout
+	// HooksPending is set, in the commit that ends the job, while its
+	// hooks' inputs render off the loop, and cleared in the commit that
+	// creates the hook jobs: a store keeps such a job among the active
+	// ones, so a restart in between fires the hooks again. Internal: the
+	// API does not show it.
+	HooksPending bool `json:"hooks_pending,omitempty"`
 }
 
 // Terminal reports whether the job can no longer change.
@@ -244,7 +250,8 @@ type Batch struct {
 // concurrently with Commit.
 type Store interface {
 	Commit(ctx context.Context, b *Batch) error
-	// LoadActive returns every non-terminal job with all its steps, and all workers.
+	// LoadActive returns every non-terminal job, and every terminal one
+	// with HooksPending, with all its steps, and all workers.
 	LoadActive(ctx context.Context) (jobs []*Job, steps []*Step, workers []*Worker, err error)
 
 	Job(ctx context.Context, id string) (*Job, error)         // ErrNotFound

@@ -34,7 +34,7 @@ var (
 	bucketByTime      = []byte("idx_time")    // time id
 	bucketByWorkspace = []byte("idx_ws")      // workspace \0 time id
 	bucketByTask      = []byte("idx_task")    // workspace \0 task \0 time id
-	bucketActive      = []byte("idx_active")  // job id (non-terminal jobs only)
+	bucketActive      = []byte("idx_active")  // job id (non-terminal jobs, and terminal ones with hooks pending)
 	bucketWorkerSteps = []byte("idx_wsteps")  // worker id \0 time job id \0 step -> steps key
 	bucketWorkerOrder = []byte("idx_workers") // registered time id
 	bucketCounts      = []byte("counts")      // counter name -> uint64

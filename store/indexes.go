@@ -11,7 +11,8 @@ import (
 )
 
 // indexEntry is one key a record has in an index bucket; a nil key means
-// the record is absent from that index (a terminal job in the active index).
+// the record is absent from that index (a terminal job in the active index,
+// once its hooks are no longer pending).
 type indexEntry struct {
 	bucket []byte
 	key    []byte
@@ -24,7 +25,7 @@ type indexEntry struct {
 func jobIndexes(j *engine.Job) []indexEntry {
 	tid := jobTimeID(j)
 	var active []byte
-	if !engine.JobTerminal(j.Status) {
+	if !engine.JobTerminal(j.Status) || j.HooksPending {
 		active = []byte(j.ID)
 	}
 	return []indexEntry{

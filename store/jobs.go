@@ -132,8 +132,9 @@ func seekLast(c *bolt.Cursor, prefix []byte) (key, value []byte) {
 	return c.Prev()
 }
 
-// LoadActive returns every non-terminal job with all its steps, and all
-// workers. It reads the active index, never the whole jobs bucket.
+// LoadActive returns every non-terminal job, and every terminal one whose
+// hooks are pending, with all its steps, and all workers. It reads the
+// active index, never the whole jobs bucket.
 func (db *DB) LoadActive(ctx context.Context) ([]*engine.Job, []*engine.Step, []*engine.Worker, error) {
 	var (
 		jobs    []*engine.Job

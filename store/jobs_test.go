@@ -183,3 +183,31 @@ func TestJobsOrderIsByCreationTimeNotInsertOrder(t *testing.T) {
 		t.Errorf("jobs = %v, want [late mid early]", got)
 	}
 }
+
+func TestAnEndedJobWithHooksPendingStaysActiveUntilTheyAreCleared(t *testing.T) {
+	db, _ := openTemp(t)
+	job := newJob("j", "ws", "t", 0)
+	job.Status = engine.JobRunning
+	commit(t, db, &engine.Batch{Jobs: []*engine.Job{job}, Steps: []*engine.Step{newStep("j", "a", 0)}})
+
+	// The job ends while its hooks render: it stays in the active index,
+	// so a restart finds it and fires them again.
+	job.Status, job.HooksPending = engine.JobFailed, true
+	commit(t, db, &engine.Batch{Jobs: []*engine.Job{job}})
+	assertActive(t, db, "j")
+	jobs, steps, _, err := db.LoadActive(context.Background())
+	if err != nil {
+		t.Fatalf("LoadActive: %v", err)
+	}
+	if len(jobs) != 1 || !jobs[0].HooksPending || jobs[0].Status != engine.JobFailed || len(steps) != 1 {
+		t.Fatalf("LoadActive = %d jobs %+v, %d steps; want the failed job with hooks pending and its step", len(jobs), jobs, len(steps))
+	}
+
+	// The commit that creates the hook jobs clears it.
+	job.HooksPending = false
+	commit(t, db, &engine.Batch{Jobs: []*engine.Job{job}})
+	assertActive(t, db)
+	if jobs, _, _, err := db.LoadActive(context.Background()); err != nil || len(jobs) != 0 {
+		t.Fatalf("LoadActive = %v, %v; want no jobs once the hooks are cleared", jobIDs(jobs), err)
+	}
+}

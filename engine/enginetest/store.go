@@ -136,7 +136,8 @@ func (s *MemStore) held(workerID, jobID, step string) bool {
 	return false
 }
 
-// LoadActive returns every non-terminal job with its steps, and all workers.
+// LoadActive returns every non-terminal job, and every terminal one with
+// hooks pending, with its steps, and all workers.
 func (s *MemStore) LoadActive(ctx context.Context) ([]*engine.Job, []*engine.Step, []*engine.Worker, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -144,7 +145,7 @@ func (s *MemStore) LoadActive(ctx context.Context) ([]*engine.Job, []*engine.Ste
 	var steps []*engine.Step
 	for _, id := range s.jobOrder {
 		j := decode[engine.Job](s.jobs[id])
-		if j.Terminal() {
+		if j.Terminal() && !j.HooksPending {
 			continue
 		}
 		jobs = append(jobs, j)
