@@ -11,7 +11,13 @@ import (
 // next one starts against the full log.
 func TestLogsTailAndAfterPageThroughTheLog(t *testing.T) {
 	f := newFixture(t)
-	id := f.execute("x") // the engine notes the job under _server
+	// With no worker yet, the engine notes under _server that the ready step
+	// waits for one (the step is ready once its input has rendered).
+	id := f.execute("x")
+	eventually(t, "a _server line", func() bool {
+		logs := f.api("GET", "/api/jobs/"+id+"/logs", nil).expect(200).object()["logs"].(string)
+		return strings.Contains(logs, `"step":"_server"`)
+	})
 	w := f.register("w1")
 	f.claimStep(w, id, "say")
 	f.pushLogs(w, id, "say", "l1", "l2", `l3 "quoted" \ back`, "l4 é", "l5")
