@@ -91,6 +91,9 @@ type Config struct {
 	AllowedOrigins []string
 	// MaxRequestBody bounds a request body (default 10 MiB; 413 beyond).
 	MaxRequestBody int64
+	// MaxWorkspace bounds the files of one workspace tarball for remote
+	// workers (default 1 GiB; the download answers 409 beyond).
+	MaxWorkspace int64
 	// MaxHeaderBytes bounds the request line and headers (default 64 KiB;
 	// 431 beyond).
 	MaxHeaderBytes int
@@ -126,6 +129,9 @@ func New(cfg Config) *echo.Echo {
 	}
 	if cfg.MaxRequestBody <= 0 {
 		cfg.MaxRequestBody = 10 << 20
+	}
+	if cfg.MaxWorkspace <= 0 {
+		cfg.MaxWorkspace = 1 << 30
 	}
 	if cfg.MaxHeaderBytes <= 0 {
 		cfg.MaxHeaderBytes = 64 << 10

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,8 +14,10 @@ import (
 	"sync"
 	"time"
 
+	units "github.com/docker/go-units"
 	"github.com/labstack/echo/v4"
 
+	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
@@ -55,7 +58,7 @@ func (s *server) workspaceTarball(c echo.Context) error {
 		if rev != ws.Revision {
 			return nil, notFound("revision %q of workspace %q is no longer available for download", rev, name)
 		}
-		return buildTarball(ws)
+		return buildTarball(ws, s.cfg.MaxWorkspace)
 	})
 	if err != nil {
 		return err
@@ -79,8 +82,11 @@ func etagMatches(header, rev string) bool {
 // bytes whenever and wherever it is built.
 var tarballEpoch = time.Unix(0, 0).UTC()
 
-// buildTarball packs exactly the files the revision hashes.
-func buildTarball(ws *workflow.Workspace) ([]byte, error) {
+// buildTarball packs exactly the files the revision hashes, refusing a
+// workspace whose files add up to more than max: every worker would
+// refuse it (their workspace_limits.total_size defaults to the same), and
+// the tarball is built in memory.
+func buildTarball(ws *workflow.Workspace, max int64) ([]byte, error) {
 	files, err := workflow.ShippedFiles(ws.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("list files of workspace %q: %w", ws.Name, err)
@@ -88,8 +94,14 @@ func buildTarball(ws *workflow.Workspace) ([]byte, error) {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(zw)
+	left := max
 	for _, rel := range files {
-		if err := addFile(tw, ws.Dir, rel); err != nil {
+		if err := addFile(tw, ws.Dir, rel, &left); err != nil {
+			if errors.Is(err, errWorkspaceTooBig) {
+				return nil, fmt.Errorf("workspace %q: its files add up to more than limits.workspace_size (%s) of the server config, "+
+					"so no worker would take it; ship less or raise the limit here and workspace_limits.total_size on the workers: %w",
+					ws.Name, units.BytesSize(float64(max)), engine.ErrConflict)
+			}
 			return nil, fmt.Errorf("pack workspace %q: %w", ws.Name, err)
 		}
 	}
@@ -102,7 +114,10 @@ func buildTarball(ws *workflow.Workspace) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func addFile(tw *tar.Writer, dir, rel string) error {
+var errWorkspaceTooBig = errors.New("workspace over its size limit")
+
+// addFile packs one file, taking its size from *left first.
+func addFile(tw *tar.Writer, dir, rel string, left *int64) error {
 	f, err := os.Open(filepath.Join(dir, filepath.FromSlash(rel)))
 	if err != nil {
 		return err
@@ -114,6 +129,9 @@ func addFile(tw *tar.Writer, dir, rel string) error {
 	}
 	if !st.Mode().IsRegular() {
 		return fmt.Errorf("%s is not a regular file", rel)
+	}
+	if *left -= st.Size(); *left < 0 {
+		return errWorkspaceTooBig
 	}
 	// Only the executable bit matters to a worker running scripts.
 	mode := int64(0o644)

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -113,4 +114,28 @@ func TestOlderRevisionTarballIsServedFromCacheAfterReload(t *testing.T) {
 	if again.header.Get("X-Revision") != oldRev || !bytes.Equal(again.body, old.body) {
 		t.Fatalf("revision %s was not served from the cache", oldRev)
 	}
+}
+
+func TestWorkspaceTarballOverTheSizeLimitIsRefused(t *testing.T) {
+	size := func(f *fixture) (n int64) {
+		files, err := workflow.ShippedFiles(f.wsDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rel := range files {
+			st, err := os.Stat(filepath.Join(f.wsDir, rel))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += st.Size()
+		}
+		return n
+	}
+	exact := newFixture(t)
+	total := size(exact)
+	atLimit := newFixture(t, func(c *fixtureConfig) { c.MaxWorkspace = total })
+	atLimit.worker("GET", "/worker/workspace/main.tar.gz", nil).expect(200)
+	over := newFixture(t, func(c *fixtureConfig) { c.MaxWorkspace = total - 1 })
+	over.worker("GET", "/worker/workspace/main.tar.gz", nil).expectError(409,
+		fmt.Sprintf(`workspace "main": its files add up to more than limits.workspace_size (%dB)`, total-1))
 }

@@ -49,7 +49,8 @@ func workerMain(ctx context.Context, configFile string, stdout, stderr io.Writer
 		return 2
 	}
 	defer spool.Close()
-	client := runners.NewClient(cfg.ServerURL, cfg.Token, nil, runners.WithWorkspaceCache(cfg.WorkspaceCacheDir))
+	client := runners.NewClient(cfg.ServerURL, cfg.Token, nil,
+		runners.WithWorkspaceCache(cfg.WorkspaceCacheDir), runners.WithWorkspaceLimits(cfg.WorkspaceLimits))
 	wcfg := runners.WorkerConfig{
 		Name:              cfg.Name,
 		Tags:              cfg.Tags,
@@ -96,7 +97,10 @@ func printWorkerSettings(w io.Writer, cfg *workerConfig) {
   retry_max_interval:  %s
   spool_dir:           %s
   spool_max:           %s
+  workspace_limits:    total_size %s, files %d, file_size %s, ratio %d:1
 `, cfg.ServerURL, cfg.Name, tags, cfg.MaxConcurrent, cfg.WorkspaceCacheDir,
 		cfg.HeartbeatInterval, cfg.LogPushInterval, cfg.DrainTimeout,
-		cfg.RetryMinInterval, cfg.RetryMaxInterval, cfg.SpoolDir, units.BytesSize(float64(cfg.SpoolMax)))
+		cfg.RetryMinInterval, cfg.RetryMaxInterval, cfg.SpoolDir, units.BytesSize(float64(cfg.SpoolMax)),
+		units.BytesSize(float64(cfg.WorkspaceLimits.TotalSize)), cfg.WorkspaceLimits.Files,
+		units.BytesSize(float64(cfg.WorkspaceLimits.FileSize)), cfg.WorkspaceLimits.Ratio)
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/appliance-sh/appliance/runners"
 )
 
 func TestLoadWorkerConfig(t *testing.T) {
@@ -27,7 +29,8 @@ func TestLoadWorkerConfig(t *testing.T) {
 				c.HeartbeatInterval != 30*time.Second || c.LogPushInterval != time.Second || c.DrainTimeout != 10*time.Minute ||
 				c.WorkspaceCacheDir != filepath.Join(cacheBase, "appliance", "workspaces") ||
 				c.RetryMinInterval != 250*time.Millisecond || c.RetryMaxInterval != 5*time.Second ||
-				c.SpoolDir != filepath.Join(c.WorkspaceCacheDir, ".spool", defaultSpoolDirName(host)) || c.SpoolMax != 1<<30 {
+				c.SpoolDir != filepath.Join(c.WorkspaceCacheDir, ".spool", defaultSpoolDirName(host)) || c.SpoolMax != 1<<30 ||
+				c.WorkspaceLimits != (runners.WorkspaceLimits{TotalSize: 1 << 30, Files: 100_000, FileSize: 512 << 20, Ratio: 100, RatioFloor: 1 << 20}) {
 				t.Fatalf("defaults %+v", c)
 			}
 		}, ""},
@@ -44,12 +47,18 @@ retry_min_interval: 100ms
 retry_max_interval: 1m
 spool_dir: /var/spool/appliance
 spool_max: 200MB
+workspace_limits:
+  total_size: 2GB
+  files: 500
+  file_size: 64MB
+  ratio: 1000
 `, func(t *testing.T, c *workerConfig) {
 			if c.Token != "from-env" || c.Name != "gpu-box" || strings.Join(c.Tags, ",") != "gpu,linux" || c.MaxConcurrent != 4 ||
 				c.WorkspaceCacheDir != "/var/cache/ws" || c.HeartbeatInterval != 5*time.Second ||
 				c.LogPushInterval != 250*time.Millisecond || c.DrainTimeout != time.Minute ||
 				c.RetryMinInterval != 100*time.Millisecond || c.RetryMaxInterval != time.Minute ||
-				c.SpoolDir != "/var/spool/appliance" || c.SpoolMax != 200<<20 {
+				c.SpoolDir != "/var/spool/appliance" || c.SpoolMax != 200<<20 ||
+				c.WorkspaceLimits != (runners.WorkspaceLimits{TotalSize: 2 << 30, Files: 500, FileSize: 64 << 20, Ratio: 1000, RatioFloor: 1 << 20}) {
 				t.Fatalf("decoded %+v", c)
 			}
 		}, ""},
@@ -59,6 +68,11 @@ spool_max: 200MB
 			}
 		}, ""},
 		{"bad spool_max", "server_url: http://x\nworker_token: t\nspool_max: lots\n", nil, `spool_max: "lots" is not a positive size`},
+		{"bad workspace total_size", "server_url: http://x\nworker_token: t\nworkspace_limits: {total_size: huge}\n", nil, `workspace_limits.total_size: "huge" is not a positive size`},
+		{"bad workspace file_size", "server_url: http://x\nworker_token: t\nworkspace_limits: {file_size: -1MB}\n", nil, `workspace_limits.file_size: "-1MB" is not a positive size`},
+		{"zero workspace files", "server_url: http://x\nworker_token: t\nworkspace_limits: {files: 0}\n", nil, "workspace_limits.files: must be at least 1, got 0"},
+		{"zero workspace ratio", "server_url: http://x\nworker_token: t\nworkspace_limits: {ratio: 0}\n", nil, "workspace_limits.ratio: must be at least 1"},
+		{"unknown workspace limit", "server_url: http://x\nworker_token: t\nworkspace_limits: {total: 1GB}\n", nil, `unknown field "total"`},
 		{"retry bounds reversed", "server_url: http://x\nworker_token: t\nretry_min_interval: 10s\nretry_max_interval: 1s\n", nil, "retry_max_interval (1s) is below retry_min_interval (10s)"},
 		{"no server url", "worker_token: t\n", nil, "server_url is required"},
 		{"bad server url", "server_url: 127.0.0.1:8080\nworker_token: t\n", nil, "server_url: server url"},

@@ -23,6 +23,7 @@ type LimitsSection struct {
 	LoginsInFlight   *int   `yaml:"logins_in_flight"`
 	LoginRate        string `yaml:"login_rate"`
 	LoginRateAddress string `yaml:"login_rate_address"`
+	WorkspaceSize    string `yaml:"workspace_size"`
 }
 
 // Limits are the effective limits, parsed and defaulted.
@@ -37,6 +38,9 @@ type Limits struct {
 	// client address.
 	LoginRate        Rate
 	LoginRateAddress Rate
+	// WorkspaceSize bounds the files of a workspace tarball built for
+	// remote workers, the bound of their workspace_limits.total_size.
+	WorkspaceSize int64
 }
 
 // Rate is an event rate written "N/s", "N/m" or "N/h".
@@ -70,6 +74,7 @@ func defaultLimits() Limits {
 		LoginsInFlight:   min(runtime.NumCPU(), maxDefaultLoginsInFlight),
 		LoginRate:        Rate{Events: 10, Per: time.Minute},
 		LoginRateAddress: Rate{Events: 60, Per: time.Minute},
+		WorkspaceSize:    1 << 30,
 	}
 }
 
@@ -83,6 +88,7 @@ func (s LimitsSection) parse() (Limits, error) {
 	}{
 		{"request_body", s.RequestBody, &l.RequestBody},
 		{"step_log", s.StepLog, &l.StepLog},
+		{"workspace_size", s.WorkspaceSize, &l.WorkspaceSize},
 	}
 	for _, sz := range sizes {
 		if err := parseSize("limits."+sz.key, sz.value, sz.out); err != nil {

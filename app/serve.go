@@ -290,6 +290,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 			AllowedHosts:    cfg.AllowedHosts,
 			AllowedOrigins:  cfg.AllowedOrigins,
 			MaxRequestBody:  cfg.limits.RequestBody,
+			MaxWorkspace:    cfg.limits.WorkspaceSize,
 			MaxHeaderBytes:  maxHeaderBytes,
 			BodyReadTimeout: bodyReadTimeout,
 		}),

@@ -26,6 +26,17 @@ type workerFile struct {
 	SpoolDir          string        `yaml:"spool_dir"`
 	SpoolMax          string        `yaml:"spool_max"`
 	Docker            DockerSection `yaml:"docker"`
+	// WorkspaceLimits bound what a downloaded workspace may unpack to.
+	WorkspaceLimits WorkspaceLimitsSection `yaml:"workspace_limits"`
+}
+
+// WorkspaceLimitsSection is worker-config.yaml's workspace_limits: as
+// written; each key defaults to runners.DefaultWorkspaceLimits.
+type WorkspaceLimitsSection struct {
+	TotalSize string `yaml:"total_size"`
+	Files     *int64 `yaml:"files"`
+	FileSize  string `yaml:"file_size"`
+	Ratio     *int64 `yaml:"ratio"`
 }
 
 // workerConfig is a remote worker's effective configuration, defaults applied.
@@ -47,7 +58,9 @@ type workerConfig struct {
 	// them; SpoolMax bounds it.
 	SpoolDir string
 	SpoolMax int64
-	Docker   DockerSection
+	// WorkspaceLimits bound what one downloaded workspace may unpack to.
+	WorkspaceLimits runners.WorkspaceLimits
+	Docker          DockerSection
 }
 
 // loadWorkerConfig reads and checks a worker config file.
@@ -132,7 +145,36 @@ func loadWorkerConfig(path string) (*workerConfig, error) {
 	if err := parseSize("spool_max", f.SpoolMax, &cfg.SpoolMax); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	wl, err := f.WorkspaceLimits.parse()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	cfg.WorkspaceLimits = wl
 	return cfg, nil
+}
+
+// parse checks the section and fills in the defaults.
+func (s WorkspaceLimitsSection) parse() (runners.WorkspaceLimits, error) {
+	l := runners.DefaultWorkspaceLimits
+	if err := parseSize("workspace_limits.total_size", s.TotalSize, &l.TotalSize); err != nil {
+		return l, err
+	}
+	if err := parseSize("workspace_limits.file_size", s.FileSize, &l.FileSize); err != nil {
+		return l, err
+	}
+	if s.Files != nil {
+		if *s.Files < 1 {
+			return l, fmt.Errorf("workspace_limits.files: must be at least 1, got %d", *s.Files)
+		}
+		l.Files = *s.Files
+	}
+	if s.Ratio != nil {
+		if *s.Ratio < 1 {
+			return l, fmt.Errorf("workspace_limits.ratio: must be at least 1 (uncompressed bytes per compressed byte), got %d", *s.Ratio)
+		}
+		l.Ratio = *s.Ratio
+	}
+	return l, nil
 }
 
 // defaultSpoolDir is <workspace_cache_dir>/.spool/<worker name>: beside

@@ -31,6 +31,9 @@ type Client struct {
 	token   string
 	http    *http.Client
 	cache   *workspaceCache
+	// Set by options, for the cache made once they are applied.
+	cacheDir string
+	limits   WorkspaceLimits
 }
 
 var _ Server = (*Client)(nil)
@@ -41,7 +44,13 @@ type ClientOption func(*Client)
 // WithWorkspaceCache sets where downloaded workspaces are kept (default
 // <user cache dir>/appliance/workspaces).
 func WithWorkspaceCache(dir string) ClientOption {
-	return func(c *Client) { c.cache = newWorkspaceCache(dir, c.download) }
+	return func(c *Client) { c.cacheDir = dir }
+}
+
+// WithWorkspaceLimits bounds what a downloaded workspace may unpack to;
+// zero fields keep DefaultWorkspaceLimits.
+func WithWorkspaceLimits(l WorkspaceLimits) ClientOption {
+	return func(c *Client) { c.limits = l }
 }
 
 // NewClient returns a client of the worker endpoints at serverURL,
@@ -62,13 +71,14 @@ func NewClient(serverURL, token string, httpClient *http.Client, opts ...ClientO
 	for _, o := range opts {
 		o(c)
 	}
-	if c.cache == nil {
+	if c.cacheDir == "" {
 		dir, err := os.UserCacheDir()
 		if err != nil {
 			dir = os.TempDir()
 		}
-		c.cache = newWorkspaceCache(filepath.Join(dir, "appliance", "workspaces"), c.download)
+		c.cacheDir = filepath.Join(dir, "appliance", "workspaces")
 	}
+	c.cache = newWorkspaceCache(c.cacheDir, c.limits, c.download)
 	return c
 }
 

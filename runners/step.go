@@ -2,6 +2,7 @@ package runners
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -85,6 +86,11 @@ func (w *Worker) execute(ctx context.Context, a *Assignment, sink func(stream, l
 	if err != nil {
 		if ctx.Err() != nil {
 			return failed(exitKilled, context.Cause(ctx).Error())
+		}
+		if errors.Is(err, ErrWorkspaceLimit) {
+			// The operator's to know: the server ships something too big
+			// or hostile, and every worker will refuse it alike.
+			w.log.Warn("workspace tarball refused", "job_id", a.JobID, "step", a.StepName, "workspace", a.Workspace, "err", err)
 		}
 		return failed(1, fmt.Sprintf("fetch workspace %q: %v", a.Workspace, err))
 	}

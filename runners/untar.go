@@ -12,14 +12,25 @@ import (
 	"strings"
 )
 
-// maxWorkspaceBytes bounds what one workspace archive may unpack to.
-const maxWorkspaceBytes = 4 << 30
-
 // extractTarGz unpacks a gzip tarball into dest, an existing empty
 // directory. Only directories, regular files and symlinks that stay inside
 // dest are created; an entry escaping dest (absolute, "..", or a symlink
-// pointing out) fails the whole extraction, as the archive is not to be trusted.
-func extractTarGz(r io.Reader, dest string) error {
+// pointing out) fails the whole extraction, as the archive is not to be
+// trusted, and so does exceeding a limit (an error wrapping
+// ErrWorkspaceLimit). On failure the caller removes dest.
+func extractTarGz(r io.Reader, dest string, lim WorkspaceLimits) error {
+	m := &meter{lim: lim.orDefaults()}
+	if err := unpack(compressedReader{r, m}, dest, m); err != nil {
+		if m.err != nil {
+			// The limit, not how the reader or writer it stopped said so.
+			return m.err
+		}
+		return err
+	}
+	return nil
+}
+
+func unpack(r io.Reader, dest string, m *meter) error {
 	gz, err := gzip.NewReader(r)
 	if err != nil {
 		return fmt.Errorf("workspace archive: %w", err)
@@ -34,8 +45,7 @@ func extractTarGz(r io.Reader, dest string) error {
 	defer root.Close()
 
 	var links []string
-	var total int64
-	tr := tar.NewReader(gz)
+	tr := tar.NewReader(unpackedReader{gz, m})
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -51,17 +61,16 @@ func extractTarGz(r io.Reader, dest string) error {
 		if name == "." {
 			continue
 		}
+		if err := m.entry(name, h.Typeflag, h.Size); err != nil {
+			return err
+		}
 		switch h.Typeflag {
 		case tar.TypeDir:
 			if err := root.MkdirAll(name, 0o755); err != nil {
 				return fmt.Errorf("workspace archive: %w", err)
 			}
 		case tar.TypeReg:
-			total += h.Size
-			if total > maxWorkspaceBytes {
-				return fmt.Errorf("workspace archive: larger than %d bytes", int64(maxWorkspaceBytes))
-			}
-			if err := writeEntry(root, name, h, tr); err != nil {
+			if err := writeEntry(root, name, h, tr, m); err != nil {
 				return err
 			}
 		case tar.TypeSymlink:
@@ -142,7 +151,7 @@ func mkParent(root *os.Root, name string) error {
 	return nil
 }
 
-func writeEntry(root *os.Root, name string, h *tar.Header, r io.Reader) error {
+func writeEntry(root *os.Root, name string, h *tar.Header, r io.Reader, m *meter) error {
 	if err := mkParent(root, name); err != nil {
 		return err
 	}
@@ -152,7 +161,7 @@ func writeEntry(root *os.Root, name string, h *tar.Header, r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("workspace archive: %w", err)
 	}
-	if _, err := io.Copy(f, io.LimitReader(r, h.Size)); err != nil {
+	if _, err := io.Copy(&fileWriter{w: f, m: m}, io.LimitReader(r, h.Size)); err != nil {
 		f.Close()
 		return fmt.Errorf("workspace archive: write %q: %w", filepath.ToSlash(name), err)
 	}

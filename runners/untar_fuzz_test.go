@@ -4,9 +4,11 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,10 +22,15 @@ import (
 // changed outside the destination, and an archive that extracts must leave
 // no symlink resolving outside it.
 //
+// The limits are small, so the fuzzer reaches them: whatever the archive,
+// the files written never exceed them, and a bomb (its seeds below) stops
+// at the ratio limit.
+//
 // Input starting with the gzip magic is the archive as is; anything else is
 // taken as a bare tar stream and gzipped first, since mutations of
 // compressed bytes almost never reach the tar reader.
 func FuzzExtractTarGz(f *testing.F) {
+	lim := fuzzLimits
 	for _, entries := range [][]tarEntry{
 		{{name: "a.txt", body: "hello"}},
 		{{name: "dir/", typ: tar.TypeDir}, {name: "dir/run.sh", body: "#!/bin/sh\n", mode: 0o755}},
@@ -41,6 +48,9 @@ func FuzzExtractTarGz(f *testing.F) {
 		gz := tarball(f, entries...)
 		f.Add(gz)
 		f.Add(gunzip(f, gz))
+	}
+	for _, seed := range bombSeeds(f) {
+		f.Add(seed.archive)
 	}
 	f.Add([]byte{})
 	f.Add([]byte{0x1f, 0x8b, 0x08, 0x00})
@@ -67,7 +77,19 @@ func FuzzExtractTarGz(f *testing.F) {
 			zw.Close()
 			archive = buf.Bytes()
 		}
-		err := extractTarGz(bytes.NewReader(archive), dest)
+		err := extractTarGz(bytes.NewReader(archive), dest, lim)
+		if err != nil && errors.Is(err, ErrWorkspaceLimit) != strings.Contains(err.Error(), "exceeds workspace_limits.") {
+			t.Fatalf("error %q: a limit's error must name it, and only a limit's", err)
+		}
+		written, entries, biggest := onDisk(t, dest)
+		if written > lim.TotalSize || biggest > lim.FileSize || entries > lim.Files {
+			t.Fatalf("extraction (err %v) wrote %d bytes in %d entries, the biggest %d bytes; limits %+v", err, written, entries, biggest, lim)
+		}
+		// The ratio bounds what was unpacked, so what was written: by the
+		// whole archive's size, plus the floor and one read past it.
+		if most := max(lim.RatioFloor, lim.Ratio*int64(len(archive)+1)) + 32<<10; written > most {
+			t.Fatalf("extraction (err %v) wrote %d bytes from a %d-byte archive; the ratio limit allows %d", err, written, len(archive), most)
+		}
 
 		var found []string
 		walkErr := filepath.WalkDir(parent, func(p string, d fs.DirEntry, err error) error {
@@ -107,6 +129,65 @@ func FuzzExtractTarGz(f *testing.F) {
 			return nil
 		})
 	})
+}
+
+// fuzzLimits are small, for the fuzzer to reach.
+var fuzzLimits = WorkspaceLimits{TotalSize: 16 << 10, Files: 32, FileSize: 8 << 10, Ratio: 50, RatioFloor: 4 << 10}
+
+// bombSeeds are small archives each tripping one of fuzzLimits, named.
+func bombSeeds(t testing.TB) []struct {
+	want    string
+	archive []byte
+} {
+	rnd := rand.NewChaCha8([32]byte{})
+	text := func(n int) string { // printable, and gzip cannot shrink it much
+		b := make([]byte, n)
+		rnd.Read(b)
+		for i := range b {
+			b[i] = 'a' + b[i]%26
+		}
+		return string(b)
+	}
+	files := func(n int, body string) (out []tarEntry) {
+		for i := range n {
+			out = append(out, tarEntry{name: fmt.Sprintf("d%d/f%d", i%3, i), body: body})
+		}
+		return out
+	}
+	return []struct {
+		want    string
+		archive []byte
+	}{
+		{"total_size (16KB)", tarball(t, files(3, text(6<<10))...)},
+		{"file_size (8KB)", tarball(t, tarEntry{name: "big", body: text(10 << 10)})},
+		{"files (32)", tarball(t, files(40, "")...)},
+		{"files (32)", tarball(t, tarEntry{name: strings.Repeat("d/", 40) + "f"})}, // in implied directories
+		{"ratio (50:1)", tarball(t, files(3, strings.Repeat("\x00", 6<<10))...)},
+		{"file_size (8KB)", hugeHeaderBomb(t)},
+	}
+}
+
+func TestFuzzSeedBombsTripTheirLimits(t *testing.T) {
+	for _, seed := range bombSeeds(t) {
+		err := extractTarGz(bytes.NewReader(seed.archive), t.TempDir(), fuzzLimits)
+		if want := "workspace tarball exceeds workspace_limits." + seed.want; err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("seed for %s: got %v", seed.want, err)
+		}
+	}
+}
+
+// hugeHeaderBomb is a gzip tarball whose one file claims 1GB and holds
+// zeros, cut after 64KB of them.
+func hugeHeaderBomb(t testing.TB) []byte {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	if err := tw.WriteHeader(&tar.Header{Name: "bomb", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	tw.Write(make([]byte, 64<<10))
+	gz.Close() // not tw: the archive is cut short
+	return buf.Bytes()
 }
 
 func gunzip(t testing.TB, data []byte) []byte {

@@ -28,15 +28,16 @@ type download struct {
 
 // workspaceCache keeps extracted workspaces at <dir>/<ws>/<revision>/.
 type workspaceCache struct {
-	dir   string
-	fetch func(ctx context.Context, ws, want, cached string) (*download, error)
+	dir    string
+	limits WorkspaceLimits
+	fetch  func(ctx context.Context, ws, want, cached string) (*download, error)
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // per workspace: one download at a time
 }
 
-func newWorkspaceCache(dir string, fetch func(ctx context.Context, ws, want, cached string) (*download, error)) *workspaceCache {
-	return &workspaceCache{dir: dir, fetch: fetch, locks: map[string]*sync.Mutex{}}
+func newWorkspaceCache(dir string, limits WorkspaceLimits, fetch func(ctx context.Context, ws, want, cached string) (*download, error)) *workspaceCache {
+	return &workspaceCache{dir: dir, limits: limits, fetch: fetch, locks: map[string]*sync.Mutex{}}
 }
 
 func (c *workspaceCache) lock(ws string) *sync.Mutex {
@@ -99,7 +100,7 @@ func (c *workspaceCache) get(ctx context.Context, ws, revision string) (string, 
 	}
 	target := filepath.Join(wsDir, d.revision)
 	if !isDir(target) {
-		if err := extractInto(d.body, wsDir, target); err != nil {
+		if err := extractInto(d.body, wsDir, target, c.limits); err != nil {
 			return "", fmt.Errorf("workspace %q revision %s: %w", ws, d.revision, err)
 		}
 	}
@@ -123,8 +124,9 @@ func (c *workspaceCache) use(wsDir, revision string) string {
 }
 
 // extractInto unpacks into a temporary sibling of target and renames it into
-// place, so an interrupted download never looks like a cached revision.
-func extractInto(r io.Reader, wsDir, target string) error {
+// place, so an interrupted or refused download never looks like a cached
+// revision; a refused one is removed at once, not left for prune.
+func extractInto(r io.Reader, wsDir, target string, lim WorkspaceLimits) error {
 	if err := os.MkdirAll(wsDir, 0o755); err != nil {
 		return fmt.Errorf("create cache dir: %w", err)
 	}
@@ -132,7 +134,7 @@ func extractInto(r io.Reader, wsDir, target string) error {
 	if err != nil {
 		return fmt.Errorf("create cache dir: %w", err)
 	}
-	if err := extractTarGz(r, tmp); err != nil {
+	if err := extractTarGz(r, tmp, lim); err != nil {
 		os.RemoveAll(tmp)
 		return err
 	}
