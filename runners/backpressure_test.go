@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
 // fullJournals are the two journals, each bounded far below the lines the
@@ -181,4 +185,65 @@ func TestSpoolBoundCountsUndeliveredBytes(t *testing.T) {
 	if sp.Used() != 0 {
 		t.Fatalf("spool uses %d bytes after the run is removed, want 0", sp.Used())
 	}
+}
+
+// TestStepHeldBackByAFullJournalIsStillKilledAtItsTimeout runs a step
+// printing without end into a journal nobody delivers: it waits on its
+// full pipe, and its timeout still kills it promptly.
+func TestStepHeldBackByAFullJournalIsStillKilledAtItsTimeout(t *testing.T) {
+	j := newMemJournal(runMeta{JobID: "job-1", Step: "flood"}, slog.New(slog.NewTextHandler(io.Discard, nil)), 16<<10)
+	ctx, cancel := context.WithTimeoutCause(testContext(t), 500*time.Millisecond, timeoutError(0.5))
+	defer cancel()
+	l := NewLocal(LocalConfig{DepsDir: t.TempDir(), KillGrace: 500 * time.Millisecond})
+	began := time.Now()
+	res := Execute(ctx, l, &Step{JobID: "job-1", Name: "flood", Dir: t.TempDir(),
+		Action: &workflow.Action{Type: workflow.TypeScript, Script: "yes line"},
+		Log:    func(stream, line string) { j.Log(ctx, stream, line) }})
+	if took := time.Since(began); took > 10*time.Second {
+		t.Fatalf("the held-back step took %v to stop at its 0.5s timeout", took)
+	}
+	if errText(res) != "Step timed out after 0.5s" {
+		t.Fatalf("result %+v, want the timeout", res)
+	}
+	j.Finish(res)
+	lines, _ := drain(t, j, maxPushLines)
+	last := lines[len(lines)-1].Line
+	if !strings.Contains(last, "log lines dropped: the step was being stopped (Step timed out after 0.5s)") {
+		t.Fatalf("last line %q, want the notice naming the timeout", last)
+	}
+}
+
+// TestLinesWaitingForRoomAfterTheStepExitsAreKept: a step that printed
+// more than its journal holds, then exited, keeps every line left in its
+// pipe though delivery only comes long after the readers' grace.
+func TestLinesWaitingForRoomAfterTheStepExitsAreKept(t *testing.T) {
+	j := newMemJournal(runMeta{JobID: "job-1", Step: "burst"}, slog.New(slog.NewTextHandler(io.Discard, nil)), 16<<10)
+	dir := t.TempDir()
+	const n = 4000 // ~37 KB: more than the journal holds, less than the pipe
+	l := NewLocal(LocalConfig{DepsDir: t.TempDir()})
+	got := make(chan Result, 1)
+	go func() {
+		got <- Execute(testContext(t), l, &Step{JobID: "job-1", Name: "burst", Dir: dir,
+			Action: &workflow.Action{Type: workflow.TypeScript, Script: fmt.Sprintf(`i=1; while [ $i -le %d ]; do echo "line $i"; i=$((i+1)); done; touch exited`, n)},
+			Log:    func(stream, line string) { j.Log(context.Background(), stream, line) }})
+	}()
+	eventually(t, 20*time.Second, "the step to exit", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "exited"))
+		return err == nil
+	})
+	// Delivery is late by more than the readers' grace: the wait for room
+	// must not count towards it.
+	time.Sleep(readerGrace + time.Second)
+	var lines []LogLine
+	for res := (*Result)(nil); res == nil; {
+		select {
+		case r := <-got:
+			res = &r
+			j.Finish(r)
+		default:
+		}
+		more, _ := drain(t, j, 100)
+		lines = append(lines, more...)
+	}
+	wantNumbered(t, lines, 1, n)
 }
