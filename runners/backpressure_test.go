@@ -247,3 +247,36 @@ func TestLinesWaitingForRoomAfterTheStepExitsAreKept(t *testing.T) {
 	}
 	wantNumbered(t, lines, 1, n)
 }
+
+// TestDockerStepHeldBackByAFullJournalKeepsEveryLine runs a container
+// printing far more than its journal holds, with delivery beginning only
+// after the readers' grace: the attach stream is held, not cut, and every
+// line arrives in order.
+func TestDockerStepHeldBackByAFullJournalKeepsEveryLine(t *testing.T) {
+	d := needDocker(t)
+	j := newMemJournal(runMeta{JobID: "job-1", Step: "burst"}, slog.New(slog.NewTextHandler(io.Discard, nil)), 16<<10)
+	const n = 20_000
+	got := make(chan Result, 1)
+	go func() {
+		step := dockerStep(t, d, &workflow.Action{Type: workflow.TypeDocker, Image: testImage,
+			Cmd: fmt.Sprintf(`i=1; while [ $i -le %d ]; do echo "line $i"; i=$((i+1)); done`, n)}, nil, &lines{})
+		step.Log = func(stream, line string) { j.Log(context.Background(), stream, line) }
+		got <- Execute(testContext(t), d, step)
+	}()
+	time.Sleep(readerGrace + time.Second) // delivery is late on purpose
+	var all []LogLine
+	for res := (*Result)(nil); res == nil; {
+		select {
+		case r := <-got:
+			res = &r
+			if r.Error != nil {
+				t.Fatalf("step failed: %s", *r.Error)
+			}
+			j.Finish(r)
+		default:
+		}
+		more, _ := drain(t, j, 100)
+		all = append(all, more...)
+	}
+	wantNumbered(t, all, 1, n)
+}
