@@ -190,6 +190,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		Tags:          cfg.WorkerTags,
 		MaxConcurrent: *cfg.Workers,
 		DrainTimeout:  cfg.drainTimeout,
+		LogBuffer:     cfg.logBuffer,
 	}
 	if *cfg.Workers > 0 {
 		if err := detectRunners(ctx, cfg.Docker, &pool, log.With("worker", "in-process")); err != nil {

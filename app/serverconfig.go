@@ -51,6 +51,9 @@ type ServerConfig struct {
 	// headerTimeout is how long a client may take to send its request
 	// headers (10s; tests shorten it).
 	headerTimeout time.Duration
+	// logBuffer bounds the undelivered log lines each in-process step run
+	// holds (runners.DefaultLogBuffer when 0; tests shrink it).
+	logBuffer int64
 }
 
 // WorkspaceConfig locates one workspace.

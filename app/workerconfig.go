@@ -55,7 +55,8 @@ type workerConfig struct {
 	RetryMinInterval time.Duration
 	RetryMaxInterval time.Duration
 	// SpoolDir keeps step runs' log lines and results until the server has
-	// them; SpoolMax bounds it.
+	// them; SpoolMax bounds the undelivered bytes it holds, and a step whose
+	// output finds it full waits for delivery to free room.
 	SpoolDir string
 	SpoolMax int64
 	// WorkspaceLimits bound what one downloaded workspace may unpack to.

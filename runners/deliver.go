@@ -32,7 +32,8 @@ type delivery struct {
 // deliver sends a run's lines, then its result, until the server has them
 // or refused them, retrying for as long as it takes with backoff capped at
 // RetryMax: lines are pushed every LogPushInterval while the step runs and
-// at once after. It returns early only when lt.reports ends, or after a
+// at once after, and at once when the step's output waits for room in a
+// full journal. It returns early only when lt.reports ends, or after a
 // failed attempt once the worker is stopping and the run is finished: the
 // spool keeps what is left for the next start.
 func (w *Worker) deliver(lt lifetimes, d *delivery) {
@@ -43,6 +44,7 @@ func (w *Worker) deliver(lt lifetimes, d *delivery) {
 	defer tick.Stop()
 	finished := d.finished
 	for ctx.Err() == nil {
+		wanted := d.j.Wanted()
 		done, err := w.deliverOnce(ctx, d)
 		if done {
 			return
@@ -64,6 +66,7 @@ func (w *Worker) deliver(lt lifetimes, d *delivery) {
 		select {
 		case <-ctx.Done():
 		case <-tick.C:
+		case <-wanted: // the step's output waits for room
 		case <-finished:
 			finished = nil // no more waiting: the result goes now
 		}

@@ -141,7 +141,7 @@ func TestWorkerDeliversWhatItsSpoolHoldsAtStart(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := 1; i <= 3; i++ {
-			r.Log(Stdout, fmt.Sprintf("line %d", i))
+			r.Log(context.Background(), Stdout, fmt.Sprintf("line %d", i))
 		}
 		return r
 	}

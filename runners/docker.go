@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"time"
 
 	docker "github.com/fsouza/go-dockerclient"
@@ -126,14 +125,13 @@ func (d *Docker) Run(ctx context.Context, step *Step) (int, error) {
 func (d *Docker) runContainer(ctx context.Context, id string, log func(stream, line string)) (int, error) {
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
-	var readers sync.WaitGroup
-	readers.Add(2)
-	go func() { defer readers.Done(); readLines(outR, Stdout, log); outR.Close() }()
-	go func() { defer readers.Done(); readLines(errR, Stderr, log); errR.Close() }()
+	var readers outputReaders
+	readers.start(outR, Stdout, log)
+	readers.start(errR, Stderr, log)
 	closeStreams := func() {
 		outW.Close()
 		errW.Close()
-		readers.Wait()
+		readers.wait()
 	}
 
 	// Attaching before the start is what guarantees no early line is lost;
@@ -170,14 +168,12 @@ func (d *Docker) runContainer(ctx context.Context, id string, log func(stream, l
 	}
 
 	// The attach stream ends when the container does; bound the wait anyway
-	// so a daemon that keeps it open cannot hold the step.
+	// so a daemon that keeps it open cannot hold the step. The time the
+	// readers wait for room in the journal does not count: the stream
+	// still holds the container's last lines then.
 	drained := make(chan struct{})
 	go func() { _ = stream.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(readerGrace):
-		stream.Close()
-	}
+	readers.await(drained, readerGrace, func() { stream.Close() })
 	closeStreams()
 	if err != nil {
 		return 0, fmt.Errorf("wait for container: %w", err)

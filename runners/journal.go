@@ -1,6 +1,7 @@
 package runners
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -14,9 +15,15 @@ import (
 // the result after the last of them. Remote workers keep journals in the
 // spool on disk, so they outlive a server outage and a worker restart; the
 // in-process pool, which cannot lose its server, keeps them in memory.
+//
+// A journal is bounded, and a full one makes the step wait rather than
+// lose a line: Log blocks until delivery frees room (see room).
 type journal interface {
-	// Log appends a line; it is the Step.Log sink.
-	Log(stream, line string)
+	// Log appends a line; it is the Step.Log sink. It waits while the
+	// journal is full, until delivery frees room or ctx (the step's) ends:
+	// a line that finds no room then is dropped, and one notice naming the
+	// cause stands for such lines.
+	Log(ctx context.Context, stream, line string)
 	// Finish appends the result, which is kept whatever the bounds; no
 	// line follows it.
 	Finish(res Result)
@@ -24,11 +31,14 @@ type journal interface {
 	// undelivered line: at most maxLines lines of at most maxBytes in all
 	// (at least one line), and the result once no line is left before it.
 	Pending(maxLines, maxBytes int) (batch, error)
-	// Ack records that the server has the batch's lines.
+	// Ack records that the server has the batch's lines, which frees room.
 	Ack(b batch) error
 	// Remove forgets the run: its result was delivered or refused.
 	Remove()
 	Meta() runMeta
+	// Wanted is closed when a writer next waits for room: delivery should
+	// push now. Take it before a delivery attempt.
+	Wanted() <-chan struct{}
 }
 
 // batch is what one delivery attempt sends.
@@ -54,66 +64,114 @@ func newRunID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// dropNotice is the one line standing for the lines a full journal dropped.
-func dropNotice(n int, bound string) LogLine {
+// dropNotice is the one line standing for the lines a journal dropped.
+func dropNotice(n int, why string) LogLine {
 	return LogLine{TS: time.Now().UTC(), Stream: Stderr,
-		Line: fmt.Sprintf("[appliance worker: %d log lines dropped: %s]", n, bound)}
+		Line: fmt.Sprintf("[appliance worker: %d log lines dropped: %s]", n, why)}
 }
 
-// maxMemoryLines bounds a memory journal: the in-process pool delivers as
-// fast as the log file takes lines, so only a stuck disk fills it.
-const maxMemoryLines = 100_000
+// stoppedWhileFull is why a journal drops lines: the step was being killed
+// while its output waited for room, and its reader must not hold the kill.
+func stoppedWhileFull(ctx context.Context) string {
+	return fmt.Sprintf("the step was being stopped (%v) while its output waited for the server to take earlier lines", context.Cause(ctx))
+}
+
+// waitRoom waits, with mu released, for freed (true) or the end of ctx
+// (false), after telling delivery a writer waits.
+func waitRoom(ctx context.Context, mu *sync.Mutex, rm *room, freed <-chan struct{}) bool {
+	rm.waiting()
+	mu.Unlock()
+	defer mu.Lock()
+	select {
+	case <-freed:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Bounds of a memory journal: past either, the step's output waits for
+// delivery. The in-process pool delivers as fast as the log file takes
+// lines, so they only pace a step that prints faster than that.
+const (
+	maxMemoryLines = 100_000
+	// DefaultLogBuffer is the default bytes bound of a memory journal.
+	DefaultLogBuffer = 8 << 20
+	// lineOverhead is what a held line costs beyond its text.
+	lineOverhead = 64
+)
 
 // memJournal is a journal in memory.
 type memJournal struct {
-	meta runMeta
-	log  *slog.Logger
+	meta     runMeta
+	log      *slog.Logger
+	maxBytes int64
+	room     *room
 
 	mu      sync.Mutex
 	lines   []LogLine // undelivered, oldest first
+	size    int64     // bytes of lines, with lineOverhead each
 	seq     int64     // number of the last line appended
-	dropped int       // lines dropped since the journal filled
+	dropped int       // lines dropped since the last notice
+	why     string    // why they were dropped
 	res     *Result
 }
 
-func newMemJournal(meta runMeta, log *slog.Logger) *memJournal {
-	return &memJournal{meta: meta, log: log}
+// newMemJournal begins a memory journal holding at most maxBytes
+// (DefaultLogBuffer if not positive) and maxMemoryLines lines.
+func newMemJournal(meta runMeta, log *slog.Logger, maxBytes int64) *memJournal {
+	if maxBytes <= 0 {
+		maxBytes = DefaultLogBuffer
+	}
+	return &memJournal{meta: meta, log: log, maxBytes: maxBytes, room: newRoom()}
 }
 
 func (j *memJournal) Meta() runMeta { return j.meta }
 
-func (j *memJournal) Log(stream, line string) {
+func (j *memJournal) Wanted() <-chan struct{} { return j.room.want() }
+
+func (j *memJournal) Log(ctx context.Context, stream, line string) {
+	ts := time.Now().UTC()
+	cost := int64(len(line)) + lineOverhead
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.res != nil {
-		return
-	}
-	if len(j.lines) >= maxMemoryLines {
-		if j.dropped == 0 {
-			j.log.Warn("step log buffer full: dropping its further lines until the server takes some",
-				"job_id", j.meta.JobID, "step", j.meta.Step, "max_lines", maxMemoryLines)
+	for {
+		if j.res != nil {
+			return
 		}
-		j.dropped++
-		return
+		freed := j.room.next()
+		// An empty journal takes any line: one line is at most maxLine.
+		if len(j.lines) == 0 || len(j.lines) < maxMemoryLines && j.size+cost <= j.maxBytes {
+			break
+		}
+		if ctx.Err() != nil || !waitRoom(ctx, &j.mu, j.room, freed) {
+			if j.dropped == 0 {
+				j.why = stoppedWhileFull(ctx)
+				j.log.Warn("step stopped while its log waited for delivery: dropping its last lines",
+					"job_id", j.meta.JobID, "step", j.meta.Step, "cause", context.Cause(ctx))
+			}
+			j.dropped++
+			return
+		}
 	}
 	j.noticeLocked()
-	j.add(LogLine{TS: time.Now().UTC(), Stream: stream, Line: line})
+	j.add(LogLine{TS: ts, Stream: stream, Line: line})
 }
 
 func (j *memJournal) add(l LogLine) {
 	j.seq++
 	l.Seq = j.seq
 	j.lines = append(j.lines, l)
+	j.size += int64(len(l.Line)) + lineOverhead
 }
 
 // noticeLocked appends the notice of dropped lines, if any were.
 func (j *memJournal) noticeLocked() {
 	if j.dropped > 0 {
-		j.add(dropNotice(j.dropped, fmt.Sprintf("the worker's buffer of %d lines was full", maxMemoryLines)))
+		j.add(dropNotice(j.dropped, j.why))
 		j.dropped = 0
 	}
 }
-
 func (j *memJournal) Finish(res Result) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -153,12 +211,19 @@ func (j *memJournal) Ack(b batch) error {
 	for i < len(j.lines) && j.lines[i].Seq <= last {
 		i++
 	}
+	for _, l := range j.lines[:i] {
+		j.size -= int64(len(l.Line)) + lineOverhead
+	}
 	j.lines = append(j.lines[:0:0], j.lines[i:]...)
+	if i > 0 {
+		j.room.free()
+	}
 	return nil
 }
 
 func (j *memJournal) Remove() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.lines = nil
+	j.lines, j.size = nil, 0
+	j.room.free()
 }

@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"io"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // maxLine is where a long output line is split: the parts are logged as
@@ -25,4 +28,82 @@ func readLines(r io.Reader, stream string, log func(stream, line string)) {
 		}
 		log(stream, line)
 	}
+}
+
+// afterExitMax bounds what the readers take from the pipes once the step's
+// processes are gone: far more than a pipe holds (1MB at most unprivileged)
+// and the line buffer, so it never cuts what the step wrote, while a
+// descendant that left the step's group cannot keep the step going by
+// printing forever.
+const afterExitMax = 4 << 20
+
+// outputReaders read a step's output streams into its log. Their log call
+// may wait for room in a full journal; they tell when one does, so that
+// the wait for the streams to end after the step is not cut short by time
+// the readers spend waiting for delivery.
+type outputReaders struct {
+	wg    sync.WaitGroup
+	inLog atomic.Int32
+	read  atomic.Int64 // bytes read
+}
+
+// start reads r's lines into log as stream until EOF or a read error, then
+// closes r.
+func (o *outputReaders) start(r io.ReadCloser, stream string, log func(stream, line string)) {
+	o.wg.Add(1)
+	go func() {
+		defer o.wg.Done()
+		defer r.Close()
+		readLines(countingReader{r, &o.read}, stream, func(stream, line string) {
+			o.inLog.Add(1)
+			defer o.inLog.Add(-1)
+			log(stream, line)
+		})
+	}()
+}
+
+// await waits, once the step is over, for done; after grace of time with
+// no reader waiting for room, or afterExitMax bytes read, it calls stop
+// (which must end the streams) and returns.
+func (o *outputReaders) await(done <-chan struct{}, grace time.Duration, stop func()) {
+	const steps = 20
+	tick := time.NewTicker(grace / steps)
+	defer tick.Stop()
+	from := o.read.Load()
+	var idle time.Duration
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+		if o.inLog.Load() == 0 {
+			idle += grace / steps
+		}
+		if idle >= grace || o.read.Load()-from > afterExitMax {
+			stop()
+			return
+		}
+	}
+}
+
+// wait waits for the readers to end.
+func (o *outputReaders) wait() { o.wg.Wait() }
+
+// drained is closed once the readers end.
+func (o *outputReaders) drained() <-chan struct{} {
+	ch := make(chan struct{})
+	go func() { o.wg.Wait(); close(ch) }()
+	return ch
+}
+
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"sync"
 	"syscall"
 	"time"
 
@@ -15,7 +14,8 @@ import (
 
 // readerGrace bounds the wait for the output pipes to close once the step's
 // process group is gone: a descendant that left the group (setsid) may hold
-// them open forever.
+// them open forever. Time the readers spend waiting for room in the step's
+// journal does not count (see outputReaders.await).
 const readerGrace = 2 * time.Second
 
 // runGroup runs cmd in its own process group, streaming its output lines to
@@ -60,10 +60,9 @@ func runGroup(ctx context.Context, cmd *exec.Cmd, grace time.Duration, log func(
 	// Bound to this process's life: if it dies, the keeper kills the group.
 	stepKeeper.add(pgid)
 
-	var readers sync.WaitGroup
-	readers.Add(2)
-	go func() { defer readers.Done(); readLines(outR, Stdout, log) }()
-	go func() { defer readers.Done(); readLines(errR, Stderr, log) }()
+	var readers outputReaders
+	readers.start(outR, Stdout, log)
+	readers.start(errR, Stderr, log)
 
 	exited := make(chan struct{})
 	go func() {
@@ -90,17 +89,11 @@ func runGroup(ctx context.Context, cmd *exec.Cmd, grace time.Duration, log func(
 	stepKeeper.remove(pgid) // before the reap frees the group id
 	waitErr := cmd.Wait()
 
-	drained := make(chan struct{})
-	go func() { readers.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(readerGrace):
+	readers.await(readers.drained(), readerGrace, func() {
 		outR.Close()
 		errR.Close()
-		<-drained
-	}
-	outR.Close()
-	errR.Close()
+	})
+	readers.wait()
 
 	return exitCode(cmd, waitErr)
 }

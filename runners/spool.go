@@ -9,8 +9,6 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
-
-	units "github.com/docker/go-units"
 )
 
 // Spool keeps a remote worker's step runs on disk until the server has
@@ -22,7 +20,10 @@ import (
 // JSON records (lines numbered from 1, then the result) and `acked`, the
 // number of the last line the server acknowledged. Segments the server has
 // wholly are removed as delivery goes, and the run's directory once its
-// result is delivered. Records are written without fsync (the result
+// result is delivered. The bound counts what the server does not have yet:
+// a run's writer that finds it full waits for delivery to free room (see
+// room), so a full spool slows the step instead of losing its lines.
+// Records are written without fsync (the result
 // excepted): a worker process killed loses nothing, a machine crash may cut
 // the tail, which the next start drops.
 type Spool struct {
@@ -30,14 +31,18 @@ type Spool struct {
 	max  int64
 	log  *slog.Logger
 	lock *os.File
-	used atomic.Int64 // bytes of all segments
+	used atomic.Int64 // bytes of undelivered records
+	// segMax is the size at which a run's segment is closed and a new one
+	// begun, so delivered lines leave the disk while a long step runs.
+	segMax int64
+	room   *room
 }
 
 // DefaultSpoolMax bounds a spool when its config says nothing.
 const DefaultSpoolMax = 1 << 30
 
-// segmentMax is the size at which a run's segment is closed and a new one
-// begun, so delivered lines leave the disk while a long step still runs.
+// segmentMax is the largest segment; a small spool has segments of an
+// eighth of its bound, so delivered lines leave its disk soon.
 const segmentMax = 4 << 20
 
 // OpenSpool opens (creating it if needed) the spool at dir, bounded to max
@@ -57,7 +62,7 @@ func OpenSpool(dir string, max int64, log *slog.Logger) (*Spool, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Spool{dir: dir, max: max, log: log, lock: lock}
+	s := &Spool{dir: dir, max: max, log: log, lock: lock, segMax: min(segmentMax, max/8+1), room: newRoom()}
 	runs, _ := os.ReadDir(dir)
 	for _, r := range runs {
 		if !r.IsDir() {
@@ -84,18 +89,23 @@ func (s *Spool) Dir() string { return s.dir }
 // Used is the bytes of records the spool holds.
 func (s *Spool) Used() int64 { return s.used.Load() }
 
-// bound describes the spool's size limit for the notice of dropped lines.
-func (s *Spool) bound() string {
-	return fmt.Sprintf("the worker's spool was full (spool_max %s)", units.BytesSize(float64(s.max)))
-}
-
-// reserve takes n bytes of the bound; false when they do not fit.
+// reserve takes n bytes of the bound; false when they do not fit. An
+// empty spool takes any record, so a line longer than the bound cannot
+// stop a step for good.
 func (s *Spool) reserve(n int64) bool {
-	if s.used.Add(n) > s.max {
+	if used := s.used.Add(n); used > s.max && used != n {
 		s.used.Add(-n)
 		return false
 	}
 	return true
+}
+
+// release gives back n bytes the server now has, waking waiting writers.
+func (s *Spool) release(n int64) {
+	if n > 0 {
+		s.used.Add(-n)
+		s.room.free()
+	}
 }
 
 // create begins a new run.
@@ -128,6 +138,7 @@ func (s *Spool) recover() []*spoolRun {
 		r, err := s.load(dir)
 		if err != nil {
 			s.log.Warn("spool: dropping an unreadable step run", "dir", dir, "err", err)
+			s.used.Add(-segmentBytes(dir))
 			s.removeDir(dir)
 			continue
 		}
@@ -137,20 +148,24 @@ func (s *Spool) recover() []*spoolRun {
 	return runs
 }
 
-// removeDir removes a run's directory and gives its segments' bytes back.
-func (s *Spool) removeDir(dir string) {
+// segmentBytes is the size of a run directory's segments.
+func segmentBytes(dir string) int64 {
+	var n int64
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		if _, ok := segmentNum(e.Name()); ok {
 			if info, err := e.Info(); err == nil {
-				s.used.Add(-info.Size())
+				n += info.Size()
 			}
 		}
 	}
+	return n
+}
+
+// removeDir removes a run's directory; its bytes are given back by the
+// caller.
+func (s *Spool) removeDir(dir string) {
 	if err := os.RemoveAll(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		s.log.Warn("spool: cannot remove a delivered step run", "dir", dir, "err", err)
 	}
 }
-
-// fits says whether n more bytes are within the bound.
-func (s *Spool) fits(n int64) bool { return s.used.Load()+n <= s.max }

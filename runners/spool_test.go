@@ -2,6 +2,7 @@ package runners
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -75,7 +76,7 @@ func TestSpoolDeliversLinesInOrderThenTheResult(t *testing.T) {
 	sp, _ := openTestSpool(t, t.TempDir(), 0)
 	r := newTestRun(t, sp)
 	for i := 1; i <= 10; i++ {
-		r.Log(Stdout, fmt.Sprintf("line %d", i))
+		r.Log(context.Background(), Stdout, fmt.Sprintf("line %d", i))
 	}
 	b, err := r.Pending(4, maxPushBytes)
 	if err != nil || len(b.Lines) != 4 || b.Result != nil {
@@ -90,7 +91,7 @@ func TestSpoolDeliversLinesInOrderThenTheResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Finish(Result{Output: map[string]any{"n": 10.0}})
-	r.Log(Stdout, "after the result") // ignored: nothing follows the result
+	r.Log(context.Background(), Stdout, "after the result") // ignored: nothing follows the result
 	lines, res := drain(t, r, 4)
 	wantNumbered(t, lines, 5, 10)
 	if res == nil || res.Output["n"] != 10.0 {
@@ -108,7 +109,7 @@ func TestSpoolRemovesDeliveredSegmentsWhileTheStepRuns(t *testing.T) {
 	long := strings.Repeat("x", 1000)
 	n := 3 * segmentMax / 1000 // three segments and more
 	for i := 1; i <= n; i++ {
-		r.Log(Stdout, long)
+		r.Log(context.Background(), Stdout, long)
 	}
 	if got := segmentFiles(t, r.dir); got < 3 {
 		t.Fatalf("%d segments after %d bytes of lines", got, n*1000)
@@ -146,7 +147,7 @@ func TestSpoolRecoversUndeliveredLinesAfterARestart(t *testing.T) {
 	sp, _ := openTestSpool(t, dir, 0)
 	r := newTestRun(t, sp)
 	for i := 1; i <= 10; i++ {
-		r.Log(Stdout, fmt.Sprintf("line %d", i))
+		r.Log(context.Background(), Stdout, fmt.Sprintf("line %d", i))
 	}
 	b, _ := r.Pending(6, maxPushBytes)
 	if err := r.Ack(b); err != nil {
@@ -164,7 +165,7 @@ func TestSpoolRecoversUndeliveredLinesAfterARestart(t *testing.T) {
 	if got.meta != r.meta {
 		t.Fatalf("recovered run %+v, want %+v", got.meta, r.meta)
 	}
-	got.Log(Stdout, "line 11") // numbering goes on
+	got.Log(context.Background(), Stdout, "line 11") // numbering goes on
 	got.Finish(failed(exitKilled, "lost"))
 	lines, res := drain(t, got, 3)
 	wantNumbered(t, lines, 7, 11)
@@ -184,7 +185,7 @@ func TestSpoolKeepsAFinishedRunsResultAcrossARestart(t *testing.T) {
 	dir := t.TempDir()
 	sp, _ := openTestSpool(t, dir, 0)
 	r := newTestRun(t, sp)
-	r.Log(Stdout, "line 1")
+	r.Log(context.Background(), Stdout, "line 1")
 	r.Finish(Result{Output: map[string]any{"ok": true}})
 	sp.Close()
 
@@ -206,7 +207,7 @@ func TestSpoolCutsAHalfWrittenRecordAndSkipsACorruptOne(t *testing.T) {
 	sp, _ := openTestSpool(t, dir, 0)
 	r := newTestRun(t, sp)
 	for i := 1; i <= 3; i++ {
-		r.Log(Stdout, fmt.Sprintf("line %d", i))
+		r.Log(context.Background(), Stdout, fmt.Sprintf("line %d", i))
 	}
 	sp.Close()
 	seg := segmentPath(r.dir, 1)
@@ -226,7 +227,7 @@ func TestSpoolCutsAHalfWrittenRecordAndSkipsACorruptOne(t *testing.T) {
 		t.Fatalf("recovered %d runs", len(runs))
 	}
 	got := runs[0]
-	got.Log(Stdout, "line 4")
+	got.Log(context.Background(), Stdout, "line 4")
 	got.Finish(Result{})
 	lines, res := drain(t, got, 100)
 	wantNumbered(t, lines, 1, 4)
@@ -240,51 +241,6 @@ func TestSpoolCutsAHalfWrittenRecordAndSkipsACorruptOne(t *testing.T) {
 	}
 	if raw, _ := os.ReadFile(seg); bytes.Contains(raw, []byte(`"li`+"\n")) || !bytes.HasSuffix(raw, []byte("\n")) {
 		t.Fatalf("the half-written record is still in the segment:\n%s", raw)
-	}
-}
-
-func TestSpoolDropsLinesBeyondItsBoundWithOneNotice(t *testing.T) {
-	sp, logs := openTestSpool(t, t.TempDir(), 16<<10)
-	r := newTestRun(t, sp)
-	const n = 2000
-	for i := 1; i <= n; i++ {
-		r.Log(Stdout, fmt.Sprintf("line %d", i))
-	}
-	r.Finish(Result{Output: map[string]any{"kept": true}})
-	lines, res := drain(t, r, maxPushLines)
-	if res == nil || res.Output["kept"] != true {
-		t.Fatalf("the result was not kept: %+v", res)
-	}
-	kept := len(lines) - 1
-	if kept < 100 || kept >= n {
-		t.Fatalf("%d lines kept of %d in a 16KiB spool", kept, n)
-	}
-	wantNumbered(t, lines[:kept], 1, kept)
-	notice := lines[kept]
-	want := fmt.Sprintf("[appliance worker: %d log lines dropped: the worker's spool was full (spool_max 16KiB)]", n-kept)
-	if notice.Line != want || notice.Stream != Stderr || notice.Seq != int64(kept+1) {
-		t.Fatalf("last line %+v, want the notice %q", notice, want)
-	}
-	if c := strings.Count(logs.String(), "spool full"); c != 1 {
-		t.Fatalf("worker log says the spool is full %d times, want once:\n%s", c, logs)
-	}
-}
-
-func TestSpoolTakesLinesAgainOnceDeliveryFreesRoom(t *testing.T) {
-	sp, _ := openTestSpool(t, t.TempDir(), 16<<10)
-	r := newTestRun(t, sp)
-	other := newTestRun(t, sp)
-	for i := 1; i <= 2000; i++ {
-		other.Log(Stdout, fmt.Sprintf("line %d", i)) // fills the spool
-	}
-	r.Log(Stdout, "lost 1")
-	r.Log(Stdout, "lost 2")
-	other.Remove() // delivered: room again
-	r.Log(Stdout, "kept")
-	r.Finish(Result{})
-	lines, _ := drain(t, r, 100)
-	if len(lines) != 2 || !strings.Contains(lines[0].Line, "2 log lines dropped") || lines[1].Line != "kept" || lines[1].Seq != 2 {
-		t.Fatalf("lines %+v, want the notice of 2 dropped lines, then the line", lines)
 	}
 }
 
@@ -319,7 +275,7 @@ func BenchmarkSpoolLog(b *testing.B) {
 	b.SetBytes(int64(len(line)))
 	b.ResetTimer()
 	for range b.N {
-		r.Log(Stdout, line)
+		r.Log(context.Background(), Stdout, line)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lines/s")
@@ -332,7 +288,7 @@ func BenchmarkSpoolDeliver(b *testing.B) {
 	r := newTestRun(b, sp)
 	line := strings.Repeat("x", 100)
 	for range b.N {
-		r.Log(Stdout, line)
+		r.Log(context.Background(), Stdout, line)
 	}
 	b.SetBytes(int64(len(line)))
 	b.ResetTimer()

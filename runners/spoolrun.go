@@ -2,10 +2,12 @@ package runners
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -50,68 +52,69 @@ type spoolRun struct {
 	dir  string
 	meta runMeta
 
-	mu       sync.Mutex
-	segs     []*segment // oldest first; the last is the one written
-	w        *os.File   // the last segment, open for appending (nil: none yet)
-	seq      int64      // number of the last line written
-	acked    int64      // number of the last line the server has
-	dropped  int        // lines dropped since the spool filled
-	writeErr error      // why lines are being dropped, if not the bound
-	res      *Result
-	removed  bool
-	pos      spoolPos // where the next batch starts
+	mu      sync.Mutex
+	segs    []*segment // oldest first; the last is the one written
+	w       *os.File   // the last segment, open for appending (nil: none yet)
+	seq     int64      // number of the last line written
+	acked   int64      // number of the last line the server has
+	dropped int        // lines dropped since the last notice
+	why     string     // why they were dropped
+	res     *Result
+	removed bool
+	pos     spoolPos // where the next batch starts
 }
 
 func (r *spoolRun) Meta() runMeta { return r.meta }
 
-func (r *spoolRun) Log(stream, line string) {
+func (r *spoolRun) Wanted() <-chan struct{} { return r.sp.room.want() }
+
+func (r *spoolRun) Log(ctx context.Context, stream, line string) {
 	ts := time.Now().UTC()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.res != nil || r.removed {
-		return
-	}
-	if r.dropped > 0 {
-		// Go on only with room for the notice of what went and the line.
-		if r.writeErr == nil && !r.sp.fits(noticeRoom+int64(len(line))) {
-			r.dropped++
+	var rec []byte
+	for {
+		if r.res != nil || r.removed {
 			return
 		}
-		if r.noticeLocked() != nil {
-			r.dropped++
+		freed := r.sp.room.next()
+		// Numbered here: the other stream's reader may add lines meanwhile.
+		rec = encodeRecord(record{TS: ts, Stream: stream, Line: line}, r.seq+1+int64(min(r.dropped, 1)))
+		if r.sp.reserve(int64(len(rec))) {
+			break
+		}
+		if ctx.Err() != nil || !waitRoom(ctx, &r.mu, r.sp.room, freed) {
+			r.drop(stoppedWhileFull(ctx), nil)
 			return
 		}
 	}
-	rec := encodeRecord(record{TS: ts, Stream: stream, Line: line}, r.seq+1)
-	if !r.sp.reserve(int64(len(rec))) {
-		r.drop(nil)
+	if err := r.noticeLocked(); err != nil {
+		r.sp.used.Add(-int64(len(rec)))
+		r.drop("", err)
 		return
 	}
 	if err := r.write(rec); err != nil {
 		r.sp.used.Add(-int64(len(rec)))
-		r.drop(err)
+		r.drop("", err)
 		return
 	}
 	r.seq++
 }
 
-// noticeRoom is room enough for a notice of dropped lines and a record's
-// fields.
-const noticeRoom = 512
-
-// drop counts a line the spool could not take and says so in the worker's
-// log at the first.
-func (r *spoolRun) drop(err error) {
+// drop counts a line the spool could not take, why (or err, a failed
+// write), and says so in the worker's log at the first.
+func (r *spoolRun) drop(why string, err error) {
+	if err != nil {
+		why = "the worker could not write its spool: " + err.Error()
+	}
 	if r.dropped == 0 {
-		attrs := []any{"job_id", r.meta.JobID, "step", r.meta.Step, "spool_dir", r.sp.dir, "spool_max", r.sp.max}
+		attrs := []any{"job_id", r.meta.JobID, "step", r.meta.Step, "spool_dir", r.sp.dir}
 		if err != nil {
 			r.sp.log.Error("spool: cannot write the step's log: dropping its lines", append(attrs, "err", err)...)
 		} else {
-			r.sp.log.Warn("spool full: dropping the step's further log lines until delivery frees room", attrs...)
+			r.sp.log.Warn("spool: step stopped while its log waited for delivery: dropping its last lines", attrs...)
 		}
-	}
-	if err != nil {
-		r.writeErr = err
+		r.why = why
 	}
 	r.dropped++
 }
@@ -122,11 +125,7 @@ func (r *spoolRun) noticeLocked() error {
 	if r.dropped == 0 {
 		return nil
 	}
-	why := r.sp.bound()
-	if r.writeErr != nil {
-		why = "the worker could not write its spool: " + r.writeErr.Error()
-	}
-	n := dropNotice(r.dropped, why)
+	n := dropNotice(r.dropped, r.why)
 	rec := encodeRecord(record{TS: n.TS, Stream: n.Stream, Line: n.Line}, r.seq+1)
 	r.sp.used.Add(int64(len(rec)))
 	if err := r.write(rec); err != nil {
@@ -134,8 +133,8 @@ func (r *spoolRun) noticeLocked() error {
 		return err
 	}
 	r.seq++
-	r.sp.log.Warn("spool: log lines were dropped", "job_id", r.meta.JobID, "step", r.meta.Step, "dropped", r.dropped)
-	r.dropped, r.writeErr = 0, nil
+	r.sp.log.Warn("spool: log lines were dropped", "job_id", r.meta.JobID, "step", r.meta.Step, "dropped", r.dropped, "why", r.why)
+	r.dropped, r.why = 0, ""
 	return nil
 }
 
@@ -170,7 +169,7 @@ func (r *spoolRun) Finish(res Result) {
 // write appends one record to the last segment, beginning a new one when
 // it is full. A failed write is cut off, so the file holds whole records.
 func (r *spoolRun) write(rec []byte) error {
-	if n := len(r.segs); n == 0 || r.segs[n-1].size >= segmentMax || r.w == nil {
+	if n := len(r.segs); n == 0 || r.segs[n-1].size >= r.sp.segMax || r.w == nil {
 		if err := r.nextSegment(); err != nil {
 			return err
 		}
@@ -189,7 +188,7 @@ func (r *spoolRun) nextSegment() error {
 	if n := len(r.segs); n > 0 {
 		num = r.segs[n-1].num + 1
 		// The last segment may be reopened after a restart rather than full.
-		if r.w == nil && r.segs[n-1].size < segmentMax {
+		if r.w == nil && r.segs[n-1].size < r.sp.segMax {
 			f, err := os.OpenFile(segmentPath(r.dir, r.segs[n-1].num), os.O_WRONLY|os.O_APPEND, 0o600)
 			if err != nil {
 				return fmt.Errorf("reopen spool segment: %w", err)
@@ -300,6 +299,7 @@ func (r *spoolRun) Ack(b batch) error {
 	if r.removed {
 		return nil
 	}
+	r.sp.release(r.between(r.pos, b.end))
 	r.pos = b.end
 	if len(b.Lines) > 0 {
 		r.acked = b.Lines[len(b.Lines)-1].Seq
@@ -314,7 +314,6 @@ func (r *spoolRun) Ack(b batch) error {
 	for _, s := range r.segs {
 		if s.num < r.pos.seg {
 			if err := os.Remove(segmentPath(r.dir, s.num)); err == nil || errors.Is(err, os.ErrNotExist) {
-				r.sp.used.Add(-s.size)
 				continue
 			}
 		}
@@ -335,8 +334,29 @@ func (r *spoolRun) Remove() {
 		_ = r.w.Close()
 		r.w = nil
 	}
+	r.sp.release(r.between(r.pos, spoolPos{seg: math.MaxInt}))
 	r.sp.removeDir(r.dir)
 	r.segs = nil
+}
+
+// between is the bytes of records from one position to another: what the
+// server took when delivery moved so.
+func (r *spoolRun) between(from, to spoolPos) int64 {
+	var n int64
+	for _, s := range r.segs {
+		if s.num < from.seg || s.num > to.seg {
+			continue
+		}
+		lo, hi := int64(0), s.size
+		if s.num == from.seg {
+			lo = from.off
+		}
+		if s.num == to.seg {
+			hi = min(hi, to.off)
+		}
+		n += max(hi-lo, 0)
+	}
+	return n
 }
 
 // load reads a run a previous worker process left: its lines after the

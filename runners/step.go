@@ -49,7 +49,9 @@ func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, workerID 
 	watched := make(chan struct{})
 	go func() { defer close(watched); w.watchCancel(watchCtx, a.JobID, kill) }()
 
-	res := w.execute(stepCtx, a, j.Log)
+	// The step's output waits while the journal is full; its end (a kill,
+	// a timeout, the drain deadline) ends the wait.
+	res := w.execute(stepCtx, a, func(stream, line string) { j.Log(stepCtx, stream, line) })
 	stopWatch()
 	<-watched
 	res.WorkerID = workerID
@@ -69,7 +71,7 @@ func (w *Worker) newJournal(meta runMeta, log *slog.Logger) journal {
 		}
 		log.Error("spool: cannot keep the step's reports on disk: keeping them in memory", "err", err)
 	}
-	return newMemJournal(meta, log)
+	return newMemJournal(meta, log, w.cfg.LogBuffer)
 }
 
 // execute finds the runner and workspace and runs the step.

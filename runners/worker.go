@@ -38,6 +38,10 @@ type WorkerConfig struct {
 	// server has them, and what an earlier process left is delivered at
 	// start; nil keeps them in memory (the in-process pool).
 	Spool *Spool
+	// LogBuffer bounds, in bytes, the undelivered log lines a step run
+	// holds in memory (default DefaultLogBuffer; at most 100,000 lines
+	// too); past it the step's output waits for delivery.
+	LogBuffer int64
 }
 
 func (c *WorkerConfig) defaults() {
