@@ -56,15 +56,20 @@ func TestFailingPythonStepReportsTheException(t *testing.T) {
 		t.Fatalf("build after a failed test run: %s, want skipped", b.Status)
 	}
 
-	// The task's on_error hook ran the notify action with the hook context.
-	var hooks struct {
+	// The task's on_error hook ran the notify action with the hook context
+	// (its input renders off the orchestrator, so its job follows the
+	// failed job's end by a moment).
+	type hookJobs struct {
 		Items []struct {
 			JobID      string  `json:"job_id"`
 			SourceType string  `json:"source_type"`
 			SourceID   *string `json:"source_id"`
 		} `json:"items"`
 	}
-	do(t, "GET", f.url+"/api/jobs?workspace=examples&task_name=notify", nil, &hooks)
+	hooks := waitFor(t, "the on_error hook's job", func() (h hookJobs) {
+		do(t, "GET", f.url+"/api/jobs?workspace=examples&task_name=notify", nil, &h)
+		return h
+	}, func(h hookJobs) bool { return len(h.Items) > 0 })
 	if len(hooks.Items) != 1 || hooks.Items[0].SourceType != "hook" || *hooks.Items[0].SourceID != id {
 		t.Fatalf("hook jobs: %+v", hooks.Items)
 	}
