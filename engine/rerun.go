@@ -107,8 +107,8 @@ func reuseCompleted(js *jobState, oldID string, old []*Step) {
 			continue
 		}
 		reuseRecord(p.rec, records[p.rec.Name], oldID)
-		for i, o := range instances[p.rec.Name] {
-			in := &stepState{rec: instanceRecord(p.rec, i, o.Item), flow: p.flow, action: p.action, parent: p}
+		for _, o := range instances[p.rec.Name] {
+			in := &stepState{rec: instanceRecord(p.rec, o.Index, o.Item), flow: p.flow, action: p.action, parent: p}
 			reuseRecord(in.rec, o, oldID)
 			p.instances = append(p.instances, in)
 			js.add(in)
@@ -209,5 +209,5 @@ func rerunLine(js *jobState) string {
 			n++
 		}
 	})
-	return fmt.Sprintf("re-run of job %s from its failed steps: %d step records reused", js.job.RerunOf, n)
+	return fmt.Sprintf("re-run of job %s from its failed steps; completed step records reused: %d", js.job.RerunOf, n)
 }
