@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 
@@ -301,5 +302,70 @@ tasks:
 `))
 	if _, err := rerun(f, old, true, nil); !errorsIs(err, engine.ErrConflict) {
 		t.Fatalf("err = %v, want conflict", err)
+	}
+}
+
+// The old job's instances to reuse live in memory until their step
+// expands; a reload from the store in between (here after a failed commit,
+// as at a restart) finds them again.
+func TestRerunReusesForEachInstancesAfterAReload(t *testing.T) {
+	f := enginetest.New(t, `
+actions:
+  ok: {type: script, script: "true"}
+tasks:
+  t:
+    input:
+      items: {type: string, default: '["a", "b"]'}
+    flow:
+      fan: {action: ok, for_each: "{{ input.items }}"}
+`)
+	old := f.Execute("t", nil)
+	f.RunStep("fan[0]", enginetest.Ok(map[string]any{"n": 0}))
+	f.RunStep("fan[1]", enginetest.Fail(1, "bad"))
+
+	failed := false
+	f.Store.BeforeCommit(func(b *engine.Batch) {
+		for _, s := range b.Steps {
+			if s.JobID != old && s.Name == "fan[0]" && !failed {
+				failed = true
+				f.Store.FailNextCommit(errors.New("disk full"))
+			}
+		}
+	})
+	job, err := rerun(f, old, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Eventually(func() bool { return f.Steps(job)["fan[1]"] != nil }, func() string { return "fan never expanded" })
+	if !failed {
+		t.Fatal("the expansion's commit did not fail")
+	}
+	want := map[string]string{"fan": "running", "fan[0]": "completed+reused", "fan[1]": "ready"}
+	if got := layout(t, f, job, old); !reflect.DeepEqual(got, want) {
+		t.Fatalf("layout after the reload = %v, want %v", got, want)
+	}
+}
+
+func TestRerunFromFailedResumesAfterARestart(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`
+a: {action: ok}
+b: {action: ok, depends_on: [a]}
+c: {action: ok, depends_on: [b]}`))
+	old := f.Execute("t", nil)
+	f.RunStep("a", enginetest.Ok(map[string]any{"v": 1}))
+	f.RunStep("b", enginetest.Fail(1, "boom"))
+	job, err := rerun(f, old, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Restart()
+	want := map[string]string{"a": "completed+reused", "b": "ready", "c": "pending"}
+	if got := layout(t, f, job, old); !reflect.DeepEqual(got, want) {
+		t.Fatalf("layout after restart = %v, want %v", got, want)
+	}
+	f.RunStep("b", enginetest.Ok(nil))
+	f.RunStep("c", enginetest.Ok(nil))
+	if j := f.WaitStatus(job, engine.JobCompleted); j.RerunOf != old {
+		t.Errorf("rerun_of = %q after restart", j.RerunOf)
 	}
 }
