@@ -166,6 +166,7 @@ func New(cfg Config) *echo.Echo {
 	a.GET("/jobs", s.listJobs)
 	a.GET("/jobs/:id", s.getJob)
 	a.POST("/jobs/:id/cancel", s.cancelJob)
+	a.POST("/jobs/:id/rerun", s.rerunJob)
 	a.POST("/jobs/:id/steps/:step/approve", s.approveStep)
 	a.GET("/jobs/:id/logs", s.jobLogs)
 	a.GET("/jobs/:id/steps/:step/logs", s.stepLogs)

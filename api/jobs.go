@@ -65,6 +65,37 @@ func (s *server) cancelJob(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": engine.JobCancelled})
 }
 
+// rerunRequest is the optional body of POST /api/jobs/{id}/rerun.
+type rerunRequest struct {
+	Input      map[string]any `json:"input"` // absent or null: the old job's input
+	FromFailed bool           `json:"from_failed"`
+}
+
+// rerunJob starts a new job of the job's task on the current revision
+// (DESIGN.md "Operations"). Its source is the caller, as for an execute.
+func (s *server) rerunJob(c echo.Context) error {
+	id, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	var req rerunRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	sourceType, sourceID := jobSource(c)
+	job, err := s.cfg.Engine.CreateJob(c.Request().Context(), engine.CreateJob{
+		Input:      req.Input,
+		Strict:     req.Input != nil, // given input is typed by a person, as on execute
+		SourceType: sourceType,
+		SourceID:   sourceID,
+		Rerun:      &engine.Rerun{JobID: id, FromFailed: req.FromFailed},
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]string{"job_id": job.ID})
+}
+
 // approveRequest is the body of POST /api/jobs/{id}/steps/{step}/approve.
 type approveRequest struct {
 	Approved        *bool          `json:"approved"`

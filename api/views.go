@@ -23,6 +23,8 @@ type jobItem struct {
 	CreatedAt   time.Time  `json:"created_at"`
 	StartedAt   *time.Time `json:"started_at"`
 	CompletedAt *time.Time `json:"completed_at"`
+	// Beyond the interface: the job this one re-runs.
+	RerunOf string `json:"rerun_of,omitempty"`
 }
 
 type jobDetail struct {
@@ -44,10 +46,11 @@ type stepView struct {
 	StartedAt    *time.Time     `json:"started_at"`
 	CompletedAt  *time.Time     `json:"completed_at"`
 	ErrorMessage *string        `json:"error_message"`
-	// Beyond the interface: what an approver is asked, and the job a task
-	// step runs.
+	// Beyond the interface: what an approver is asked, the job a task
+	// step runs, and the job a re-run took this completed step over from.
 	Message    string `json:"message,omitempty"`
 	ChildJobID string `json:"child_job_id,omitempty"`
+	ReusedFrom string `json:"reused_from,omitempty"`
 }
 
 type workerItem struct {
@@ -116,6 +119,7 @@ func jobItemOf(j *engine.Job) jobItem {
 		CreatedAt:   j.CreatedAt.UTC(),
 		StartedAt:   utcPtr(j.StartedAt),
 		CompletedAt: utcPtr(j.CompletedAt),
+		RerunOf:     j.RerunOf,
 	}
 }
 
@@ -136,6 +140,7 @@ func jobDetailOf(j *engine.Job, steps []*engine.Step) jobDetail {
 			ErrorMessage: s.ErrorMessage,
 			Message:      s.Message,
 			ChildJobID:   s.ChildJobID,
+			ReusedFrom:   s.ReusedFrom,
 		}
 	}
 	return d

@@ -385,7 +385,7 @@ func TestEveryCommandNamesAnUnreachableServer(t *testing.T) {
 	id := "01234567-89ab-cdef-0123-456789abcdef"
 	for _, args := range [][]string{
 		{"tasks"}, {"jobs"}, {"workers"}, {"run", "hello-world"}, {"run", "hello-world", "--workspace", "examples"},
-		{"logs", id}, {"logs", id, "--follow"}, {"cancel", id},
+		{"logs", id}, {"logs", id, "--follow"}, {"cancel", id}, {"rerun", id, "--from-failed"},
 	} {
 		code, out, errOut := runMain(append(args, "--server", url)...)
 		if code != 1 || out != "" || errOut != want {

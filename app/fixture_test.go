@@ -143,6 +143,7 @@ type jobView struct {
 	CreatedAt   time.Time      `json:"created_at"`
 	CompletedAt *time.Time     `json:"completed_at"`
 	Steps       []stepView     `json:"steps"`
+	RerunOf     string         `json:"rerun_of"`
 }
 
 type stepView struct {
@@ -153,6 +154,7 @@ type stepView struct {
 	ErrorMessage *string        `json:"error_message"`
 	WorkerID     *string        `json:"worker_id"`
 	StartedAt    *time.Time     `json:"started_at"`
+	ReusedFrom   string         `json:"reused_from"`
 }
 
 func (j jobView) step(name string) stepView {

@@ -40,6 +40,7 @@ $APPLIANCE_TOKEN is sent as a bearer token; --json prints the raw answer):
   jobs        list jobs: appliance jobs [--workspace WS] [--task T] [--limit N] [--offset N]
   logs        print a job's log: appliance logs JOB_ID [--step S] [--follow]
   cancel      cancel a running job: appliance cancel JOB_ID
+  rerun       run a job's task again: appliance rerun JOB_ID [--from-failed] [--input k=v ...] [--follow]
   tasks       list the tasks: appliance tasks [--workspace WS]
   workers     list the workers and when they were last seen`
 

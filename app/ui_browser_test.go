@@ -403,7 +403,7 @@ func TestBrowserCancelsALiveJob(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`.title-row button.danger`)),
 		chromedp.Click(chromedp.CSS(`.title-row button.danger`)),
 		chromedp.WaitVisible(chromedp.CSS(`#job-status .status-cancelled`)),
-		chromedp.Poll[chromedp.Void](`!document.querySelector('.title-row button')`,
+		chromedp.Poll[chromedp.Void](`!document.querySelector('.title-row button.danger')`,
 			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0)),
 	)
 	if j := f.job(id); j.Status != "cancelled" {

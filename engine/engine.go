@@ -94,13 +94,26 @@ func New(cfg Config) (*Engine, error) {
 func (e *Engine) Commits() int64 { return e.commits.Load() }
 
 // CreateJob creates a job (input defaults applied and validated: ErrInvalid
-// naming the field) and returns it once durable.
+// naming the field) and returns it once durable. A re-run (req.Rerun) of
+// an unknown job is ErrNotFound; from the failed steps of a job that is
+// neither failed nor cancelled, or of a task no longer in the workspace,
+// ErrConflict.
 func (e *Engine) CreateJob(ctx context.Context, req CreateJob) (*Job, error) {
 	// Resolving the workspace and the input is pure: it runs here, in the
 	// caller's goroutine, so the loop only links and promotes.
+	var old []*Step
+	if req.Rerun != nil {
+		var err error
+		if old, err = e.rerunRequest(ctx, &req); err != nil {
+			return nil, err
+		}
+	}
 	js, err := e.buildJobBounded(req)
 	if err != nil {
 		return nil, err
+	}
+	if req.Rerun != nil {
+		markRerun(js, req.Rerun, old)
 	}
 	v, err := e.do(ctx, func(b *batch) (any, error) { return e.insertJob(b, js), nil })
 	if err != nil {

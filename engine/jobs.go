@@ -238,12 +238,18 @@ func normTags(tags []string) []string {
 func (e *Engine) insertJob(b *batch, js *jobState) *Job {
 	e.st.jobs[js.job.ID] = js
 	b.dirtyJob(js.job)
-	for _, ss := range js.flow {
-		b.dirtyStep(ss.rec)
-	}
+	js.each(func(ss *stepState) { b.dirtyStep(ss.rec) })
 	b.created = append(b.created, js)
+	if js.job.RerunOf != "" {
+		b.serverLog(js.job.ID, rerunLine(js))
+	}
+	// Root steps, and in a re-run the steps whose dependencies were all
+	// reused, are decided now; deciding one may decide later ones.
 	for _, ss := range js.flow {
-		if len(ss.deps) == 0 && ss.rec.Status == StepPending {
+		if js.job.Terminal() {
+			break
+		}
+		if ss.rec.Status == StepPending && ss.allDepsTerminal() {
 			e.evaluate(b, js, ss)
 		}
 	}

@@ -118,36 +118,45 @@ func (e *Engine) expand(b *batch, js *jobState, p *stepState, items []any, err e
 	p.rec.StartedAt = &now
 	b.dirtyStep(p.rec)
 	for i, item := range items {
-		in := &stepState{
-			rec: &Step{
-				JobID:        p.rec.JobID,
-				Name:         fmt.Sprintf("%s[%d]", p.rec.Name, i),
-				FlowStep:     p.rec.Name,
-				Index:        i,
-				Item:         item,
-				Seq:          p.rec.Seq + 1 + i,
-				ActionName:   p.rec.ActionName,
-				ActionType:   p.rec.ActionType,
-				Runner:       p.rec.Runner,
-				Status:       StepPending,
-				RequiredTags: p.rec.RequiredTags,
-			},
-			flow:   p.flow,
-			action: p.action,
-			parent: p,
+		in := &stepState{rec: instanceRecord(p.rec, i, item), flow: p.flow, action: p.action, parent: p}
+		if o := js.reusedInstance(p.rec.Name, i, item); o != nil {
+			reuseRecord(in.rec, o, js.job.RerunOf)
 		}
 		p.instances = append(p.instances, in)
 		js.add(in)
 		b.dirtyStep(in.rec)
 	}
-	if p.flow.Sequential {
-		e.prepare(b, js, p.instances[0])
-		return
-	}
+	delete(js.reuse, p.rec.Name)
+	pending := false
 	for _, in := range p.instances {
 		if in.rec.Status == StepPending {
+			pending = true
 			e.prepare(b, js, in)
+			if p.flow.Sequential {
+				return
+			}
 		}
+	}
+	if !pending {
+		// A re-run reused every instance.
+		e.instanceDone(b, js, p.instances[len(p.instances)-1])
+	}
+}
+
+// instanceRecord is the pending record of a for_each step's instance i.
+func instanceRecord(p *Step, i int, item any) *Step {
+	return &Step{
+		JobID:        p.JobID,
+		Name:         fmt.Sprintf("%s[%d]", p.Name, i),
+		FlowStep:     p.Name,
+		Index:        i,
+		Item:         item,
+		Seq:          p.Seq + 1 + i,
+		ActionName:   p.ActionName,
+		ActionType:   p.ActionType,
+		Runner:       p.Runner,
+		Status:       StepPending,
+		RequiredTags: p.RequiredTags,
 	}
 }
 
@@ -303,9 +312,15 @@ func (e *Engine) stepDone(b *batch, js *jobState, ss *stepState) {
 func (e *Engine) instanceDone(b *batch, js *jobState, in *stepState) {
 	p := in.parent
 	if p.flow.Sequential {
-		if next := in.rec.Index + 1; next < len(p.instances) && p.instances[next].rec.Status == StepPending {
-			e.prepare(b, js, p.instances[next])
-			return
+		// The next instance to run; a re-run's reused ones are passed over.
+		for _, next := range p.instances[in.rec.Index+1:] {
+			if next.rec.Status == StepPending {
+				e.prepare(b, js, next)
+				return
+			}
+			if !next.terminal() {
+				break
+			}
 		}
 	}
 	out := make([]any, len(p.instances))

@@ -49,6 +49,10 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 			e.abandonJob(b, j, byJob[j.ID], err.Error())
 			continue
 		}
+		if err := e.restoreReuse(ctx, js); err != nil {
+			// Only reuse is lost: the instances run again.
+			e.log.Warn("re-run: cannot reuse for_each instances", "job", j.ID, "err", err)
+		}
 		e.st.jobs[j.ID] = js
 		b.created = append(b.created, js)
 		if j.Deadline != nil {

@@ -42,6 +42,10 @@ type jobState struct {
 	// upstream caches each flow step's transitive dependencies: the steps
 	// whose outputs its templates may reference.
 	upstream map[string][]string
+	// reuse holds, for a re-run from the failed steps, the old job's
+	// completed for_each instances by flow step and index until that step
+	// expands (see rerun.go).
+	reuse map[string]map[int]*Step
 }
 
 // stepState is one step record and what the loop needs to move it on.

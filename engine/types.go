@@ -76,6 +76,11 @@ type Job struct {
 	StartedAt   *time.Time     `json:"started_at"`
 	CompletedAt *time.Time     `json:"completed_at"`
 	Deadline    *time.Time     `json:"deadline,omitempty"` // task timeout
+	RerunOf     string         `json:"rerun_of,omitempty"` // the job this one re-runs
+	// RerunFromFailed is set with RerunOf when the re-run reuses the
+	// completed steps of RerunOf: a restart before a for_each step expands
+	// needs it to reuse that step's completed instances. Internal.
+	RerunFromFailed bool `json:"rerun_from_failed,omitempty"`
 	// HooksPending is set, in the commit that ends the job, while its
 	// hooks' inputs render off the loop, and cleared in the commit that
 	// creates the hook jobs: a store keeps such a job among the active
@@ -120,6 +125,9 @@ type Step struct {
 	ErrorMessage *string        `json:"error_message"`
 	RequiredTags []string       `json:"required_tags,omitempty"`
 	Deadline     *time.Time     `json:"deadline,omitempty"` // step timeout, set when claimed
+	// ReusedFrom is the job whose completed step this record took over in
+	// a re-run from the failed steps: nothing ran in this job.
+	ReusedFrom string `json:"reused_from,omitempty"`
 }
 
 // StepTerminal reports whether a step status is final.
@@ -219,6 +227,20 @@ type CreateJob struct {
 	// naming them): set for input a person typed, as on the execute
 	// endpoint; input the server builds (webhooks, triggers) is not strict.
 	Strict bool
+	// Rerun makes the job a re-run of another: of its task, on the current
+	// revision, with its input unless Input is given (then Strict applies
+	// as for any input a person typed). Workspace and Task are taken from
+	// the old job.
+	Rerun *Rerun
+}
+
+// Rerun names the job a new job re-runs.
+type Rerun struct {
+	JobID string
+	// FromFailed (only for a failed or cancelled job, else ErrConflict)
+	// reuses the steps that completed in the old job, as long as every
+	// step they depend on is reused too; the others run again.
+	FromFailed bool
 }
 
 // Approval is an approver's answer to a waiting approval step.

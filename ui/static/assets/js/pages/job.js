@@ -1,6 +1,7 @@
 // One job: status, input and output, its steps (for_each instances under
 // their step, approvals with their buttons, child jobs linked), the live log
-// and a Cancel button while it runs.
+// a Cancel button while it runs, and Re-run buttons (the whole job, or,
+// for a failed or cancelled one, only the steps that did not complete).
 import { api } from '../api.js';
 import { h, link, path, replace } from '../dom.js';
 import { duration, isLive, json, jobLink, shortId, status, taskLink, time } from '../format.js';
@@ -46,6 +47,20 @@ export async function jobPage(ctx) {
     }
   };
 
+  // rerunTo starts a new job of this one's task (fromFailed: reusing the
+  // steps that completed) and goes to it.
+  const rerunTo = (button, fromFailed) => async () => {
+    button.disabled = true;
+    actionError.textContent = '';
+    try {
+      const r = await api(path('api', 'jobs', id, 'rerun'), { method: 'POST', body: { from_failed: fromFailed } });
+      ctx.navigate(path('jobs', r.job_id));
+    } catch (err) {
+      actionError.textContent = err.message;
+      button.disabled = false;
+    }
+  };
+
   function paint() {
     // Repainting only on change keeps focus and typing in the approval
     // fields while the job waits.
@@ -55,17 +70,24 @@ export async function jobPage(ctx) {
     for (const s of job.steps) logs.addStep(s.step_name);
     const cancel = isLive(job.status) ? h('button', { type: 'button', class: 'danger' }, 'Cancel job') : null;
     cancel?.addEventListener('click', act(cancel, () => api(path('api', 'jobs', id, 'cancel'), { method: 'POST' })));
+    // Hook jobs run again with the job that fires them: no re-run.
+    const rerun = job.source_type !== 'hook' ? h('button', { type: 'button', id: 'rerun' }, 'Re-run') : null;
+    rerun?.addEventListener('click', rerunTo(rerun, false));
+    const rerunFailed = ['failed', 'cancelled'].includes(job.status) && rerun
+      ? h('button', { type: 'button', id: 'rerun-failed' }, 'Re-run failed steps') : null;
+    rerunFailed?.addEventListener('click', rerunTo(rerunFailed, true));
     replace(head,
       h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, link('/jobs', 'Jobs'), ' / ', job.workspace, ' / ', taskLink(job.workspace, job.task_name)),
       h('div', { class: 'title-row' },
         h('h1', {}, `${job.task_name} `, h('code', { class: 'muted', title: job.job_id }, shortId(job.job_id))),
         h('span', { id: 'job-status' }, status(job.status)),
-        cancel),
+        h('div', { class: 'actions' }, cancel, rerun, rerunFailed)),
       actionError);
     replace(facts,
       h('dl', { class: 'facts' },
         h('dt', {}, 'Source'), h('dd', {}, job.source_type,
           job.source_type === 'task' && job.source_id ? [' of ', jobLink(job.source_id)] : job.source_id ? ` ${job.source_id}` : ''),
+        job.rerun_of ? [h('dt', {}, 'Re-run of'), h('dd', { id: 'rerun-of' }, jobLink(job.rerun_of))] : null,
         h('dt', {}, 'Created'), h('dd', {}, time(job.created_at)),
         h('dt', {}, 'Started'), h('dd', {}, time(job.started_at)),
         h('dt', {}, 'Completed'), h('dd', {}, time(job.completed_at), job.completed_at ? ` (${duration(job.started_at || job.created_at, job.completed_at)})` : ''),
@@ -105,13 +127,15 @@ export async function jobPage(ctx) {
     return h('tr', { class: instance ? 'instance' : null, 'data-step': s.step_name },
       h('th', { scope: 'row' }, h('code', {}, s.step_name),
         h('div', { class: 'muted small' }, [s.action_type, s.action_name && s.action_name !== s.step_name.replace(/\[\d+\]$/, '') ? s.action_name : ''].filter(Boolean).join(' · '))),
-      h('td', {}, status(s.status)),
+      h('td', {}, status(s.status),
+        s.reused_from ? [' ', h('span', { class: 'reused', title: `Reused from job ${s.reused_from}: not run again` }, 'reused')] : null),
       h('td', {}, s.worker_id ? link(path('workers', s.worker_id), h('code', { title: s.worker_id }, shortId(s.worker_id))) : ''),
       h('td', {}, time(s.started_at)),
       h('td', {}, duration(s.started_at, s.completed_at)),
       h('td', { class: 'details' },
         s.error_message ? h('pre', { class: 'error-text' }, s.error_message) : null,
         s.child_job_id ? h('div', {}, 'Child job ', jobLink(s.child_job_id)) : null,
+        s.reused_from ? h('div', {}, 'Output reused from job ', jobLink(s.reused_from)) : null,
         s.action_type === 'approval' && s.status === 'waiting' ? approval(s) : null,
         s.output ? h('details', {}, h('summary', {}, 'Output'), json(s.output)) : null,
         Object.keys(s.input || {}).length ? h('details', {}, h('summary', {}, 'Input'), json(s.input)) : null));

@@ -1,0 +1,54 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+)
+
+func init() { commands["rerun"] = cmdRerun }
+
+// cmdRerun is `appliance rerun JOB_ID`: a new job of the job's task on the
+// current revision, with the old input unless --input or --input-json give
+// one (then it replaces the old input whole, checked as for `run`). It
+// prints the new job's id and, with --follow, its log and final status.
+func cmdRerun(args []string, stdout, stderr io.Writer) int {
+	cc := newClientCommand("rerun", "appliance rerun JOB_ID [--from-failed] [--input k=v ...] [--input-json '{...}'] [--follow]", stdout, stderr)
+	fromFailed := cc.fs.Bool("from-failed", false, "reuse the steps that completed (the job must have failed or been cancelled); the others run again")
+	var inputs inputFlags
+	cc.fs.Var(&inputs, "input", "input field `k=v`, repeatable (replaces the old input); v is read as JSON when it parses, else as a string")
+	inputJSON := cc.fs.String("input-json", "", "the input as a JSON object (replaces the old input); --input fields override its keys")
+	follow := cc.fs.Bool("follow", false, "stream the new job's log until it ends; exit 1 unless it completed")
+	pos, code, ok := cc.parse(args, 1)
+	if !ok {
+		return code
+	}
+	body := map[string]any{"from_failed": *fromFailed}
+	if len(inputs) > 0 || *inputJSON != "" {
+		input, err := buildInput(*inputJSON, inputs)
+		if err != nil {
+			return cc.usageError("%v", err)
+		}
+		body["input"] = input
+	}
+	id := pos[0]
+	return cc.run(func(ctx context.Context, c *apiClient) (int, error) {
+		var created struct {
+			JobID string `json:"job_id"`
+		}
+		raw, err := c.post(ctx, "/api/jobs/"+url.PathEscape(id)+"/rerun", body, &created)
+		if err != nil {
+			return 1, err
+		}
+		if *cc.json {
+			cc.printJSON(raw)
+		} else {
+			fmt.Fprintln(stdout, created.JobID)
+		}
+		if !*follow {
+			return 0, nil
+		}
+		return followJob(ctx, c, cc, created.JobID)
+	})
+}
