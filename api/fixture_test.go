@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/api"
+	"github.com/appliance-sh/appliance/api/openapitest"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
 	"github.com/appliance-sh/appliance/store"
@@ -182,7 +183,10 @@ func startAPI(t testing.TB, tmp string, dirs map[string]string, opts ...fixtureO
 		logs.Close()
 		db.Close()
 	})
-	return &fixture{t: t, url: srv.URL, eng: eng, logs: logs, client: &http.Client{Timeout: 30 * time.Second}}
+	// Every answer a test receives is checked against the OpenAPI document:
+	// one it does not describe fails the request.
+	client := &http.Client{Timeout: 30 * time.Second, Transport: openapitest.Transport(nil)}
+	return &fixture{t: t, url: srv.URL, eng: eng, logs: logs, client: client}
 }
 
 // in returns the fixture reporting to another test, for subtests.
