@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/appliance-sh/appliance/api"
 	"github.com/appliance-sh/appliance/api/openapitest"
 	"github.com/appliance-sh/appliance/engine"
@@ -187,6 +189,13 @@ func startAPI(t testing.TB, tmp string, dirs map[string]string, opts ...fixtureO
 	// one it does not describe fails the request.
 	client := &http.Client{Timeout: 30 * time.Second, Transport: openapitest.Transport(nil)}
 	return &fixture{t: t, url: srv.URL, eng: eng, logs: logs, client: client}
+}
+
+// dialOptions are the options of every WebSocket a test opens: the
+// handshake's answer is checked against the OpenAPI document like any
+// other (a client Timeout would cut the stream, so none is set).
+func dialOptions(header http.Header) *websocket.DialOptions {
+	return &websocket.DialOptions{HTTPClient: &http.Client{Transport: openapitest.Transport(nil)}, HTTPHeader: header}
 }
 
 // in returns the fixture reporting to another test, for subtests.

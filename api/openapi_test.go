@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"net/http"
 	"regexp"
 	"sort"
@@ -78,5 +79,31 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 	}
 	if len(routes) < 40 {
 		t.Fatalf("only %d routes found: the route table is not what this test expects", len(routes))
+	}
+}
+
+// The document is served as JSON without a token even with auth on, like
+// /api/config: it describes the interface, nothing the server holds.
+func TestOpenAPIDocumentIsServedWithoutAuth(t *testing.T) {
+	f := newAuthFixture(t, nil)
+	f.api("GET", "/api/workspaces", nil).expect(401)
+	r := f.api("GET", "/api/openapi.json", nil).expect(200)
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("Content-Type %q, want application/json", ct)
+	}
+	want, err := api.OpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(r.body, want) {
+		t.Fatalf("served document differs from api.OpenAPI()")
+	}
+	doc := r.object()
+	if doc["openapi"] != "3.1.0" {
+		t.Fatalf("openapi = %v, want 3.1.0", doc["openapi"])
+	}
+	// YAML anchors and merge keys are resolved, not served.
+	if bytes.Contains(r.body, []byte(`"<<"`)) {
+		t.Fatalf("served document still has a YAML merge key")
 	}
 }
