@@ -88,15 +88,24 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 	}
+	if err := doc.CheckResponse(req, resp, body); err != nil {
+		resp.Body.Close()
+		return nil, err
+	}
+	return resp, nil
+}
+
+// CheckResponse is Check for a request sent and the answer to it, whose
+// body the caller has read.
+func (d *Document) CheckResponse(req *http.Request, resp *http.Response, body []byte) error {
 	path := req.URL.EscapedPath()
 	if req.URL.RawQuery != "" {
 		path += "?" + req.URL.RawQuery
 	}
-	if err := doc.Check(req.Method, path, resp.StatusCode, resp.Header, body); err != nil {
-		resp.Body.Close()
-		return nil, fmt.Errorf("answer does not match the OpenAPI document (api/openapi.yaml): %w", err)
+	if err := d.Check(req.Method, path, resp.StatusCode, resp.Header, body); err != nil {
+		return fmt.Errorf("answer does not match the OpenAPI document (api/openapi.yaml): %w", err)
 	}
-	return resp, nil
+	return nil
 }
 
 // Check validates one answer: the operation the request reached is in the
