@@ -38,3 +38,8 @@ func (s *server) getOpenAPI(c echo.Context) error {
 	}
 	return c.JSONBlob(http.StatusOK, doc)
 }
+
+// IsAPIPath reports whether p belongs to the API rather than the UI: the
+// UI's catch-all never answers it. The OpenAPI document describes exactly
+// these paths; openapitest uses this to tell a UI page from an API answer.
+func IsAPIPath(p string) bool { return isAPIPath(p) }

@@ -136,19 +136,10 @@ func (d *Document) Check(method, pathAndQuery string, status int, header http.He
 	return nil
 }
 
-// apiPrefixes are the paths the UI never answers (as api.isAPIPath).
-var apiPrefixes = []string{"/api", "/worker", "/hooks", "/healthz"}
-
 func (d *Document) checkUnrouted(req *http.Request, status int, header http.Header, body []byte, routeErr error) error {
 	p := req.URL.Path
-	isAPI := false
-	for _, prefix := range apiPrefixes {
-		if p == prefix || strings.HasPrefix(p, prefix+"/") {
-			isAPI = true
-		}
-	}
 	switch {
-	case !isAPI:
+	case !api.IsAPIPath(p):
 		return nil // the UI
 	case req.Method == http.MethodOptions && status == http.StatusNoContent:
 		return nil // a CORS preflight
