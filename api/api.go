@@ -158,6 +158,7 @@ func New(cfg Config) *echo.Echo {
 
 	a := e.Group("/api")
 	a.GET("/config", s.getConfig)
+	a.GET("/openapi.json", s.getOpenAPI)
 	a.GET("/workspaces", s.listWorkspaces)
 	a.GET("/workspaces/:ws/tasks", s.listTasks)
 	a.GET("/workspaces/:ws/tasks/:name", s.getTask)

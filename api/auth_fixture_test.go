@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/appliance-sh/appliance/api"
+	"github.com/appliance-sh/appliance/api/openapitest"
 	"github.com/appliance-sh/appliance/store"
 )
 
@@ -90,7 +91,7 @@ func (f *authFixture) from(ip string) *authFixture {
 	c := *f
 	fc := *f.fixture
 	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
-	fc.client = &http.Client{Timeout: f.client.Timeout, Transport: &http.Transport{DialContext: dialer.DialContext}}
+	fc.client = &http.Client{Timeout: f.client.Timeout, Transport: openapitest.Transport(&http.Transport{DialContext: dialer.DialContext})}
 	c.fixture = &fc
 	return &c
 }

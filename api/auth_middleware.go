@@ -61,6 +61,7 @@ const principalKey = "appliance.principal"
 // publicRoutes are the /api routes that need no token even with auth on.
 var publicRoutes = map[string]bool{
 	"/api/config":                       true,
+	"/api/openapi.json":                 true,
 	"/api/auth/login":                   true,
 	"/api/auth/refresh":                 true,
 	"/api/auth/logout":                  true,

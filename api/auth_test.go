@@ -234,15 +234,15 @@ func TestLogStreamAcceptsTheTokenAsAQueryParameter(t *testing.T) {
 	base := "ws" + strings.TrimPrefix(f.url, "http") + "/api/jobs/" + id + "/logs/stream"
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, resp, err := websocket.Dial(ctx, base, nil)
+	_, resp, err := websocket.Dial(ctx, base, dialOptions(nil))
 	if err == nil || resp == nil || resp.StatusCode != 401 {
 		t.Fatalf("dial without token: err %v, response %v; want a 401", err, resp)
 	}
-	_, resp, err = websocket.Dial(ctx, base+"?token=wrong", nil)
+	_, resp, err = websocket.Dial(ctx, base+"?token=wrong", dialOptions(nil))
 	if err == nil || resp == nil || resp.StatusCode != 401 {
 		t.Fatalf("dial with a bad token: err %v; want a 401", err)
 	}
-	conn, _, err := websocket.Dial(ctx, base+"?token="+access, nil)
+	conn, _, err := websocket.Dial(ctx, base+"?token="+access, dialOptions(nil))
 	if err != nil {
 		t.Fatalf("dial with ?token=: %v", err)
 	}

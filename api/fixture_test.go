@@ -16,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/appliance-sh/appliance/api"
+	"github.com/appliance-sh/appliance/api/openapitest"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
 	"github.com/appliance-sh/appliance/store"
@@ -182,7 +185,17 @@ func startAPI(t testing.TB, tmp string, dirs map[string]string, opts ...fixtureO
 		logs.Close()
 		db.Close()
 	})
-	return &fixture{t: t, url: srv.URL, eng: eng, logs: logs, client: &http.Client{Timeout: 30 * time.Second}}
+	// Every answer a test receives is checked against the OpenAPI document:
+	// one it does not describe fails the request.
+	client := &http.Client{Timeout: 30 * time.Second, Transport: openapitest.Transport(nil)}
+	return &fixture{t: t, url: srv.URL, eng: eng, logs: logs, client: client}
+}
+
+// dialOptions are the options of every WebSocket a test opens: the
+// handshake's answer is checked against the OpenAPI document like any
+// other (a client Timeout would cut the stream, so none is set).
+func dialOptions(header http.Header) *websocket.DialOptions {
+	return &websocket.DialOptions{HTTPClient: &http.Client{Transport: openapitest.Transport(nil)}, HTTPHeader: header}
 }
 
 // in returns the fixture reporting to another test, for subtests.

@@ -176,7 +176,7 @@ func TestLogStreamRefusesOtherOriginsWithJSON(t *testing.T) {
 	dial := func(origin string) (*websocket.Conn, *http.Response, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		return websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {origin}}})
+		return websocket.Dial(ctx, url, dialOptions(http.Header{"Origin": {origin}}))
 	}
 
 	_, resp, err := dial("http://evil.example")

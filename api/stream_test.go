@@ -29,7 +29,7 @@ func (f *fixture) watchFrom(jobID, query string) *viewer {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	url := "ws" + strings.TrimPrefix(f.url, "http") + "/api/jobs/" + jobID + "/logs/stream?" + query
-	conn, _, err := websocket.Dial(ctx, url, nil)
+	conn, _, err := websocket.Dial(ctx, url, dialOptions(nil))
 	if err != nil {
 		f.t.Fatalf("dial log stream: %v", err)
 	}

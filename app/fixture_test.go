@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/appliance-sh/appliance/api/openapitest"
 )
 
 // testClient keeps connections alive for many concurrent requests, as a
@@ -126,12 +128,28 @@ func do(t testing.TB, method, url string, body any, out any) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := checkAnswer(t, req, resp, raw); err != nil {
+		t.Fatal(err)
+	}
 	if out != nil {
 		if err := json.Unmarshal(raw, out); err != nil {
 			t.Fatalf("%s %s: status %d, body %q: %v", method, url, resp.StatusCode, raw, err)
 		}
 	}
 	return resp.StatusCode
+}
+
+// checkAnswer validates an answer against the OpenAPI document, as the api
+// tests do. Benchmarks skip it: they measure the server, not the check.
+func checkAnswer(t testing.TB, req *http.Request, resp *http.Response, body []byte) error {
+	if _, bench := t.(*testing.B); bench {
+		return nil
+	}
+	doc, err := openapitest.Load()
+	if err != nil {
+		return err
+	}
+	return doc.CheckResponse(req, resp, body)
 }
 
 // jobView is the job detail as the API returns it.
@@ -256,6 +274,9 @@ func tryDo(method, url, body string, out any) (int, error) {
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
+		return 0, err
+	}
+	if err := checkAnswer(nil, req, resp, raw); err != nil {
 		return 0, err
 	}
 	if out != nil && resp.StatusCode == 200 {
