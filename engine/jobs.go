@@ -242,6 +242,7 @@ func (e *Engine) insertJob(b *batch, js *jobState) *Job {
 		b.dirtyStep(ss.rec)
 	}
 	b.created = append(b.created, js)
+	b.newJobs = append(b.newJobs, js.job)
 	for _, ss := range js.flow {
 		if len(ss.deps) == 0 && ss.rec.Status == StepPending {
 			e.evaluate(b, js, ss)
@@ -303,6 +304,7 @@ func (e *Engine) cancelJob(b *batch, js *jobState, reason string) {
 	b.dirtyJob(js.job)
 	b.serverLog(js.job.ID, reason)
 	b.finished = append(b.finished, js)
+	b.endedJobs = append(b.endedJobs, js.job)
 	e.cancelChildren(b, js)
 	e.jobEnded(b, js)
 }
@@ -342,6 +344,7 @@ func (e *Engine) checkJobDone(b *batch, js *jobState) {
 	js.job.CompletedAt = &now
 	b.dirtyJob(js.job)
 	b.finished = append(b.finished, js)
+	b.endedJobs = append(b.endedJobs, js.job)
 	e.jobEnded(b, js)
 }
 
