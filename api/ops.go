@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"crypto/subtle"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -46,9 +47,17 @@ func (s *server) probe(check func(ctx context.Context) error) echo.HandlerFunc {
 	}
 }
 
+// requireMetricsReader guards /metrics. With auth off it is open, but
+// only under this server's names, as /api is (see guard.go): a page whose
+// name was rebound to 127.0.0.1 must not read the workspaces' and tasks'
+// names out of it.
 func (s *server) requireMetricsReader(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if s.auth == nil {
+			if r := c.Request(); !s.guard.hostAllowed(r.Host) {
+				return echo.NewHTTPError(http.StatusMisdirectedRequest, fmt.Sprintf(
+					"host %q is not this server's name: add it to allowed_hosts in the server config if it is", r.Host))
+			}
 			return next(c)
 		}
 		token := bearerToken(c.Request())

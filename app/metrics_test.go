@@ -150,6 +150,28 @@ func TestMetricsMoveAsJobsRun(t *testing.T) {
 	}
 }
 
+// TestMetricsRefuseARebindingHost: with auth off /metrics is open, but
+// not to a page whose name was rebound to the server's address.
+func TestMetricsRefuseARebindingHost(t *testing.T) {
+	f := startFixture(t, nil, 0)
+	req, err := http.NewRequest("GET", f.url+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "evil.example:8080"
+	resp, err := testClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Fatalf("/metrics for Host evil.example: %d, want 421", resp.StatusCode)
+	}
+	if code, _ := scrape(t, f.url, ""); code != 200 {
+		t.Fatalf("/metrics by the server's own address: %d, want 200", code)
+	}
+}
+
 func TestMetricsShowTheQueueDepth(t *testing.T) {
 	ws := t.TempDir()
 	writeWorkspace(t, ws, metricsWorkspace)
