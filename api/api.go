@@ -76,9 +76,20 @@ type Config struct {
 	StreamWriteTimeout time.Duration
 	// Now is the clock for trigger next_runs and log timestamps (nil = time.Now).
 	Now func() time.Time
-	// UI serves every GET outside /api, /worker, /hooks and /healthz
-	// (nil = no UI).
+	// UI serves every GET outside /api, /worker, /hooks and the operator
+	// endpoints (nil = no UI).
 	UI http.Handler
+
+	// Health is /healthz's check: nil error = healthy (nil = always).
+	Health func(ctx context.Context) error
+	// Ready is /readyz's check: nil error once start-up has finished and
+	// until shutdown begins (nil = always ready).
+	Ready func(ctx context.Context) error
+	// Metrics serves /metrics (nil = no such route).
+	Metrics http.Handler
+	// MetricsToken is a bearer token that may read /metrics with auth on,
+	// besides any user's token or API key (empty = none).
+	MetricsToken string
 
 	// ListenAddr is the address the server listens on; /api accepts it as
 	// Host besides loopback names (see guard.go).
@@ -152,9 +163,7 @@ func New(cfg Config) *echo.Echo {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(s.recoverPanics, s.limitHeaders, s.guardBrowsers, s.limitBody, s.bodyDeadline, s.authenticate)
 
-	e.GET("/healthz", func(c echo.Context) error {
-		return c.JSON(http.StatusOK, statusOK)
-	})
+	s.opsRoutes(e)
 
 	a := e.Group("/api")
 	a.GET("/config", s.getConfig)

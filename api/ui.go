@@ -8,7 +8,7 @@ import (
 
 // apiPrefixes are the paths the UI never answers: a mistyped API call gets
 // the API's JSON 404, not the UI's page.
-var apiPrefixes = []string{"/api", "/worker", "/hooks", "/healthz"}
+var apiPrefixes = []string{"/api", "/worker", "/hooks", "/healthz", "/readyz", "/metrics"}
 
 func isAPIPath(p string) bool {
 	for _, prefix := range apiPrefixes {

@@ -39,6 +39,9 @@ func TestUIDoesNotSwallowAPIPaths(t *testing.T) {
 		{"GET", "/worker/nope", 0},
 		{"GET", "/healthz/x", 404},
 		{"GET", "/healthz", 200},
+		{"GET", "/readyz", 200},
+		{"GET", "/readyz/x", 404},
+		{"GET", "/metrics", 404}, // no Metrics handler in this fixture
 		{"GET", "/api/config", 200},
 	}
 	for _, c := range cases {

@@ -34,6 +34,8 @@ type inProcessServer struct {
 	engine     *engine.Engine
 	logs       logAppender
 	workspaces workspaceLookup
+	// registered, if set, is called once the pool has registered.
+	registered func()
 }
 
 func newInProcessServer(e *engine.Engine, logs logAppender, ws workspaceLookup) *inProcessServer {
@@ -43,7 +45,11 @@ func newInProcessServer(e *engine.Engine, logs logAppender, ws workspaceLookup) 
 var _ runners.Server = (*inProcessServer)(nil)
 
 func (s *inProcessServer) Register(ctx context.Context, name string, tags []string) (string, error) {
-	return s.engine.RegisterWorker(ctx, name, tags, true)
+	id, err := s.engine.RegisterWorker(ctx, name, tags, true)
+	if err == nil && s.registered != nil {
+		s.registered()
+	}
+	return id, err
 }
 
 func (s *inProcessServer) Heartbeat(ctx context.Context, workerID string, running []runners.StepRef) error {

@@ -15,7 +15,6 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/schedule"
 	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/metrics"
 	"github.com/appliance-sh/appliance/runners"
 	"github.com/appliance-sh/appliance/store"
 	"github.com/appliance-sh/appliance/ui"
@@ -81,8 +81,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	printSettings(stdout, cfg, srv.Addr(), srv.workerTags)
-	<-ctx.Done()
-	log.Info("shutting down")
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case <-srv.Failed():
+		log.Error("a server component failed; shutting down")
+	}
 	if err := srv.Shutdown(); err != nil {
 		fmt.Fprintln(stderr, "appliance serve:", err)
 		return 1
@@ -134,6 +138,7 @@ func printSettings(w io.Writer, cfg *ServerConfig, addr string, workerTags []str
 	fmt.Fprintf(w, "  heartbeat_timeout:     %s\n", cfg.heartbeatTimeout)
 	fmt.Fprintf(w, "  drain_timeout:         %s\n", cfg.drainTimeout)
 	fmt.Fprintf(w, "  auth:                  %s\n", cfg.Auth.describe())
+	fmt.Fprintf(w, "  metrics:               %s\n", describeMetrics(cfg))
 	if len(cfg.AllowedHosts) > 0 {
 		fmt.Fprintf(w, "  allowed_hosts:         %s\n", strings.Join(cfg.AllowedHosts, ", "))
 	}
@@ -143,6 +148,16 @@ func printSettings(w io.Writer, cfg *ServerConfig, addr string, workerTags []str
 	if cfg.exposedWithoutAuth() {
 		fmt.Fprintf(w, "  insecure_no_auth:      true (WARNING: auth is off on a network address; anyone who reaches it can run code)\n")
 	}
+}
+
+func describeMetrics(cfg *ServerConfig) string {
+	switch {
+	case cfg.Auth == nil:
+		return "/metrics, open (auth is off)"
+	case cfg.MetricsToken != "":
+		return "/metrics, needs a user token, an API key or metrics_token (set)"
+	}
+	return "/metrics, needs a user token or an API key (metrics_token not set)"
 }
 
 // Server is a running appliance server.
@@ -155,25 +170,32 @@ type Server struct {
 	logs     *store.Logs
 	archive  *store.ArchivingLogs // nil unless log_storage archives logs
 	engine   *engine.Engine
+	metrics  *metrics.Registry
+	ready    *readiness
 	// workerTags are the in-process workers' tags: worker_tags plus the
 	// runner capabilities found (docker).
 	workerTags []string
 
-	cancelEngine    context.CancelFunc
-	cancelWorkers   context.CancelFunc
-	cancelWatch     context.CancelFunc
-	cancelScheduler context.CancelFunc
-	engineDone      chan error
-	schedulerDone   chan struct{}
-	workersDone     chan struct{}
-	background      sync.WaitGroup
+	sup                                   *supervisor
+	orchestrator, scheduler, watcher, api *component
+	workers                               *component // nil without in-process workers
 }
 
 // Addr is the address the server listens on.
 func (s *Server) Addr() string { return s.listener.Addr().String() }
 
-// startServer opens the storage, loads the workspaces and starts the
-// orchestrator, the scheduler, the HTTP server and the in-process workers.
+// Failed is closed once a supervised component has failed; Shutdown then
+// returns its error.
+func (s *Server) Failed() <-chan struct{} { return s.sup.failed.Done() }
+
+// inProcessPart is the start-up part /readyz waits for while the
+// in-process pool registers.
+const inProcessPart = "the in-process workers to register"
+
+// startServer opens the storage, loads the workspaces and the engine's
+// state (failing here, before anything is served, if either cannot be
+// loaded), then starts the orchestrator, the scheduler, the HTTP server,
+// the workspace watcher and the in-process workers under one supervisor.
 func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *Server, err error) {
 	// What is open so far, closed in reverse order if start-up fails.
 	var opened []func() error
@@ -228,8 +250,10 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	} else if created {
 		log.Info("created the initial admin user", "email", cfg.Auth.InitialUser.Email)
 	}
-	masked := &maskingLogs{serverLogs: jobLogs}
-	eng, err := engine.New(engine.Config{
+	var eng *engine.Engine
+	reg := metrics.New(func(ctx context.Context) (engine.Stats, error) { return eng.Stats(ctx) })
+	masked := &maskingLogs{serverLogs: meteredLogs{serverLogs: jobLogs, metrics: reg}}
+	eng, err = engine.New(engine.Config{
 		Store:            db,
 		Workspaces:       registry,
 		Logs:             masked,
@@ -237,11 +261,18 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		HeartbeatTimeout: cfg.heartbeatTimeout,
 		TemplateTime:     cfg.limits.TemplateTime,
 		TemplateOutput:   cfg.limits.TemplateOutput,
+		Metrics:          reg,
 	})
 	if err != nil {
 		return nil, err
 	}
 	masked.secrets = eng
+	// Loaded here, not in Run: a store that cannot be loaded (a corrupt
+	// record) stops start-up with the record named, instead of leaving a
+	// server that answers but refuses every job.
+	if err := eng.Load(ctx); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
@@ -251,29 +282,19 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 			ln.Addr().String()+" can run code on this machine; turn auth on or listen on 127.0.0.1", "listen", cfg.Listen)
 	}
 
+	var parts []string
+	if *cfg.Workers > 0 {
+		parts = append(parts, inProcessPart)
+	}
 	s := &Server{cfg: cfg, log: log, listener: ln, db: db, logs: logs, archive: archive, engine: eng,
-		workerTags: pool.Tags, engineDone: make(chan error, 1), workersDone: make(chan struct{})}
-	engineCtx, cancelEngine := context.WithCancel(context.Background())
-	s.cancelEngine = cancelEngine
-	go func() { s.engineDone <- eng.Run(engineCtx) }()
+		metrics: reg, ready: newReadiness(parts...), workerTags: pool.Tags, sup: newSupervisor()}
+	health := &healthCheck{loop: eng.Ready, write: db.CheckWrite}
 
-	schedulerCtx, cancelScheduler := context.WithCancel(context.Background())
-	s.cancelScheduler, s.schedulerDone = cancelScheduler, make(chan struct{})
-	sched := schedule.New(schedule.Config{Workspaces: registry, Jobs: eng, State: db, Clock: schedule.RealClock{}, Logger: log.With("component", "scheduler")})
-	go func() {
-		defer close(s.schedulerDone)
-		if err := sched.Run(schedulerCtx); err != nil {
-			log.Error("scheduler stopped; triggers will not fire", "err", err)
-		}
-	}()
-
-	watchCtx, cancelWatch := context.WithCancel(context.Background())
-	s.cancelWatch = cancelWatch
-	s.goBackground(func() {
-		if err := registry.Watch(watchCtx); err != nil {
-			log.Error("workspace hot reload is off", "err", err)
-		}
-	})
+	s.orchestrator = s.sup.start("orchestrator", eng.Run)
+	sched := schedule.New(schedule.Config{Workspaces: registry, Jobs: eng, State: db, Clock: schedule.RealClock{},
+		Logger: log.With("component", "scheduler"), Late: reg.SchedulerLate})
+	s.scheduler = s.sup.start("scheduler", sched.Run)
+	s.watcher = s.sup.start("workspace watcher", registry.Watch)
 
 	s.http = &http.Server{
 		Handler: api.New(api.Config{
@@ -286,6 +307,11 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 			UI:          ui.Handler(),
 			Auth:        cfg.Auth.apiConfig(cfg.limits),
 			Users:       db,
+
+			Health:       health.check,
+			Ready:        s.ready.check,
+			Metrics:      reg.Handler(),
+			MetricsToken: cfg.MetricsToken,
 
 			ListenAddr:      cfg.Listen,
 			AllowedHosts:    cfg.AllowedHosts,
@@ -301,60 +327,44 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    netHTTPMaxHeaderBytes,
 	}
-	s.goBackground(func() {
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("http server", "err", err)
+	s.api = s.sup.start("http server", func(context.Context) error {
+		if err := s.http.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
 		}
+		return nil
 	})
 
-	workersCtx, cancelWorkers := context.WithCancel(context.Background())
-	s.cancelWorkers = cancelWorkers
 	if *cfg.Workers > 0 {
-		workers := runners.NewWorker(newInProcessServer(eng, masked, registry), pool, log.With("worker", "in-process"))
-		go func() {
-			defer close(s.workersDone)
-			if err := workers.Run(workersCtx); err != nil && !errors.Is(err, context.Canceled) {
-				log.Error("in-process workers stopped", "err", err)
-			}
-		}()
-	} else {
-		close(s.workersDone)
+		inProcess := newInProcessServer(eng, masked, registry)
+		inProcess.registered = func() { s.ready.done(inProcessPart) }
+		workers := runners.NewWorker(inProcess, pool, log.With("worker", "in-process"))
+		s.workers = s.sup.start("in-process workers", workers.Run)
 	}
 	return s, nil
 }
 
-func (s *Server) goBackground(f func()) {
-	s.background.Add(1)
-	go func() {
-		defer s.background.Done()
-		f()
-	}()
-}
-
 // Shutdown stops taking work, lets the in-process workers finish their
 // running steps, then stops the HTTP server and the orchestrator and closes
-// the storage.
+// the storage. It returns the failure of the component that stopped the
+// server, if one did, with any error of stopping.
 func (s *Server) Shutdown() error {
+	s.ready.stop()
 	// Triggers stop first, so none fires into an orchestrator shutting down.
-	s.cancelScheduler()
-	<-s.schedulerDone
-	s.cancelWorkers()
-	s.cancelWatch()
-	<-s.workersDone
+	s.scheduler.stop()
+	s.workers.stop()
+	s.watcher.stop()
 	// Stopping the orchestrator ends the remote workers' long-polls at once,
 	// so the HTTP server has no request left to wait for.
-	s.cancelEngine()
-	engineErr := <-s.engineDone
-	if errors.Is(engineErr, context.Canceled) {
-		engineErr = nil
-	}
+	s.orchestrator.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	s.api.cancel() // asked to stop: Serve's return is no failure
 	httpErr := s.http.Shutdown(ctx)
-	s.background.Wait()
+	s.api.stop()
+	failed := s.sup.wait()
 	// Uploads started by the last finished jobs go out before the logs close.
 	archiveErr := s.drainArchive()
-	return errors.Join(httpErr, engineErr, archiveErr, s.logs.Close(), s.db.Close())
+	return errors.Join(failed, httpErr, archiveErr, s.logs.Close(), s.db.Close())
 }
 
 func hostname() string {

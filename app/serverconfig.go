@@ -42,6 +42,9 @@ type ServerConfig struct {
 	// AllowedOrigins are origins (scheme://host[:port]) whose browsers may
 	// make state-changing /api requests besides the server's own.
 	AllowedOrigins []string `yaml:"allowed_origins"`
+	// MetricsToken is a bearer token a Prometheus scraper may read /metrics
+	// with when auth is on, besides any user's token or API key.
+	MetricsToken string `yaml:"metrics_token"`
 	// Limits bound what one request, step, template or login may cost.
 	Limits LimitsSection `yaml:"limits"`
 

@@ -21,6 +21,8 @@ type batch struct {
 	created    []*jobState // register their notification channels
 	finished   []*jobState // terminal: notify, finish logs, drop from memory
 	ended      []*Step     // step runs that ended: tell a StepLogEnder
+	newJobs    []*Job      // jobs created (for metrics)
+	endedJobs  []*Job      // jobs that reached a terminal status (for metrics)
 	deliveries []delivery  // claims answered in this batch
 	after      []func()    // timers to arm
 }

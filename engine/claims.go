@@ -34,6 +34,8 @@ func newWaiterQueue() *waiterQueue { return &waiterQueue{l: list.New()} }
 
 func (q *waiterQueue) park(w *waiter) { w.elem = q.l.PushBack(w) }
 
+func (q *waiterQueue) len() int { return q.l.Len() }
+
 func (q *waiterQueue) remove(w *waiter) {
 	if w.elem != nil {
 		q.l.Remove(w.elem)
@@ -219,6 +221,9 @@ func (e *Engine) offer(b *batch, js *jobState, ss *stepState) {
 // the waiter the claim with what it needs to render the action spec.
 func (e *Engine) hand(b *batch, js *jobState, ss *stepState, wk *workerState, w *waiter) {
 	c, render := e.claimFor(js, ss)
+	if ss.rec.ReadyAt != nil {
+		e.metrics.StepClaimed(b.now.Sub(*ss.rec.ReadyAt))
+	}
 	id := wk.rec.ID
 	ss.rec.Status = StepRunning
 	ss.rec.WorkerID = &id

@@ -34,6 +34,8 @@ type Config struct {
 	// RenderSlots is how many renders may run at once, abandoned ones
 	// included (see defaultRenderSlots).
 	RenderSlots int // 0 = four per CPU, at least 16
+	// Metrics observes the loop's decisions (nil = none).
+	Metrics Metrics
 }
 
 // Engine is the orchestrator.
@@ -44,7 +46,9 @@ type Engine struct {
 	cmds    chan *command
 	stopped chan struct{}
 	started atomic.Bool
+	loaded  bool // Load has run; set before Run starts
 	commits atomic.Int64
+	metrics Metrics
 	notify  *notifier
 	holders *holderIndex // read by log pushes outside the loop
 	pool    *renderPool
@@ -78,7 +82,12 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.RenderSlots <= 0 {
 		cfg.RenderSlots = defaultRenderSlots()
 	}
+	metrics := cfg.Metrics
+	if metrics == nil {
+		metrics = noMetrics{}
+	}
 	return &Engine{
+		metrics: metrics,
 		cfg:     cfg,
 		clock:   cfg.Clock,
 		log:     cfg.Logger,

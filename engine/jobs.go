@@ -240,6 +240,7 @@ func (e *Engine) insertJob(b *batch, js *jobState) *Job {
 	b.dirtyJob(js.job)
 	js.each(func(ss *stepState) { b.dirtyStep(ss.rec) })
 	b.created = append(b.created, js)
+	b.newJobs = append(b.newJobs, js.job)
 	if js.job.RerunOf != "" {
 		b.serverLog(js.job.ID, rerunLine(js))
 	}
@@ -309,6 +310,7 @@ func (e *Engine) cancelJob(b *batch, js *jobState, reason string) {
 	b.dirtyJob(js.job)
 	b.serverLog(js.job.ID, reason)
 	b.finished = append(b.finished, js)
+	b.endedJobs = append(b.endedJobs, js.job)
 	e.cancelChildren(b, js)
 	e.jobEnded(b, js)
 }
@@ -348,6 +350,7 @@ func (e *Engine) checkJobDone(b *batch, js *jobState) {
 	js.job.CompletedAt = &now
 	b.dirtyJob(js.job)
 	b.finished = append(b.finished, js)
+	b.endedJobs = append(b.endedJobs, js.job)
 	e.jobEnded(b, js)
 }
 

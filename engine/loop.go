@@ -4,14 +4,32 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // maxBatch caps how many commands one group commit takes, so one turn of
 // the loop stays short under a flood of requests.
 const maxBatch = 1024
 
-// Run loads the active state from the store and runs the orchestration loop
-// until ctx ends. Commands sent before Run starts wait for it.
+// Load loads the active state from the store and recovers it (steps of
+// vanished workers fail, pending hooks fire again, and so on), committing
+// what recovery changed. Call it before Run to fail start-up on a store
+// that cannot be loaded, before anything is served; Run loads by itself
+// otherwise. It must not be called once Run has started.
+func (e *Engine) Load(ctx context.Context) error {
+	if e.started.Load() {
+		return errors.New("engine: Load called after Run")
+	}
+	if err := e.load(ctx, true); err != nil {
+		return fmt.Errorf("load state: %w", err)
+	}
+	e.loaded = true
+	return nil
+}
+
+// Run runs the orchestration loop until ctx ends, after loading the state
+// (see Load) unless Load did already. Commands sent before Run starts wait
+// for it.
 //
 // A failed commit is answered with its error to every command of the batch,
 // and the loop then reloads its state from the store: memory may have run
@@ -22,8 +40,10 @@ func (e *Engine) Run(ctx context.Context) error {
 		return errors.New("engine: Run called twice")
 	}
 	defer e.shutdown()
-	if err := e.load(ctx, true); err != nil {
-		return fmt.Errorf("load state: %w", err)
+	if !e.loaded {
+		if err := e.load(ctx, true); err != nil {
+			return fmt.Errorf("load state: %w", err)
+		}
 	}
 	cmds := make([]*command, 0, maxBatch)
 	for {
@@ -56,6 +76,7 @@ func (e *Engine) runBatch(ctx context.Context, cmds []*command) error {
 	for _, c := range cmds {
 		c.res.val, c.res.err = c.apply(b)
 	}
+	start := time.Now()
 	if err := e.commit(ctx, b); err != nil {
 		err = fmt.Errorf("commit: %w", err)
 		e.log.Error("engine commit failed; reloading state from the store", "err", err)
@@ -71,6 +92,9 @@ func (e *Engine) runBatch(ctx context.Context, cmds []*command) error {
 			return fmt.Errorf("reload state after failed commit: %w", lerr)
 		}
 		return nil
+	}
+	if records := len(b.jobList) + len(b.stepList) + len(b.workerLst); records > 0 {
+		e.metrics.Committed(len(cmds), records, time.Since(start))
 	}
 	e.finishBatch(b)
 	for _, c := range cmds {
@@ -98,6 +122,7 @@ func (e *Engine) finishBatch(b *batch) {
 	for _, js := range b.created {
 		e.notify.add(js.job.ID)
 	}
+	e.observeBatch(b)
 	e.appendLogs(b)
 	if ender, ok := e.cfg.Logs.(StepLogEnder); ok {
 		for _, st := range b.ended {

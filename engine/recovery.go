@@ -252,6 +252,7 @@ func (e *Engine) abandonJob(b *batch, j *Job, steps []*Step, reason string) {
 	js := newJobState(j, &workflow.Workspace{}, &workflow.Task{})
 	e.st.jobs[j.ID] = js
 	b.finished = append(b.finished, js)
+	b.endedJobs = append(b.endedJobs, j)
 }
 
 func derefOr(s *string) string {

@@ -87,6 +87,8 @@ func (e *Engine) insertSkipped(b *batch, js *jobState, running *jobState) *Job {
 		running.job.ID, *js.job.SourceID, running.job.Status))
 	// finished ends its log stream; it has no channels and is not in the map.
 	b.finished = append(b.finished, js)
+	b.newJobs = append(b.newJobs, js.job)
+	b.endedJobs = append(b.endedJobs, js.job)
 	c := *js.job
 	return &c
 }

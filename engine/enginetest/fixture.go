@@ -42,7 +42,7 @@ type Fixture struct {
 
 	heartbeat time.Duration
 	noWorker  bool
-	limits    Options // the template limits
+	limits    Options // the template limits and metrics
 	cancel    context.CancelFunc
 	done      chan error
 	pocket    map[[2]string]*engine.Claim // claimed by Worker, not yet run
@@ -55,6 +55,7 @@ type Options struct {
 	NoWorker         bool          // do not register the fixture's worker
 	TemplateTime     time.Duration // 0 = engine default
 	TemplateOutput   int           // 0 = engine default
+	Metrics          engine.Metrics
 }
 
 // LoadWorkspace writes yaml as the workspace's only workflow file and loads it.
@@ -96,7 +97,7 @@ func NewWith(t testing.TB, ws *workflow.Workspace, opts Options) *Fixture {
 		WorkerTags: workspaceTags(ws),
 		heartbeat:  opts.HeartbeatTimeout,
 		noWorker:   opts.NoWorker,
-		limits:     Options{TemplateTime: opts.TemplateTime, TemplateOutput: opts.TemplateOutput},
+		limits:     Options{TemplateTime: opts.TemplateTime, TemplateOutput: opts.TemplateOutput, Metrics: opts.Metrics},
 	}
 	f.start()
 	t.Cleanup(f.Stop)
@@ -116,6 +117,7 @@ func (f *Fixture) start() {
 		HeartbeatTimeout: f.heartbeat,
 		TemplateTime:     f.limits.TemplateTime,
 		TemplateOutput:   f.limits.TemplateOutput,
+		Metrics:          f.limits.Metrics,
 	})
 	if err != nil {
 		f.T.Fatalf("new engine: %v", err)

@@ -42,6 +42,9 @@ type Config struct {
 	State      State
 	Clock      Clock        // nil = RealClock
 	Logger     *slog.Logger // nil = slog.Default()
+	// Late, if set, is told how late each fire is against its slot (for
+	// metrics; a fire caught up after downtime is as late as the downtime).
+	Late func(time.Duration)
 }
 
 // Scheduler fires the enabled scheduler triggers of every workspace's
@@ -208,6 +211,9 @@ func (s *Scheduler) fire(ctx context.Context, e *entry, now time.Time) {
 	at := e.next
 	if now.After(at) {
 		at = now
+	}
+	if s.cfg.Late != nil {
+		s.cfg.Late(at.Sub(e.next))
 	}
 	t, k := e.trigger, e.key
 	source := k.ws + "/" + k.name

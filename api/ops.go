@@ -1,0 +1,75 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// healthTimeout bounds one health or readiness check: a loop or a disk
+// that does not answer in this time is as good as down.
+const healthTimeout = 2 * time.Second
+
+// opsBody is /healthz's and /readyz's answer.
+type opsBody struct {
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+}
+
+// opsRoutes serves the operator's endpoints: /healthz and /readyz need no
+// credentials (load balancers and kubelets call them); /metrics is open
+// with auth off and needs a user token, an API key or the metrics token
+// with auth on.
+func (s *server) opsRoutes(e *echo.Echo) {
+	e.GET("/healthz", s.probe(s.cfg.Health))
+	e.GET("/readyz", s.probe(s.cfg.Ready))
+	if s.cfg.Metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(s.cfg.Metrics), s.requireMetricsReader)
+	}
+}
+
+// probe answers 200 {"status":"ok"} when check passes (or is nil), else
+// 503 {"status":"unavailable","error":...}.
+func (s *server) probe(check func(ctx context.Context) error) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if check != nil {
+			ctx, cancel := context.WithTimeout(c.Request().Context(), healthTimeout)
+			defer cancel()
+			if err := check(ctx); err != nil {
+				return c.JSON(http.StatusServiceUnavailable, opsBody{Status: "unavailable", Error: err.Error()})
+			}
+		}
+		return c.JSON(http.StatusOK, opsBody{Status: "ok"})
+	}
+}
+
+// requireMetricsReader guards /metrics. With auth off it is open, but
+// only under this server's names, as /api is (see guard.go): a page whose
+// name was rebound to 127.0.0.1 must not read the workspaces' and tasks'
+// names out of it.
+func (s *server) requireMetricsReader(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.auth == nil {
+			if r := c.Request(); !s.guard.hostAllowed(r.Host) {
+				return echo.NewHTTPError(http.StatusMisdirectedRequest, fmt.Sprintf(
+					"host %q is not this server's name: add it to allowed_hosts in the server config if it is", r.Host))
+			}
+			return next(c)
+		}
+		token := bearerToken(c.Request())
+		if token == "" {
+			return errMissingToken
+		}
+		if t := s.cfg.MetricsToken; t != "" && subtle.ConstantTimeCompare([]byte(token), []byte(t)) == 1 {
+			return next(c)
+		}
+		if _, err := s.auth.principalOf(c.Request().Context(), token); err != nil {
+			return err
+		}
+		return next(c)
+	}
+}

@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// Metrics observes what the orchestrator decides, for monitoring. The loop
+// calls it after each commit, so an implementation must be cheap and must
+// never block or call back into the engine. Config.Metrics nil = none.
+//
+// Labels passed are bounded sets (workspace and task names come from the
+// workspace configuration, statuses and source types are enums); no job id
+// is ever passed.
+type Metrics interface {
+	// JobCreated: a job was created (source type as in Job.SourceType).
+	JobCreated(workspace, task, sourceType string)
+	// JobEnded: a job reached a terminal status.
+	JobEnded(status string)
+	// StepEnded: a step (or for_each instance) reached a terminal status;
+	// ran is how long it ran, 0 if it never started.
+	StepEnded(status string, ran time.Duration)
+	// StepClaimed: a worker claimed a step that had waited this long ready.
+	StepClaimed(waited time.Duration)
+	// Committed: one group commit of commands commands wrote records
+	// records and took took.
+	Committed(commands, records int, took time.Duration)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) JobCreated(string, string, string) {}
+func (noMetrics) JobEnded(string)                   {}
+func (noMetrics) StepEnded(string, time.Duration)   {}
+func (noMetrics) StepClaimed(time.Duration)         {}
+func (noMetrics) Committed(int, int, time.Duration) {}
+
+// Stats is a snapshot of the orchestrator's live state.
+type Stats struct {
+	LiveJobs      int // jobs not yet ended
+	ReadySteps    int // steps waiting for a worker (the queue depth)
+	ParkedClaims  int // claims waiting for a step
+	ActiveWorkers int // workers whose heartbeat is current
+	RunningSteps  int // steps held by workers
+}
+
+// Stats takes a snapshot of the live state in the loop (for metrics and
+// health: it also proves the loop answers).
+func (e *Engine) Stats(ctx context.Context) (Stats, error) {
+	v, err := e.do(ctx, func(*batch) (any, error) {
+		s := Stats{LiveJobs: len(e.st.jobs), ReadySteps: e.st.ready.len(), ParkedClaims: e.st.waiters.len()}
+		for _, w := range e.st.workers {
+			if w.rec.Status == WorkerActive {
+				s.ActiveWorkers++
+			}
+			s.RunningSteps += len(w.running)
+		}
+		return s, nil
+	})
+	if err != nil {
+		return Stats{}, err
+	}
+	return v.(Stats), nil
+}
+
+// observeBatch reports a committed batch's jobs and steps.
+func (e *Engine) observeBatch(b *batch) {
+	m := e.metrics
+	for _, j := range b.newJobs {
+		m.JobCreated(j.Workspace, j.TaskName, j.SourceType)
+	}
+	for _, j := range b.endedJobs {
+		m.JobEnded(j.Status)
+	}
+	for _, s := range b.ended {
+		var ran time.Duration
+		if s.StartedAt != nil && s.CompletedAt != nil {
+			ran = s.CompletedAt.Sub(*s.StartedAt)
+		}
+		m.StepEnded(s.Status, ran)
+	}
+}
