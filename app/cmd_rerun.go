@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/url"
 )
@@ -41,14 +40,6 @@ func cmdRerun(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return 1, err
 		}
-		if *cc.json {
-			cc.printJSON(raw)
-		} else {
-			fmt.Fprintln(stdout, created.JobID)
-		}
-		if !*follow {
-			return 0, nil
-		}
-		return followJob(ctx, c, cc, created.JobID)
+		return startedJob(ctx, c, cc, raw, created.JobID, *follow)
 	})
 }

@@ -50,16 +50,22 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return 1, err
 		}
-		if *cc.json {
-			cc.printJSON(raw)
-		} else {
-			fmt.Fprintln(stdout, created.JobID)
-		}
-		if !*follow {
-			return 0, nil
-		}
-		return followJob(ctx, c, cc, created.JobID)
+		return startedJob(ctx, c, cc, raw, created.JobID, *follow)
 	})
+}
+
+// startedJob prints the id of a job a command started (or the raw answer
+// with --json) and, with --follow, follows it to its end.
+func startedJob(ctx context.Context, c *apiClient, cc *clientCommand, raw []byte, jobID string, follow bool) (int, error) {
+	if *cc.json {
+		cc.printJSON(raw)
+	} else {
+		fmt.Fprintln(cc.stdout, jobID)
+	}
+	if !follow {
+		return 0, nil
+	}
+	return followJob(ctx, c, cc, jobID)
 }
 
 // followJob prints the job's log until it ends, then its final status; the
