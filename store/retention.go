@@ -15,7 +15,7 @@ import (
 // SweepBatch bounds the records (jobs and steps) one sweep transaction
 // deletes: bbolt has one writer, so the orchestrator's next commit waits
 // for it; a few hundred deletes keep that wait to a few milliseconds.
-const SweepBatch = 500
+const SweepBatch = 200
 
 // SweepResult is what one DeleteEndedJobs transaction did.
 type SweepResult struct {

@@ -301,3 +301,46 @@ func TestJobRetentionDeletesTheDeletedJobsLogs(t *testing.T) {
 		t.Errorf("live job's log = %q, want kept", got)
 	}
 }
+
+// BenchmarkDeleteEndedJobs times one sweep transaction (SweepBatch
+// records: jobs of two steps) in a store of 100k ended jobs: how long the
+// orchestrator's next commit may wait for it.
+func BenchmarkDeleteEndedJobs(b *testing.B) {
+	db, _ := openTemp(b)
+	ctx := context.Background()
+	const n = 100_000
+	for start := 0; start < n; start += 5000 {
+		batch := &engine.Batch{}
+		for i := start; i < start+5000; i++ {
+			j := newJob(fmt.Sprintf("job-%06d", i), []string{"a", "b"}[i%2], "t", i)
+			j.Status, j.CompletedAt = engine.JobCompleted, ptr(j.CreatedAt)
+			batch.Jobs = append(batch.Jobs, j)
+			for s := range 2 {
+				st := newStep(j.ID, fmt.Sprintf("s%d", s), s)
+				st.Status = engine.StepCompleted
+				if s == 0 {
+					st.WorkerID, st.ReadyAt = ptr("w"), ptr(j.CreatedAt)
+				}
+				batch.Steps = append(batch.Steps, st)
+			}
+		}
+		if err := db.Commit(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cutoff := t0.Add(n * time.Second)
+	var from []byte
+	records := 0
+	for b.Loop() {
+		res, err := db.DeleteEndedJobs(ctx, cutoff, from, SweepBatch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Next == nil {
+			b.Fatal("all deleted: run with a -benchtime below the store's size")
+		}
+		from = res.Next
+		records += len(res.Jobs) + res.Steps
+	}
+	b.ReportMetric(float64(records)/float64(b.N), "records/op")
+}

@@ -85,40 +85,45 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepCounts, error) {
 	var n SweepCounts
 	now := s.cfg.Now()
 	start := time.Now()
-	err := s.sweepJobs(ctx, now, &n)
+	longest, err := s.sweepJobs(ctx, now, &n)
 	if err == nil {
 		err = s.sweepLogs(ctx, now, &n)
 	}
 	if n != (SweepCounts{}) {
 		s.cfg.Logger.Info("retention sweep", "jobs_deleted", n.Jobs, "steps_deleted", n.Steps,
-			"logs_deleted", n.Logs, "took", time.Since(start).Round(time.Millisecond))
+			"logs_deleted", n.Logs, "took", time.Since(start).Round(time.Millisecond),
+			"longest_transaction", longest.Round(time.Microsecond))
 	}
 	return n, err
 }
 
-func (s *Sweeper) sweepJobs(ctx context.Context, now time.Time, n *SweepCounts) error {
+// sweepJobs deletes the old ended jobs and says how long its longest
+// transaction held the store's writer.
+func (s *Sweeper) sweepJobs(ctx context.Context, now time.Time, n *SweepCounts) (longest time.Duration, err error) {
 	if s.cfg.Retention.Jobs <= 0 {
-		return nil
+		return 0, nil
 	}
 	cutoff := now.Add(-s.cfg.Retention.Jobs)
 	var from []byte
 	for {
+		began := time.Now()
 		res, err := s.cfg.DB.DeleteEndedJobs(ctx, cutoff, from, s.cfg.Batch)
+		longest = max(longest, time.Since(began))
 		if err != nil {
-			return err
+			return longest, err
 		}
 		n.Jobs += len(res.Jobs)
 		n.Steps += res.Steps
 		for _, id := range res.Jobs {
 			if err := s.removeLog(id, n); err != nil {
-				return err
+				return longest, err
 			}
 		}
 		if from = res.Next; from == nil {
-			return nil
+			return longest, nil
 		}
 		if err := s.pause(ctx); err != nil {
-			return err
+			return longest, err
 		}
 	}
 }
