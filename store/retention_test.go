@@ -344,3 +344,102 @@ func BenchmarkDeleteEndedJobs(b *testing.B) {
 	}
 	b.ReportMetric(float64(records)/float64(b.N), "records/op")
 }
+
+func TestLogRetentionKeepsTheArchivedCopy(t *testing.T) {
+	f := newArchiveFixture(t, localArchive(t), ArchiveOptions{})
+	job := f.finishJob("j1", engine.JobCompleted, line("build", "compiling"))
+	want := f.waitArchived(job, "")
+	sw := NewSweeper(SweeperConfig{DB: f.db, Logs: f.logs, Retention: Retention{Logs: time.Hour},
+		Now: func() time.Time { return time.Now().Add(48 * time.Hour) }})
+	if n, err := sw.Sweep(context.Background()); err != nil || n.Logs != 1 {
+		t.Fatalf("Sweep = %+v, %v; want the local log deleted", n, err)
+	}
+	if _, err := os.Stat(f.logs.jsonlPath("j1")); !os.IsNotExist(err) {
+		t.Fatalf("local log kept: %v", err)
+	}
+	if got, err := f.arch.Read("j1", ""); err != nil || got != want {
+		t.Errorf("Read after the sweep = %q, %v; want the archived log", got, err)
+	}
+}
+
+// TestSweepInterleavedWithCommitsKeepsCountsExact sweeps while another
+// goroutine commits, as the orchestrator does: new jobs, live jobs moving
+// on, and old live jobs ending (the next sweep's business). Whatever the
+// interleaving, every counter equals its index's entries.
+func TestSweepInterleavedWithCommitsKeepsCountsExact(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openTemp(t)
+	cases := retentionJobs()
+	seedRetention(t, db, cases)
+	live := cases[len(cases)-1].job // recent-running
+	done := make(chan error, 1)
+	go func() {
+		for i := range 200 {
+			j := newJob(fmt.Sprintf("new-%03d", i), []string{"alpha", "gamma"}[i%2], "build", 0)
+			j.CreatedAt = sweepNow.Add(time.Duration(i) * time.Second)
+			live.Status = []string{engine.JobRunning, engine.JobPending}[i%2]
+			if err := db.Commit(ctx, &engine.Batch{Jobs: []*engine.Job{j, live}}); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	sw := NewSweeper(SweeperConfig{DB: db, Retention: Retention{Jobs: 30 * 24 * time.Hour},
+		Batch: 3, Pause: time.Microsecond, Now: func() time.Time { return sweepNow }})
+	for range 5 {
+		if _, err := sw.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	assertCountsMatchIndexes(t, db)
+	if _, total, _ := db.Jobs(ctx, engine.JobFilter{}); total != 200+6 {
+		t.Errorf("total = %d, want 206 (200 new, 6 kept)", total)
+	}
+}
+
+// assertCountsMatchIndexes counts every index's entries and compares them
+// with the maintained counters.
+func assertCountsMatchIndexes(t *testing.T, db *DB) {
+	t.Helper()
+	want := map[string]uint64{}
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		walk := func(bucket []byte, counter func(k []byte) []byte) {
+			tx.Bucket(bucket).ForEach(func(k, _ []byte) error {
+				want[string(counter(k))]++
+				return nil
+			})
+		}
+		walk(bucketByTime, func([]byte) []byte { return []byte(countJobs) })
+		walk(bucketByWorkspace, func(k []byte) []byte {
+			ws, _, _ := bytes.Cut(k, []byte{sep})
+			return countWorkspace(string(ws))
+		})
+		walk(bucketByTask, func(k []byte) []byte {
+			parts := bytes.SplitN(k, []byte{sep}, 3)
+			return countTask(string(parts[0]), string(parts[1]))
+		})
+		walk(bucketWorkerSteps, func(k []byte) []byte {
+			w, _, _ := bytes.Cut(k, []byte{sep})
+			return countWorkerSteps(string(w))
+		})
+		walk(bucketWorkerOrder, func([]byte) []byte { return []byte(countWorkers) })
+		if n := tx.Bucket(bucketJobs).Stats().KeyN; uint64(n) != want[countJobs] {
+			t.Errorf("%d job records, %d in the time index", n, want[countJobs])
+		}
+		got := map[string]uint64{}
+		return tx.Bucket(bucketCounts).ForEach(func(k, v []byte) error {
+			got[string(k)] = readCount(tx.Bucket(bucketCounts), k)
+			if got[string(k)] != want[string(k)] {
+				t.Errorf("counter %q = %d, index has %d", k, got[string(k)], want[string(k)])
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
