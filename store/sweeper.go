@@ -22,7 +22,11 @@ type SweeperConfig struct {
 	Batch     int              // records per write transaction (default SweepBatch)
 	Now       func() time.Time // default time.Now
 	Logger    *slog.Logger     // default slog.Default()
-	Pause     time.Duration    // between two transactions (default 5ms), so commits interleave
+	// Pause is the least wait between two transactions (default 5ms); the
+	// wait is also at least writerShare times the last transaction, so the
+	// sweep holds the single writer a bounded share of the time even on a
+	// slow disk.
+	Pause time.Duration
 }
 
 // Sweeper deletes ended jobs and local logs older than the retention, once
@@ -108,7 +112,8 @@ func (s *Sweeper) sweepJobs(ctx context.Context, now time.Time, n *SweepCounts) 
 	for {
 		began := time.Now()
 		res, err := s.cfg.DB.DeleteEndedJobs(ctx, cutoff, from, s.cfg.Batch)
-		longest = max(longest, time.Since(began))
+		took := time.Since(began)
+		longest = max(longest, took)
 		if err != nil {
 			return longest, err
 		}
@@ -122,7 +127,7 @@ func (s *Sweeper) sweepJobs(ctx context.Context, now time.Time, n *SweepCounts) 
 		if from = res.Next; from == nil {
 			return longest, nil
 		}
-		if err := s.pause(ctx); err != nil {
+		if err := s.pause(ctx, max(s.cfg.Pause, took*writerShare)); err != nil {
 			return longest, err
 		}
 	}
@@ -164,8 +169,13 @@ func (s *Sweeper) removeLog(id string, n *SweepCounts) error {
 	return err
 }
 
-func (s *Sweeper) pause(ctx context.Context) error {
-	t := time.NewTimer(s.cfg.Pause)
+// writerShare: a sweep waits this many times as long as its last
+// transaction took before the next, holding bbolt's writer at most a
+// fifth of the time; the orchestrator's commits take the rest.
+const writerShare = 4
+
+func (s *Sweeper) pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
