@@ -196,7 +196,8 @@ const inProcessPart = "the in-process workers to register"
 // startServer opens the storage, loads the workspaces and the engine's
 // state (failing here, before anything is served, if either cannot be
 // loaded), then starts the orchestrator, the scheduler, the HTTP server,
-// the workspace watcher and the in-process workers under one supervisor.
+// the workspace watcher, the retention sweeper and the in-process workers
+// under one supervisor.
 func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *Server, err error) {
 	// What is open so far, closed in reverse order if start-up fails.
 	var opened []func() error
