@@ -13,8 +13,8 @@ import (
 // sweeper). Each has a context of its own, so Shutdown stops them in its
 // own order; the first to fail, or to stop without being asked, ends
 // failed(), which makes `appliance serve` shut down and exit non-zero
-// naming it. A server whose
-// orchestrator died must not go on answering "ok".
+// naming it. A server whose orchestrator died must not go on answering
+// "ok".
 type supervisor struct {
 	group  *errgroup.Group
 	failed context.Context
