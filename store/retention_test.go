@@ -69,6 +69,10 @@ func retentionJobs() []retentionCase {
 	add("never-started", "gamma", "build", engine.JobCancelled, 6*day, 0, false, 0, true)
 	add("huge", "gamma", "build", engine.JobCompleted, 7*day, 8*day, false, 40, true)
 	add("recent-running", "gamma", "build", engine.JobRunning, 99*day, 0, false, 1, false)
+	// A hook or child job of a deleted job is a job of its own: it stays
+	// while it is young, with its parent_job_id naming a job that is gone.
+	add("hook-of-old", "alpha", "notify", engine.JobCompleted, 95*day, 95*day+time.Minute, false, 1, false)
+	cases[len(cases)-1].job.ParentJobID = "old-00"
 	return cases
 }
 
@@ -371,7 +375,7 @@ func TestSweepInterleavedWithCommitsKeepsCountsExact(t *testing.T) {
 	db, _ := openTemp(t)
 	cases := retentionJobs()
 	seedRetention(t, db, cases)
-	live := cases[len(cases)-1].job // recent-running
+	live := cases[len(cases)-2].job // recent-running
 	done := make(chan error, 1)
 	go func() {
 		for i := range 200 {
@@ -396,8 +400,8 @@ func TestSweepInterleavedWithCommitsKeepsCountsExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertCountsMatchIndexes(t, db)
-	if _, total, _ := db.Jobs(ctx, engine.JobFilter{}); total != 200+6 {
-		t.Errorf("total = %d, want 206 (200 new, 6 kept)", total)
+	if _, total, _ := db.Jobs(ctx, engine.JobFilter{}); total != 200+7 {
+		t.Errorf("total = %d, want 207 (200 new, 7 kept)", total)
 	}
 }
 
