@@ -137,6 +137,7 @@ func printSettings(w io.Writer, cfg *ServerConfig, addr string, workerTags []str
 	fmt.Fprintf(w, "  worker_token:          %s\n", token)
 	fmt.Fprintf(w, "  heartbeat_timeout:     %s\n", cfg.heartbeatTimeout)
 	fmt.Fprintf(w, "  drain_timeout:         %s\n", cfg.drainTimeout)
+	fmt.Fprintf(w, "  retention:             %s\n", describeRetention(cfg.retention))
 	fmt.Fprintf(w, "  auth:                  %s\n", cfg.Auth.describe())
 	fmt.Fprintf(w, "  metrics:               %s\n", describeMetrics(cfg))
 	if len(cfg.AllowedHosts) > 0 {
@@ -176,9 +177,9 @@ type Server struct {
 	// runner capabilities found (docker).
 	workerTags []string
 
-	sup                                   *supervisor
-	orchestrator, scheduler, watcher, api *component
-	workers                               *component // nil without in-process workers
+	sup                                            *supervisor
+	orchestrator, scheduler, watcher, api, sweeper *component
+	workers                                        *component // nil without in-process workers
 }
 
 // Addr is the address the server listens on.
@@ -195,7 +196,8 @@ const inProcessPart = "the in-process workers to register"
 // startServer opens the storage, loads the workspaces and the engine's
 // state (failing here, before anything is served, if either cannot be
 // loaded), then starts the orchestrator, the scheduler, the HTTP server,
-// the workspace watcher and the in-process workers under one supervisor.
+// the workspace watcher, the retention sweeper and the in-process workers
+// under one supervisor.
 func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *Server, err error) {
 	// What is open so far, closed in reverse order if start-up fails.
 	var opened []func() error
@@ -295,6 +297,11 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		Logger: log.With("component", "scheduler"), Late: reg.SchedulerLate})
 	s.scheduler = s.sup.start("scheduler", sched.Run)
 	s.watcher = s.sup.start("workspace watcher", registry.Watch)
+	// Ended jobs are no longer the orchestrator's, so the sweeper deletes
+	// them through the store, between its commits.
+	sweeper := store.NewSweeper(store.SweeperConfig{DB: db, Logs: logs, Retention: cfg.retention,
+		Interval: cfg.sweepInterval, Logger: log.With("component", "retention")})
+	s.sweeper = s.sup.start("retention sweeper", sweeper.Run)
 
 	s.http = &http.Server{
 		Handler: api.New(api.Config{
@@ -351,6 +358,7 @@ func (s *Server) Shutdown() error {
 	s.ready.stop()
 	// Triggers stop first, so none fires into an orchestrator shutting down.
 	s.scheduler.stop()
+	s.sweeper.stop()
 	s.workers.stop()
 	s.watcher.stop()
 	// Stopping the orchestrator ends the remote workers' long-polls at once,

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/appliance-sh/appliance/store"
@@ -47,10 +49,17 @@ type ServerConfig struct {
 	MetricsToken string `yaml:"metrics_token"`
 	// Limits bound what one request, step, template or login may cost.
 	Limits LimitsSection `yaml:"limits"`
+	// Retention says how long ended jobs and their local logs are kept;
+	// unset keeps them forever.
+	Retention RetentionSection `yaml:"retention"`
 
 	heartbeatTimeout time.Duration
 	drainTimeout     time.Duration
 	limits           Limits
+	retention        store.Retention
+	// sweepInterval is the time between retention sweeps (10 minutes when
+	// 0; tests shorten it).
+	sweepInterval time.Duration
 	// headerTimeout is how long a client may take to send its request
 	// headers (10s; tests shorten it).
 	headerTimeout time.Duration
@@ -127,6 +136,9 @@ func loadServerConfig(path string) (*ServerConfig, error) {
 	if cfg.limits, err = cfg.Limits.parse(); err != nil {
 		return nil, err
 	}
+	if cfg.retention, err = cfg.Retention.parse(); err != nil {
+		return nil, err
+	}
 	if err := checkAllowedOrigins(cfg.AllowedOrigins); err != nil {
 		return nil, err
 	}
@@ -155,4 +167,70 @@ func positiveDuration(key, value string, def time.Duration) (time.Duration, erro
 		return 0, fmt.Errorf("%s: %q is not a positive duration", key, value)
 	}
 	return d, nil
+}
+
+// RetentionSection is the retention section: `jobs` deletes ended jobs
+// (records, steps, local logs) that ended longer ago than it; `logs`
+// deletes only the local log files. Archived logs stay.
+type RetentionSection struct {
+	Jobs string `yaml:"jobs"`
+	Logs string `yaml:"logs"`
+}
+
+func (r RetentionSection) parse() (store.Retention, error) {
+	var out store.Retention
+	var err error
+	if out.Jobs, err = retentionAge("retention.jobs", r.Jobs); err != nil {
+		return out, err
+	}
+	if out.Logs, err = retentionAge("retention.logs", r.Logs); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// maxRetentionDays keeps an age well inside time.Duration's range.
+const maxRetentionDays = 36500
+
+// retentionAge parses an age such as 30d, 12h or 1d12h; empty is 0, for
+// keep forever. Days are 24 hours: Go durations have no day unit.
+func retentionAge(key, value string) (time.Duration, error) {
+	value = strings.TrimSpace(value)
+	if value == "" {
+		return 0, nil
+	}
+	bad := fmt.Errorf("%s: %q is not an age; write a positive number of days or hours, such as 30d, 12h or 1d12h (unset keeps forever)", key, value)
+	var days time.Duration
+	rest := value
+	if i := strings.IndexByte(value, 'd'); i >= 0 {
+		n, err := strconv.ParseUint(value[:i], 10, 32)
+		if err != nil || n > maxRetentionDays {
+			return 0, bad
+		}
+		days, rest = time.Duration(n)*24*time.Hour, value[i+1:]
+	}
+	var d time.Duration
+	if rest != "" {
+		var err error
+		if d, err = time.ParseDuration(rest); err != nil || d < 0 {
+			return 0, bad
+		}
+	}
+	if d > maxRetentionDays*24*time.Hour || days+d <= 0 {
+		return 0, bad
+	}
+	return days + d, nil
+}
+
+func describeRetention(r store.Retention) string {
+	age := func(d time.Duration) string {
+		switch {
+		case d == 0:
+			return "forever"
+		case d%(24*time.Hour) == 0:
+			return strconv.Itoa(int(d/(24*time.Hour))) + "d"
+		}
+		return d.String()
+	}
+	return "jobs " + age(r.Jobs) + ", local logs " + age(r.Logs)
 }

@@ -52,6 +52,22 @@ log_storage:
 		{name: "workspace path", yaml: "workspaces: {a: {type: folder}}\n", wantErr: "workspaces.a.path: required"},
 		{name: "heartbeat", yaml: "heartbeat_timeout: soon\n", wantErr: `heartbeat_timeout: "soon" is not a positive duration`},
 		{name: "drain", yaml: "drain_timeout: -1s\n", wantErr: `drain_timeout: "-1s" is not a positive duration`},
+		{name: "retention unset keeps forever", yaml: "listen: x\n", check: func(c *ServerConfig) bool {
+			return c.retention == store.Retention{}
+		}},
+		{name: "retention in days and hours", yaml: "retention: {jobs: 30d, logs: 12h}\n", check: func(c *ServerConfig) bool {
+			return c.retention == store.Retention{Jobs: 30 * 24 * time.Hour, Logs: 12 * time.Hour}
+		}},
+		{name: "retention mixed", yaml: "retention: {logs: 1d12h}\n", check: func(c *ServerConfig) bool {
+			return c.retention == store.Retention{Logs: 36 * time.Hour}
+		}},
+		{name: "retention unit", yaml: "retention: {jobs: 30 days}\n", wantErr: `retention.jobs: "30 days" is not an age; write a positive number of days or hours, such as 30d`},
+		{name: "retention zero", yaml: "retention: {logs: 0d}\n", wantErr: `retention.logs: "0d" is not an age`},
+		{name: "retention negative", yaml: "retention: {jobs: -5d}\n", wantErr: `retention.jobs: "-5d" is not an age`},
+		{name: "retention negative hours", yaml: "retention: {jobs: 1d-5h}\n", wantErr: `retention.jobs: "1d-5h" is not an age`},
+		{name: "retention bare number", yaml: "retention: {jobs: 30}\n", wantErr: `retention.jobs: "30" is not an age`},
+		{name: "retention overflow", yaml: "retention: {jobs: 99999999d}\n", wantErr: `retention.jobs: "99999999d" is not an age`},
+		{name: "retention unknown key", yaml: "retention: {job: 30d}\n", wantErr: ":1:"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

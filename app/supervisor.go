@@ -9,11 +9,12 @@ import (
 )
 
 // supervisor runs the server's long-lived components (orchestrator,
-// scheduler, HTTP server, in-process workers, workspace watcher). Each has
-// a context of its own, so Shutdown stops them in its own order; the first
-// to fail, or to stop without being asked, ends failed(), which makes
-// `appliance serve` shut down and exit non-zero naming it. A server whose
-// orchestrator died must not go on answering "ok".
+// scheduler, HTTP server, in-process workers, workspace watcher, retention
+// sweeper). Each has a context of its own, so Shutdown stops them in its
+// own order; the first to fail, or to stop without being asked, ends
+// failed(), which makes `appliance serve` shut down and exit non-zero
+// naming it. A server whose orchestrator died must not go on answering
+// "ok".
 type supervisor struct {
 	group  *errgroup.Group
 	failed context.Context
