@@ -169,6 +169,15 @@ func (d jobDetail) masked(secrets []string) jobDetail {
 	return d
 }
 
+// masked replaces the job's secret values in the step's error message.
+func (v workerStepView) masked(secrets []string) workerStepView {
+	if v.ErrorMessage != nil && len(secrets) > 0 {
+		m := engine.Mask(*v.ErrorMessage, secrets)
+		v.ErrorMessage = &m
+	}
+	return v
+}
+
 func workerItemOf(w *engine.Worker) workerItem {
 	tags := w.Tags
 	if tags == nil {
