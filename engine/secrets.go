@@ -90,6 +90,7 @@ func jobSecrets(ws *workflow.Workspace, task *workflow.Task, input map[string]an
 			if fs, ok := task.Flow[st.FlowStep]; ok {
 				if a, ok := ws.StepAction(fs); ok {
 					s.addStep(ws, a, st.Input)
+					s.addStep(ws, a, approverInput(a, st))
 				}
 			}
 		}
@@ -165,6 +166,17 @@ func MaskMap(m map[string]any, values []string) map[string]any {
 		out[k] = MaskValue(item, values)
 	}
 	return out
+}
+
+// approverInput is the input an approver gave an approval step (kept in its
+// output), nil for other steps.
+func approverInput(a *workflow.Action, st *Step) map[string]any {
+	out, ok := st.Output.(map[string]any)
+	if a.Type != workflow.TypeApproval || !ok {
+		return nil
+	}
+	in, _ := out["input"].(map[string]any)
+	return in
 }
 
 // AppendLog writes lines to the job's log with the job's secret values

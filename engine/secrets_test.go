@@ -206,3 +206,33 @@ func TestLogLinesAreMaskedWithEachSecretFromWhenTheJobLearnsIt(t *testing.T) {
 		t.Fatalf("secret values of the ended job %q (%v), want %q", got, err, want)
 	}
 }
+
+func TestApproverSecretInputIsMaskedWhileLiveAndAfterTheJobEnded(t *testing.T) {
+	f := enginetest.New(t, `
+actions:
+  ask:
+    type: approval
+    message: "go?"
+    input:
+      code: {type: string, secret: true}
+tasks:
+  t:
+    flow:
+      gate: {action: ask}
+      after: {type: script, script: "true", depends_on: [gate]}
+`)
+	job := f.Execute("t", nil)
+	f.WaitStep(job, "gate", engine.StepWaiting)
+	if err := f.Engine.Approve(t.Context(), job, "gate", engine.Approval{Approved: true, By: "ada", Input: map[string]any{"code": "approver-code"}}); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitStep(job, "after", engine.StepReady)
+	if got := pushed(t, f, job, "after", "code approver-code"); got != "code ***" {
+		t.Fatalf("line of the live job = %q", got)
+	}
+	f.RunStep("after", enginetest.Ok(nil))
+	f.WaitStatus(job, engine.JobCompleted)
+	if got := pushed(t, f, job, "after", "code approver-code"); got != "code ***" {
+		t.Fatalf("line of the ended job = %q", got)
+	}
+}
