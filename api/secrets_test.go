@@ -18,6 +18,13 @@ actions:
     input:
       key: {type: string, secret: true}
     script: "true"
+  ask:
+    type: approval
+    message: "approve pin {{ input.pin }} and key {{ input.later }}"
+    input:
+      pin: {type: string}
+      later: {type: string}
+      code: {type: string, secret: true}
 tasks:
   leak:
     input:
@@ -34,8 +41,8 @@ tasks:
         input: {key: "{{ input.later }}"}
       ok:
         depends_on: [second]
-        type: approval
-        message: "approve pin {{ input.pin }} and key {{ input.later }}"
+        action: ask
+        input: {pin: "{{ input.pin }}", later: "{{ input.later }}"}
   fail:
     flow:
       run:
@@ -47,7 +54,7 @@ triggers:
 `
 
 // secretValues are what secretsWorkflow's answers must never show.
-var secretValues = []string{"pin-12345", "later-secret-1", "ws-token-value"}
+var secretValues = []string{"pin-12345", "later-secret-1", "ws-token-value", "approver-code-1"}
 
 func newSecretsFixture(t *testing.T) *fixture {
 	t.Helper()
@@ -130,7 +137,9 @@ func TestAnswersMaskSecretsLearnedAfterAStepFailed(t *testing.T) {
 	noSecretIn(t, "the job list", f.api("GET", "/api/jobs", nil).expect(200))
 	noSecretIn(t, "the job's log", f.api("GET", "/api/jobs/"+id+"/steps/second/logs", nil).expect(200))
 
-	noSecretIn(t, "the approval answer", f.api("POST", "/api/jobs/"+id+"/steps/ok/approve", map[string]any{"approved": true}).expect(200))
+	noSecretIn(t, "the approval answer", f.api("POST", "/api/jobs/"+id+"/steps/ok/approve", map[string]any{
+		"approved": true, "input": map[string]any{"code": "approver-code-1"},
+	}).expect(200))
 	if st := f.jobStatus(id); st != "failed" { // first failed
 		t.Fatalf("job %s, want failed", st)
 	}
