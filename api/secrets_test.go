@@ -25,7 +25,15 @@ actions:
       pin: {type: string}
       later: {type: string}
       code: {type: string, secret: true}
+  gate:
+    type: approval
+    message: "go?"
+    input:
+      code: {type: string, secret: true}
 tasks:
+  gated:
+    flow:
+      gate: {action: gate}
   leak:
     input:
       pin: {type: string, secret: true}
@@ -51,6 +59,7 @@ tasks:
 triggers:
   leak-sync: {type: webhook, name: leak-sync, task: fail, mode: sync, timeout_secs: 30}
   leak-async: {type: webhook, name: leak-async, task: fail}
+  gated: {type: webhook, name: gated, task: gated}
 `
 
 // secretValues are what secretsWorkflow's answers must never show.
@@ -196,4 +205,27 @@ func TestWebhookAnswersShowNoSecret(t *testing.T) {
 	status := f.mustHook("GET", "/hooks/leak-async/jobs/"+async+"?wait=true&timeout=30", "", "", nil).expect(200)
 	noSecretIn(t, "the webhook status answer", status)
 	assertKeys(t, "webhook status answer", status.object(), "job_id", "trigger", "task", "status", "output", "created_at", "completed_at")
+}
+
+// TestWebhookAnswerMasksAnApproversSecret: a job's output is shown as its
+// steps wrote it, but an approval's holds what the approver typed, and
+// its secret fields are masked as in the job detail.
+func TestWebhookAnswerMasksAnApproversSecret(t *testing.T) {
+	f := newSecretsFixture(t)
+	id, _ := f.mustHook("POST", "/hooks/gated", "application/json", `{}`, nil).expect(200).object()["job_id"].(string)
+	eventually(t, "the approval to wait", func() bool {
+		_, steps, err := f.eng.Job(t.Context(), id)
+		return err == nil && len(steps) == 1 && steps[0].Status == "waiting"
+	})
+	f.api("POST", "/api/jobs/"+id+"/steps/gate/approve", map[string]any{
+		"approved": true, "input": map[string]any{"code": "approver-code-1"},
+	}).expect(200)
+	status := f.mustHook("GET", "/hooks/gated/jobs/"+id+"?wait=true&timeout=30", "", "", nil).expect(200)
+	noSecretIn(t, "the webhook status answer", status)
+	out, _ := status.object()["output"].(map[string]any)
+	gate, _ := out["gate"].(map[string]any)
+	if in, _ := gate["input"].(map[string]any); in["code"] != "***" || gate["approved_by"] != "anonymous" {
+		t.Fatalf("webhook output %v, want the approval with its code masked", out)
+	}
+	noSecretIn(t, "the job detail", f.api("GET", "/api/jobs/"+id, nil).expect(200))
 }
