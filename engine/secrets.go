@@ -58,6 +58,7 @@ func (js *jobState) secretSet() *secretSet {
 		js.each(func(ss *stepState) {
 			if ss.rec.Input != nil {
 				s.addStep(js.ws, ss.action, ss.rec.Input)
+				s.addStep(js.ws, ss.action, approverInput(ss.action, ss.rec))
 			}
 		})
 		js.secrets = s

@@ -230,6 +230,10 @@ tasks:
 	if got := pushed(t, f, job, "after", "code approver-code"); got != "code ***" {
 		t.Fatalf("line of the live job = %q", got)
 	}
+	f.Restart()
+	if got := pushed(t, f, job, "after", "code approver-code"); got != "code ***" {
+		t.Fatalf("line of the job loaded again = %q", got)
+	}
 	f.RunStep("after", enginetest.Ok(nil))
 	f.WaitStatus(job, engine.JobCompleted)
 	if got := pushed(t, f, job, "after", "code approver-code"); got != "code ***" {
