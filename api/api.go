@@ -24,6 +24,11 @@ type Orchestrator interface {
 	Approve(ctx context.Context, jobID, step string, a engine.Approval) error
 	Job(ctx context.Context, id string) (*engine.Job, []*engine.Step, error)
 	SecretsOf(j *engine.Job, steps []*engine.Step) ([]string, error)
+	SecretValues(ctx context.Context, jobID string) ([]string, error)
+	// AppendLog writes pushed lines to the job's log, the job's secrets
+	// masked: the engine owns masking, so the API never writes the log
+	// store itself.
+	AppendLog(jobID string, lines []engine.LogLine) error
 	Jobs(ctx context.Context, f engine.JobFilter) ([]*engine.Job, int, error)
 	JobDone(ctx context.Context, jobID string) (<-chan struct{}, error)
 
@@ -45,9 +50,9 @@ type Workspaces interface {
 	Revision(name, revision string) (*workflow.Workspace, bool)
 }
 
-// LogStore holds job logs; *store.Logs implements it.
+// LogStore holds job logs; *store.Logs implements it. The API only reads
+// it: lines are written through the engine (Orchestrator.AppendLog).
 type LogStore interface {
-	Append(jobID string, lines []engine.LogLine) error
 	// ReadLog writes the lines q selects to w as it reads them.
 	ReadLog(ctx context.Context, jobID string, q engine.LogQuery, w io.Writer) (engine.LogPage, error)
 	// Subscribe starts a live view with the part of the log q selects.

@@ -1,9 +1,11 @@
 package api
 
 import (
+	"maps"
 	"time"
 
 	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/workflow"
 	"github.com/appliance-sh/appliance/runners"
 )
 
@@ -149,7 +151,8 @@ func jobDetailOf(j *engine.Job, steps []*engine.Step) jobDetail {
 // masked replaces the job's secret values in what the detail shows a job or
 // step was given, and in its messages. Outputs are shown as the steps wrote
 // them: printing a secret in OUTPUT is the author's choice (its log line is
-// still masked).
+// still masked). An approval's output is the server's, and its `input` is
+// what the approver gave: masked like any input.
 func (d jobDetail) masked(secrets []string) jobDetail {
 	if len(secrets) == 0 {
 		return d
@@ -158,6 +161,13 @@ func (d jobDetail) masked(secrets []string) jobDetail {
 	steps := make([]stepView, len(d.Steps))
 	for i, s := range d.Steps {
 		s.Input = engine.MaskMap(s.Input, secrets)
+		if s.ActionType == workflow.TypeApproval {
+			s.Output = maskedApproval(s.Output, secrets)
+			if out, ok := d.Output[s.StepName]; ok { // a sink step's output is the job's too
+				d.Output = maps.Clone(d.Output)
+				d.Output[s.StepName] = maskedApproval(out, secrets)
+			}
+		}
 		s.Message = engine.Mask(s.Message, secrets)
 		if s.ErrorMessage != nil {
 			m := engine.Mask(*s.ErrorMessage, secrets)
@@ -167,6 +177,27 @@ func (d jobDetail) masked(secrets []string) jobDetail {
 	}
 	d.Steps = steps
 	return d
+}
+
+// masked replaces the job's secret values in the step's error message.
+func (v workerStepView) masked(secrets []string) workerStepView {
+	if v.ErrorMessage != nil && len(secrets) > 0 {
+		m := engine.Mask(*v.ErrorMessage, secrets)
+		v.ErrorMessage = &m
+	}
+	return v
+}
+
+// maskedApproval is an approval step's output with the approver's input
+// masked.
+func maskedApproval(output any, secrets []string) any {
+	out, ok := output.(map[string]any)
+	if !ok {
+		return output
+	}
+	out = maps.Clone(out)
+	out["input"] = engine.MaskValue(out["input"], secrets)
+	return out
 }
 
 func workerItemOf(w *engine.Worker) workerItem {

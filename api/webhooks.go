@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"maps"
 	"mime"
 	"net/http"
 	"sort"
@@ -136,7 +137,7 @@ func (s *server) callWebhook(c echo.Context) error {
 	if timeout <= 0 {
 		timeout = defaultHookWait
 	}
-	job, ended, err := s.waitJob(ctx, job.ID, timeout)
+	job, steps, ended, err := s.waitJob(ctx, job.ID, timeout)
 	if err != nil {
 		return err
 	}
@@ -145,7 +146,11 @@ func (s *server) callWebhook(c echo.Context) error {
 			"job_id": job.ID, "trigger": name, "task": job.TaskName, "status": job.Status,
 		})
 	}
-	return c.JSON(http.StatusOK, hookResult{hookAccepted: accepted, Status: job.Status, Output: completedOutput(job)})
+	output, err := s.completedOutput(job, steps)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, hookResult{hookAccepted: accepted, Status: job.Status, Output: output})
 }
 
 // hookJobView is the webhook status endpoint's answer.
@@ -176,7 +181,7 @@ func (s *server) webhookJob(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	name := h.trigger.WebhookName
-	job, _, err := s.cfg.Engine.Job(ctx, id)
+	job, steps, err := s.cfg.Engine.Job(ctx, id)
 	if errors.Is(err, engine.ErrNotFound) || (err == nil && !fromHook(job, name)) {
 		return notFound("job %s of webhook %q", id, name)
 	}
@@ -186,18 +191,22 @@ func (s *server) webhookJob(c echo.Context) error {
 	status := http.StatusOK
 	if wait && !job.Terminal() {
 		var ended bool
-		if job, ended, err = s.waitJob(ctx, id, timeout); err != nil {
+		if job, steps, ended, err = s.waitJob(ctx, id, timeout); err != nil {
 			return err
 		}
 		if !ended {
 			status = http.StatusAccepted
 		}
 	}
+	output, err := s.completedOutput(job, steps)
+	if err != nil {
+		return err
+	}
 	return c.JSON(status, hookJobView{
 		hookResult: hookResult{
 			hookAccepted: hookAccepted{JobID: job.ID, Trigger: name, Task: job.TaskName},
 			Status:       job.Status,
-			Output:       completedOutput(job),
+			Output:       output,
 		},
 		CreatedAt:   job.CreatedAt.UTC(),
 		CompletedAt: utcPtr(job.CompletedAt),
@@ -209,20 +218,39 @@ func fromHook(j *engine.Job, name string) bool {
 }
 
 // completedOutput is a job's output when it completed, else nil: a failed
-// or cancelled job's partial outputs are not its result.
-func completedOutput(j *engine.Job) map[string]any {
+// or cancelled job's partial outputs are not its result. It is shown as
+// the steps wrote it, but for an approval's, whose approver input is
+// masked as in the job detail.
+func (s *server) completedOutput(j *engine.Job, steps []*engine.Step) (map[string]any, error) {
 	if j.Status != engine.JobCompleted {
-		return nil
+		return nil, nil
 	}
-	return j.Output
+	var approvals []string
+	for _, st := range steps {
+		if _, sink := j.Output[st.Name]; sink && st.ActionType == workflow.TypeApproval {
+			approvals = append(approvals, st.Name)
+		}
+	}
+	if len(approvals) == 0 {
+		return j.Output, nil
+	}
+	secrets, err := s.cfg.Engine.SecretsOf(j, steps)
+	if err != nil && !errors.Is(err, engine.ErrNotFound) {
+		return nil, err
+	}
+	out := maps.Clone(j.Output)
+	for _, name := range approvals {
+		out[name] = maskedApproval(out[name], secrets)
+	}
+	return out, nil
 }
 
-// waitJob waits up to timeout for a job to end and returns it as last
-// committed, and whether it is terminal.
-func (s *server) waitJob(ctx context.Context, id string, timeout time.Duration) (*engine.Job, bool, error) {
+// waitJob waits up to timeout for a job to end and returns it and its
+// steps as last committed, and whether it is terminal.
+func (s *server) waitJob(ctx context.Context, id string, timeout time.Duration) (*engine.Job, []*engine.Step, bool, error) {
 	done, err := s.cfg.Engine.JobDone(ctx, id)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -230,13 +258,13 @@ func (s *server) waitJob(ctx context.Context, id string, timeout time.Duration) 
 	case <-done:
 	case <-timer.C:
 	case <-ctx.Done():
-		return nil, false, ctx.Err()
+		return nil, nil, false, ctx.Err()
 	}
-	job, _, err := s.cfg.Engine.Job(ctx, id)
+	job, steps, err := s.cfg.Engine.Job(ctx, id)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
-	return job, job.Terminal(), nil
+	return job, steps, job.Terminal(), nil
 }
 
 // hookWaitParams reads `wait` (a boolean, default false) and `timeout`

@@ -217,7 +217,7 @@ func (s *server) pushLogs(c echo.Context) error {
 		return err
 	}
 	err = s.lineSeqs.appendNew(jobID, req.StepName, req.Run, req.Lines, func(lines []runners.LogLine) error {
-		return s.cfg.Logs.Append(jobID, logLinesAt(req.StepName, lines, s.cfg.Now()))
+		return s.cfg.Engine.AppendLog(jobID, logLinesAt(req.StepName, lines, s.cfg.Now()))
 	})
 	if err != nil {
 		return err

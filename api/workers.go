@@ -1,9 +1,13 @@
 package api
 
 import (
+	"context"
+	"errors"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/appliance-sh/appliance/engine"
 )
 
 func (s *server) listWorkers(c echo.Context) error {
@@ -32,8 +36,28 @@ func (s *server) getWorker(c echo.Context) error {
 		return err
 	}
 	d := workerDetail{workerItem: workerItemOf(w), Steps: workerSteps{Items: make([]workerStepView, len(steps)), Total: total}}
+	secrets := map[string][]string{} // by job: a page often holds many steps of one job
 	for i, st := range steps {
-		d.Steps.Items[i] = workerStepOf(st)
+		values, ok := secrets[st.JobID]
+		if !ok {
+			if values, err = s.jobSecrets(c.Request().Context(), st.JobID); err != nil {
+				return err
+			}
+			secrets[st.JobID] = values
+		}
+		d.Steps.Items[i] = workerStepOf(st).masked(values)
 	}
 	return c.JSON(http.StatusOK, d)
+}
+
+// jobSecrets is what an answer about the job masks (as its log does). A
+// job that is gone, or whose workspace is no longer loaded, has no
+// definitions to say what is secret: it shows as stored (its messages
+// were masked when recorded).
+func (s *server) jobSecrets(ctx context.Context, jobID string) ([]string, error) {
+	values, err := s.cfg.Engine.SecretValues(ctx, jobID)
+	if errors.Is(err, engine.ErrNotFound) {
+		return nil, nil
+	}
+	return values, err
 }

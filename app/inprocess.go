@@ -16,11 +16,6 @@ import (
 // bounds how often an idle slot wakes up.
 const inProcessClaimWait = time.Minute
 
-// logAppender is the part of the log store the in-process workers write to.
-type logAppender interface {
-	Append(jobID string, lines []engine.LogLine) error
-}
-
 // workspaceLookup finds a loaded workspace revision.
 type workspaceLookup interface {
 	Current(name string) (*workflow.Workspace, bool)
@@ -32,14 +27,13 @@ type workspaceLookup interface {
 // without HTTP.
 type inProcessServer struct {
 	engine     *engine.Engine
-	logs       logAppender
 	workspaces workspaceLookup
 	// registered, if set, is called once the pool has registered.
 	registered func()
 }
 
-func newInProcessServer(e *engine.Engine, logs logAppender, ws workspaceLookup) *inProcessServer {
-	return &inProcessServer{engine: e, logs: logs, workspaces: ws}
+func newInProcessServer(e *engine.Engine, ws workspaceLookup) *inProcessServer {
+	return &inProcessServer{engine: e, workspaces: ws}
 }
 
 var _ runners.Server = (*inProcessServer)(nil)
@@ -101,7 +95,8 @@ func (s *inProcessServer) PushLogs(ctx context.Context, jobID string, push runne
 	if err := s.engine.CheckHolder(ctx, push.WorkerID, jobID, push.StepName); err != nil {
 		return false, protocolError(err)
 	}
-	if err := s.logs.Append(jobID, api.LogLinesOf(push.StepName, push.Lines)); err != nil {
+	// The engine masks the job's secrets on the way in.
+	if err := s.engine.AppendLog(jobID, api.LogLinesOf(push.StepName, push.Lines)); err != nil {
 		return false, err
 	}
 	return s.engine.WaitCancelled(ctx, jobID, 0)

@@ -22,7 +22,7 @@ tasks:
       gpu: {type: script, script: "true", tags: [gpu]}
 `)
 	ctx := t.Context()
-	srv := newInProcessServer(f.srv.engine, f.srv.logs, nil)
+	srv := newInProcessServer(f.srv.engine, nil)
 	holder, err := srv.Register(ctx, "holder", nil)
 	if err != nil {
 		t.Fatal(err)

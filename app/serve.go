@@ -254,11 +254,13 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	}
 	var eng *engine.Engine
 	reg := metrics.New(func(ctx context.Context) (engine.Stats, error) { return eng.Stats(ctx) })
-	masked := &maskingLogs{serverLogs: meteredLogs{serverLogs: jobLogs, metrics: reg}}
+	// The engine masks every line on its way in (engine.AppendLog): workers'
+	// pushes reach the log through it, never straight to the sink.
+	sink := meteredLogs{serverLogs: jobLogs, metrics: reg}
 	eng, err = engine.New(engine.Config{
 		Store:            db,
 		Workspaces:       registry,
-		Logs:             masked,
+		Logs:             sink,
 		Logger:           log,
 		HeartbeatTimeout: cfg.heartbeatTimeout,
 		TemplateTime:     cfg.limits.TemplateTime,
@@ -268,7 +270,6 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	if err != nil {
 		return nil, err
 	}
-	masked.secrets = eng
 	// Loaded here, not in Run: a store that cannot be loaded (a corrupt
 	// record) stops start-up with the record named, instead of leaving a
 	// server that answers but refuses every job.
@@ -307,7 +308,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		Handler: api.New(api.Config{
 			Engine:      eng,
 			Workspaces:  registry,
-			Logs:        masked,
+			Logs:        sink,
 			WorkerToken: cfg.WorkerToken,
 			Version:     Version,
 			Logger:      log,
@@ -342,7 +343,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	})
 
 	if *cfg.Workers > 0 {
-		inProcess := newInProcessServer(eng, masked, registry)
+		inProcess := newInProcessServer(eng, registry)
 		inProcess.registered = func() { s.ready.done(inProcessPart) }
 		workers := runners.NewWorker(inProcess, pool, log.With("worker", "in-process"))
 		s.workers = s.sup.start("in-process workers", workers.Run)

@@ -11,6 +11,7 @@ import (
 // rendered (prepWork): it waits, holding no worker, until Approve.
 func (e *Engine) awaitApproval(b *batch, js *jobState, ss *stepState, input map[string]any, msg string) {
 	ss.rec.Input = input
+	js.noteInput(ss)
 	ss.rec.Message = msg
 	e.startOnServer(b, js, ss, StepWaiting)
 	b.serverLog(js.job.ID, fmt.Sprintf("step %q is waiting for approval: %s", ss.rec.Name, msg))
@@ -50,6 +51,7 @@ func (e *Engine) Approve(ctx context.Context, jobID, step string, a Approval) er
 		if input == nil {
 			input = map[string]any{}
 		}
+		js.secretSet().addStep(js.ws, ss.action, input) // the approver's secret fields
 		ss.rec.Output = map[string]any{
 			"approved":    a.Approved,
 			"approved_by": a.By,

@@ -18,13 +18,14 @@ type batch struct {
 	workerLst []*Worker
 
 	logs       []jobLine
-	created    []*jobState // register their notification channels
-	finished   []*jobState // terminal: notify, finish logs, drop from memory
-	ended      []*Step     // step runs that ended: tell a StepLogEnder
-	newJobs    []*Job      // jobs created (for metrics)
-	endedJobs  []*Job      // jobs that reached a terminal status (for metrics)
-	deliveries []delivery  // claims answered in this batch
-	after      []func()    // timers to arm
+	logMasks   map[string]*secretSet // secrets of ended jobs that log here (see maskAs)
+	created    []*jobState           // register their notification channels
+	finished   []*jobState           // terminal: notify, finish logs, drop from memory
+	ended      []*Step               // step runs that ended: tell a StepLogEnder
+	newJobs    []*Job                // jobs created (for metrics)
+	endedJobs  []*Job                // jobs that reached a terminal status (for metrics)
+	deliveries []delivery            // claims answered in this batch
+	after      []func()              // timers to arm
 }
 
 type jobLine struct {
@@ -72,6 +73,16 @@ func (b *batch) dirtyWorker(w *Worker) {
 
 func (b *batch) empty() bool {
 	return len(b.jobList) == 0 && len(b.stepList) == 0 && len(b.workerLst) == 0
+}
+
+// maskAs masks the lines this batch logs for js's job with js's secrets:
+// for a job that has ended (so is no longer in the secret registry) and
+// still logs, as when its hooks start after rendering.
+func (b *batch) maskAs(js *jobState) {
+	if b.logMasks == nil {
+		b.logMasks = map[string]*secretSet{}
+	}
+	b.logMasks[js.job.ID] = js.secretSet()
 }
 
 // serverLog queues a `_server` line for the job's log, written after commit.

@@ -17,6 +17,7 @@ func (e *Engine) startChild(b *batch, js *jobState, ss *stepState, input map[str
 	child.job.Depth = js.job.Depth + 1
 
 	ss.rec.Input = input
+	js.noteInput(ss)
 	ss.rec.ChildJobID = child.job.ID
 	e.startOnServer(b, js, ss, StepRunning)
 	b.serverLog(parentID, fmt.Sprintf("step %q started child job %s (task %q)", ss.rec.Name, child.job.ID, ss.action.Task))

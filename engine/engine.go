@@ -50,7 +50,8 @@ type Engine struct {
 	commits atomic.Int64
 	metrics Metrics
 	notify  *notifier
-	holders *holderIndex // read by log pushes outside the loop
+	holders *holderIndex    // read by log pushes outside the loop
+	secrets *secretRegistry // live jobs' secrets, read by log pushes
 	pool    *renderPool
 
 	st *state // owned by the Run goroutine
@@ -95,6 +96,7 @@ func New(cfg Config) (*Engine, error) {
 		stopped: make(chan struct{}),
 		notify:  newNotifier(),
 		holders: newHolderIndex(),
+		secrets: newSecretRegistry(),
 		pool:    newRenderPool(template.Limits{Time: cfg.TemplateTime, Output: cfg.TemplateOutput}, cfg.RenderSlots),
 	}, nil
 }

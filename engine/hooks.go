@@ -76,6 +76,7 @@ func (e *Engine) startHooks(b *batch, js *jobState, recovered bool) {
 				return nil, nil
 			}
 			delete(e.st.hooking, js.job.ID)
+			b.maskAs(js)
 			if err != nil {
 				for _, h := range hooks {
 					e.startHook(b, js.job.ID, h, nil, err)

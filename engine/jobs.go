@@ -237,6 +237,7 @@ func normTags(tags []string) []string {
 // returns a copy of the job as it will be committed.
 func (e *Engine) insertJob(b *batch, js *jobState) *Job {
 	e.st.jobs[js.job.ID] = js
+	e.secrets.put(js.job.ID, js.secretSet())
 	b.dirtyJob(js.job)
 	js.each(func(ss *stepState) { b.dirtyStep(ss.rec) })
 	b.created = append(b.created, js)

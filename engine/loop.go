@@ -136,6 +136,7 @@ func (e *Engine) finishBatch(b *batch) {
 		if e.cfg.Logs != nil {
 			e.cfg.Logs.Finish(js.job.ID)
 		}
+		e.secrets.drop(js.job.ID)
 		stopTimer(&js.timer)
 		delete(e.st.jobs, js.job.ID)
 	}
@@ -157,7 +158,13 @@ func (e *Engine) appendLogs(b *batch) {
 		byJob[l.jobID] = append(byJob[l.jobID], l.line)
 	}
 	for _, id := range order {
-		if err := e.cfg.Logs.Append(id, byJob[id]); err != nil {
+		var err error
+		if s, ok := b.logMasks[id]; ok {
+			err = e.appendMasked(id, byJob[id], s.values())
+		} else {
+			err = e.AppendLog(id, byJob[id])
+		}
+		if err != nil {
 			e.log.Error("append server log lines", "job", id, "err", err)
 		}
 	}

@@ -121,6 +121,7 @@ func (e *Engine) expand(b *batch, js *jobState, p *stepState, items []any, err e
 		in := &stepState{rec: instanceRecord(p.rec, i, item), flow: p.flow, action: p.action, parent: p}
 		if o := js.reusedInstance(p.rec.Name, i, item); o != nil {
 			reuseRecord(in.rec, o, js.job.RerunOf)
+			js.noteInput(in)
 		}
 		p.instances = append(p.instances, in)
 		js.add(in)
@@ -242,6 +243,7 @@ func (e *Engine) prepWork(js *jobState, ss *stepState, scope map[string]any) fun
 func (e *Engine) makeReady(b *batch, js *jobState, ss *stepState, input map[string]any) {
 	now := b.now
 	ss.rec.Input = input
+	js.noteInput(ss)
 	ss.rec.Status = StepReady
 	ss.rec.ReadyAt = &now
 	b.dirtyStep(ss.rec)

@@ -141,6 +141,7 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 	}
 
 	e.holders.rebuild(e.st)
+	e.secrets.rebuild(e.st)
 	if err := e.commit(ctx, b); err != nil {
 		return fmt.Errorf("commit recovered state: %w", err)
 	}

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/appliance-sh/appliance/engine/workflow"
@@ -20,8 +19,12 @@ const MaskedMark = "***"
 // secret inputs are masked "in UI and logs"): the job's and its steps'
 // inputs defined `secret: true`, secret properties of the connections they
 // resolved to, and the workspace's secrets. Longest first, so a secret that
-// contains another is masked whole.
+// contains another is masked whole. A live job's come from memory; an
+// ended job's are computed again from the store.
 func (e *Engine) SecretValues(ctx context.Context, jobID string) ([]string, error) {
+	if s, ok := e.secrets.get(jobID); ok {
+		return s.values(), nil
+	}
 	j, steps, err := e.Job(ctx, jobID)
 	if err != nil {
 		return nil, err
@@ -45,13 +48,31 @@ func (e *Engine) SecretsOf(j *Job, steps []*Step) ([]string, error) {
 	return jobSecrets(ws, task, j.Input, steps), nil
 }
 
-// secretValues is SecretValues on the loop's own copy of a job, which may
-// be ahead of the store.
-func (js *jobState) secretValues() []string {
-	var steps []*Step
-	js.each(func(ss *stepState) { steps = append(steps, ss.rec) })
-	return jobSecrets(js.ws, js.task, js.job.Input, steps)
+// secretSet is the job's secret values, gathered from the loop's copy of
+// the job (which may be ahead of the store) the first time they are asked
+// for; the loop adds each step's as its input is resolved (noteInput).
+func (js *jobState) secretSet() *secretSet {
+	js.secretsOnce.Do(func() {
+		s := newSecretSet()
+		s.addJob(js.ws, js.task, js.job.Input)
+		js.each(func(ss *stepState) {
+			if ss.rec.Input != nil {
+				s.addStep(js.ws, ss.action, ss.rec.Input)
+				s.addStep(js.ws, ss.action, approverInput(ss.action, ss.rec))
+			}
+		})
+		js.secrets = s
+	})
+	return js.secrets
 }
+
+// noteInput records the secrets of a step's input, just resolved.
+func (js *jobState) noteInput(ss *stepState) {
+	js.secretSet().addStep(js.ws, ss.action, ss.rec.Input)
+}
+
+// secretValues is SecretValues of a live job, without reading the store.
+func (js *jobState) secretValues() []string { return js.secretSet().values() }
 
 // mask replaces the job's secret values in s (a message about to be
 // recorded or handed to a hook).
@@ -59,39 +80,23 @@ func (js *jobState) mask(s string) string {
 	return Mask(s, js.secretValues())
 }
 
-// jobSecrets lists the secret values of a job of task (nil when the task is
-// no longer defined: then only the workspace's secrets are known).
+// jobSecrets lists the secret values of a job of task, read from the store
+// (nil task when no longer defined: then only the workspace's secrets are
+// known).
 func jobSecrets(ws *workflow.Workspace, task *workflow.Task, input map[string]any, steps []*Step) []string {
-	seen := map[string]bool{}
-	add := func(v any) {
-		if s, ok := v.(string); ok && len(s) >= minMaskedLen {
-			seen[s] = true
-		}
-	}
+	s := newSecretSet()
+	s.addJob(ws, task, input)
 	if task != nil {
-		secretInputs(ws, task.Input, input, add)
-		for _, s := range steps {
-			if fs, ok := task.Flow[s.FlowStep]; ok {
+		for _, st := range steps {
+			if fs, ok := task.Flow[st.FlowStep]; ok {
 				if a, ok := ws.StepAction(fs); ok {
-					secretInputs(ws, a.Input, s.Input, add)
+					s.addStep(ws, a, st.Input)
+					s.addStep(ws, a, approverInput(a, st))
 				}
 			}
 		}
 	}
-	for _, v := range ws.Secrets {
-		add(v)
-	}
-	out := make([]string, 0, len(seen))
-	for s := range seen {
-		out = append(out, s)
-	}
-	sort.Slice(out, func(a, b int) bool {
-		if len(out[a]) != len(out[b]) {
-			return len(out[a]) > len(out[b])
-		}
-		return out[a] < out[b]
-	})
-	return out
+	return s.values()
 }
 
 // secretInputs passes add the values of the secret fields of input, and of
@@ -162,4 +167,44 @@ func MaskMap(m map[string]any, values []string) map[string]any {
 		out[k] = MaskValue(item, values)
 	}
 	return out
+}
+
+// approverInput is the input an approver gave an approval step (kept in its
+// output), nil for other steps.
+func approverInput(a *workflow.Action, st *Step) map[string]any {
+	out, ok := st.Output.(map[string]any)
+	if a.Type != workflow.TypeApproval || !ok {
+		return nil
+	}
+	in, _ := out["input"].(map[string]any)
+	return in
+}
+
+// AppendLog writes lines to the job's log with the job's secret values
+// masked: the one way into the log sink, for the engine's own lines and for
+// the lines workers push. A live job's secrets are in memory, so a push
+// costs no store read.
+func (e *Engine) AppendLog(jobID string, lines []LogLine) error {
+	if e.cfg.Logs == nil {
+		return nil
+	}
+	values, err := e.SecretValues(context.Background(), jobID)
+	if err != nil {
+		// An unknown job has no secrets to mask; its lines pass as they are.
+		values = nil
+	}
+	return e.appendMasked(jobID, lines, values)
+}
+
+// appendMasked writes lines to the log sink with values masked.
+func (e *Engine) appendMasked(jobID string, lines []LogLine, values []string) error {
+	if len(values) == 0 {
+		return e.cfg.Logs.Append(jobID, lines)
+	}
+	masked := make([]LogLine, len(lines))
+	for i, l := range lines {
+		l.Line = Mask(l.Line, values)
+		masked[i] = l
+	}
+	return e.cfg.Logs.Append(jobID, masked)
 }

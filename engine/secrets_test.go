@@ -121,3 +121,122 @@ func TestMaskValueMasksEveryStringAndLeavesTheOriginal(t *testing.T) {
 		t.Fatal("MaskValue changed its argument")
 	}
 }
+
+const laterSecretYAML = `
+secrets:
+  TOKEN: workspace-token
+actions:
+  use-key:
+    type: script
+    input:
+      key: {type: string, secret: true}
+    script: "true"
+  ask:
+    type: approval
+    message: "approve {{ input.key }}"
+    input:
+      key: {type: string}
+tasks:
+  t:
+    input:
+      pin: {type: string, secret: true}
+      later: {type: string}
+    flow:
+      a: {type: script, script: "true"}
+      b:
+        depends_on: [a]
+        action: use-key
+        input: {key: "{{ input.later }}"}
+      c:
+        depends_on: [b]
+        action: ask
+        input: {key: "{{ input.later }}"}
+`
+
+// pushed appends a worker's line for step through the engine and returns
+// the line as the log got it.
+func pushed(t *testing.T, f *enginetest.Fixture, job, step, line string) string {
+	t.Helper()
+	if err := f.Engine.AppendLog(job, []engine.LogLine{{Stream: "stdout", Step: step, Line: line}}); err != nil {
+		t.Fatal(err)
+	}
+	lines := f.Logs.Lines(job)
+	return lines[len(lines)-1].Line
+}
+
+func TestLogLinesAreMaskedWithEachSecretFromWhenTheJobLearnsIt(t *testing.T) {
+	f := enginetest.New(t, laterSecretYAML)
+	job := f.Execute("t", map[string]any{"pin": "pin-1234", "later": "later-value"})
+	const line = "pin-1234 workspace-token later-value"
+
+	// Built: the job's secret input and the workspace's secrets.
+	if got := pushed(t, f, job, "a", line); got != "*** *** later-value" {
+		t.Fatalf("line before b resolved = %q", got)
+	}
+	f.RunStep("a", enginetest.Ok(nil))
+	f.WaitStep(job, "b", engine.StepReady)
+	// b's input resolved: its secret field joined the job's secrets.
+	if got := pushed(t, f, job, "b", line); got != "*** *** ***" {
+		t.Fatalf("line after b resolved = %q", got)
+	}
+	f.RunStep("b", enginetest.Ok(nil))
+	f.WaitStep(job, "c", engine.StepWaiting)
+	// The engine's own lines go the same way: the approval's message
+	// quotes the secret.
+	server := f.Logs.ServerLines(job)
+	if last := server[len(server)-1]; !strings.Contains(last, "approve ***") {
+		t.Fatalf("server line %q, want the secret masked", last)
+	}
+
+	// After a restart the loaded job knows them all again.
+	f.Restart()
+	if got := pushed(t, f, job, "c", line); got != "*** *** ***" {
+		t.Fatalf("line after a restart = %q", got)
+	}
+	// Ended, the job is no longer in memory: its secrets come from the store.
+	if err := f.Engine.CancelJob(t.Context(), job); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitStatus(job, engine.JobCancelled)
+	if got := pushed(t, f, job, "c", line); got != "*** *** ***" {
+		t.Fatalf("line after the job ended = %q", got)
+	}
+	got, err := f.Engine.SecretValues(t.Context(), job)
+	if want := []string{"workspace-token", "later-value", "pin-1234"}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("secret values of the ended job %q (%v), want %q", got, err, want)
+	}
+}
+
+func TestApproverSecretInputIsMaskedWhileLiveAndAfterTheJobEnded(t *testing.T) {
+	f := enginetest.New(t, `
+actions:
+  ask:
+    type: approval
+    message: "go?"
+    input:
+      code: {type: string, secret: true}
+tasks:
+  t:
+    flow:
+      gate: {action: ask}
+      after: {type: script, script: "true", depends_on: [gate]}
+`)
+	job := f.Execute("t", nil)
+	f.WaitStep(job, "gate", engine.StepWaiting)
+	if err := f.Engine.Approve(t.Context(), job, "gate", engine.Approval{Approved: true, By: "ada", Input: map[string]any{"code": "approver-code"}}); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitStep(job, "after", engine.StepReady)
+	if got := pushed(t, f, job, "after", "code approver-code"); got != "code ***" {
+		t.Fatalf("line of the live job = %q", got)
+	}
+	f.Restart()
+	if got := pushed(t, f, job, "after", "code approver-code"); got != "code ***" {
+		t.Fatalf("line of the job loaded again = %q", got)
+	}
+	f.RunStep("after", enginetest.Ok(nil))
+	f.WaitStatus(job, engine.JobCompleted)
+	if got := pushed(t, f, job, "after", "code approver-code"); got != "code ***" {
+		t.Fatalf("line of the ended job = %q", got)
+	}
+}

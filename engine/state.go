@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"sync"
 	"time"
 
 	"github.com/appliance-sh/appliance/engine/workflow"
@@ -46,6 +47,10 @@ type jobState struct {
 	// completed for_each instances by flow step and index until that step
 	// expands (see rerun.go).
 	reuse map[string]map[int]*Step
+	// secrets is the job's secret values (secretSet), gathered once and
+	// then added to as step inputs resolve; shared with the registry.
+	secrets     *secretSet
+	secretsOnce sync.Once
 }
 
 // stepState is one step record and what the loop needs to move it on.
