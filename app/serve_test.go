@@ -101,11 +101,13 @@ func TestPipelineFansOutAndSkipsDeployOnDryRun(t *testing.T) {
 
 func TestCancelKillsTheRunningProcess(t *testing.T) {
 	f := startFixture(t, examples, 2)
-	id := f.execute("examples", "sleep", map[string]any{"seconds": 300})
+	// A length no other test sleeps, so the process found is this step's
+	// (the runners tests run `sleep 300` at the same time).
+	id := f.execute("examples", "sleep", map[string]any{"seconds": 3017})
 	f.waitJob(id, "the sleep step to start", func(j jobView) bool { return j.step("sleep").Status == "running" })
 
 	// The sleep runs under bash in its own process group; find it.
-	pgid := waitSleepProcess(t, "sleep 300")
+	pgid := waitSleepProcess(t, "sleep 3017")
 	var out struct {
 		Status string `json:"status"`
 	}
