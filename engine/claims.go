@@ -340,15 +340,15 @@ func (e *Engine) claimFor(js *jobState, ss *stepState) (*Claim, func(ctx context
 	return c, func(ctx context.Context, c *Claim) error { return renderSpec(ctx, set, scope, c.Spec) }
 }
 
-// specFields lists an action's templated text fields.
-func specFields(a *workflow.Action) []struct {
+// specField is one of an action's templated text fields.
+type specField struct {
 	name string
 	s    *string
-} {
-	return []struct {
-		name string
-		s    *string
-	}{
+}
+
+// specFields lists an action's templated text fields.
+func specFields(a *workflow.Action) []specField {
+	return []specField{
 		{"script", &a.Script}, {"cmd", &a.Cmd}, {"prompt", &a.Prompt}, {"system_prompt", &a.SystemPrompt},
 		{"message", &a.Message}, {"workdir", &a.Workdir},
 	}
@@ -360,12 +360,7 @@ func specRenders(a *workflow.Action) bool {
 			return true
 		}
 	}
-	for _, v := range a.Env {
-		if template.IsTemplate(v) {
-			return true
-		}
-	}
-	return template.HasTemplate(a.Command) || template.HasTemplate(a.Entrypoint)
+	return template.HasTemplate(a.Env) || template.HasTemplate(a.Command) || template.HasTemplate(a.Entrypoint)
 }
 
 // renderSpec renders the templated fields of a (a copy of the action) in

@@ -66,31 +66,21 @@ func (e *Engine) startHooks(b *batch, js *jobState, recovered bool) {
 	js.job.HooksPending = true
 	b.dirtyJob(js.job)
 	e.st.hooking[js.job.ID] = js
-	e.pool.begin()
-	go func() {
-		var apply func(b *batch)
-		err := e.pool.run(func(ctx context.Context) error { apply = build(ctx); return nil })
-		sent := e.send(context.Background(), &command{apply: func(b *batch) (any, error) {
-			defer e.pool.end()
-			if e.st.hooking[js.job.ID] != js {
-				return nil, nil
-			}
-			delete(e.st.hooking, js.job.ID)
-			b.maskAs(js)
-			if err != nil {
-				for _, h := range hooks {
-					e.startHook(b, js.job.ID, h, nil, err)
-				}
-				e.hooksStarted(b, js, recovered)
-				return nil, nil
-			}
-			apply(b)
-			return nil, nil
-		}})
-		if sent != nil {
-			e.pool.end()
+	e.offLoop(build, func(b *batch, apply func(b *batch), err error) {
+		if e.st.hooking[js.job.ID] != js {
+			return
 		}
-	}()
+		delete(e.st.hooking, js.job.ID)
+		b.maskAs(js)
+		if err != nil {
+			for _, h := range hooks {
+				e.startHook(b, js.job.ID, h, nil, err)
+			}
+			e.hooksStarted(b, js, recovered)
+			return
+		}
+		apply(b)
+	})
 }
 
 // hooksStarted clears the job's pending mark, if set, in the commit that

@@ -38,8 +38,7 @@ func (e *Engine) evaluate(b *batch, js *jobState, ss *stepState) {
 		e.evalWork(js, ss, nil)(context.Background())(b)
 		return
 	}
-	work := e.evalWork(js, ss, e.jobScope(js, ss))
-	e.renderOff(js, ss, "", func(ctx context.Context) (func(*batch), error) { return work(ctx), nil })
+	e.renderOff(js, ss, "", e.evalWork(js, ss, e.jobScope(js, ss)))
 }
 
 // evalWork is evaluate's decision as a function of its own, safe off the
@@ -171,8 +170,7 @@ func (e *Engine) prepare(b *batch, js *jobState, ss *stepState) {
 		e.prepWork(js, ss, nil)(context.Background())(b)
 		return
 	}
-	work := e.prepWork(js, ss, e.jobScope(js, ss))
-	e.renderOff(js, ss, "input: ", func(ctx context.Context) (func(*batch), error) { return work(ctx), nil })
+	e.renderOff(js, ss, "input: ", e.prepWork(js, ss, e.jobScope(js, ss)))
 }
 
 // prepRenders reports whether preparing the step renders a template: its

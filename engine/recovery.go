@@ -13,8 +13,9 @@ import (
 // the ready index and every timer; an ended job whose hooks were pending
 // fires them again. At start-up, steps held by in-process workers of the
 // previous run (or by workers the store no longer knows) fail, since
-// nobody runs them any more; remote workers get a fresh heartbeat grace. A reload within one run keeps in-process workers: they
-// are still running their steps.
+// nobody runs them any more; remote workers get a fresh heartbeat grace.
+// A reload within one run keeps in-process workers: they are still
+// running their steps.
 func (e *Engine) load(ctx context.Context, startup bool) error {
 	jobs, steps, workers, err := e.cfg.Store.LoadActive(ctx)
 	if err != nil {

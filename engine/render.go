@@ -173,32 +173,42 @@ func (e *Engine) Idle(ctx context.Context) error {
 // renderOff hands a step's render to the pool: work runs off the loop with
 // the limits and returns what to do with its result, which the loop applies
 // in a later batch, but only while the step still waits for it (a cancel,
-// a timeout or a reload in between drops it). A failed render fails the
-// step with prefix and the error.
-func (e *Engine) renderOff(js *jobState, ss *stepState, prefix string, work func(ctx context.Context) (func(b *batch), error)) {
+// a timeout or a reload in between drops it). A render the pool fails (a
+// limit, a panic) fails the step with prefix and the error.
+func (e *Engine) renderOff(js *jobState, ss *stepState, prefix string, work func(ctx context.Context) func(b *batch)) {
 	ss.renderGen++
 	gen := ss.renderGen
 	ss.rendering = true
+	e.offLoop(work, func(b *batch, apply func(b *batch), err error) {
+		if cur, ok := e.st.jobs[js.job.ID]; !ok || cur != js || js.job.Terminal() ||
+			!ss.rendering || ss.renderGen != gen || ss.rec.Status != StepPending {
+			return
+		}
+		ss.rendering = false
+		if err != nil {
+			e.fail(b, js, ss, prefix+err.Error())
+			return
+		}
+		apply(b)
+	})
+}
+
+// offLoop runs work in the render pool and, in a later batch of the loop,
+// calls finish with what work returned, or with the pool's error (a limit
+// tripped, a panic) and no result. Idle waits for finish.
+func (e *Engine) offLoop(work func(ctx context.Context) func(b *batch), finish func(b *batch, apply func(b *batch), err error)) {
 	e.pool.begin()
 	go func() {
 		var apply func(b *batch)
-		err := e.pool.run(func(ctx context.Context) error {
-			var err error
-			apply, err = work(ctx)
-			return err
-		})
+		err := e.pool.run(func(ctx context.Context) error { apply = work(ctx); return nil })
 		sent := e.send(context.Background(), &command{apply: func(b *batch) (any, error) {
 			defer e.pool.end()
-			if cur, ok := e.st.jobs[js.job.ID]; !ok || cur != js || js.job.Terminal() ||
-				!ss.rendering || ss.renderGen != gen || ss.rec.Status != StepPending {
-				return nil, nil
-			}
-			ss.rendering = false
 			if err != nil {
-				e.fail(b, js, ss, prefix+err.Error())
-				return nil, nil
+				// An abandoned render may still be writing apply.
+				finish(b, nil, err)
+			} else {
+				finish(b, apply, nil)
 			}
-			apply(b)
 			return nil, nil
 		}})
 		if sent != nil {

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"errors"
 	"reflect"
+	"strconv"
 	"testing"
 
 	"github.com/appliance-sh/appliance/engine"
@@ -24,6 +25,21 @@ func rerun(f *enginetest.Fixture, old string, fromFailed bool, input map[string]
 	f.LastJob = j.ID
 	f.Settle()
 	return j.ID, nil
+}
+
+// fanYAML is a task whose step fan runs one instance per item of its
+// input `items`, a JSON list (items by default).
+func fanYAML(items string) string {
+	return `
+actions:
+  ok: {type: script, script: "true"}
+tasks:
+  t:
+    input:
+      items: {type: string, default: ` + strconv.Quote(items) + `}
+    flow:
+      fan: {action: ok, for_each: "{{ input.items }}"}
+`
 }
 
 // layout is each step's status in a job, marked "+reused" when the record
@@ -200,16 +216,7 @@ fan: {action: ok, for_each: [x, y]}`))
 }
 
 func TestRerunFromFailedReusesInstancesOnlyForEqualItems(t *testing.T) {
-	f := enginetest.New(t, `
-actions:
-  ok: {type: script, script: "true"}
-tasks:
-  t:
-    input:
-      items: {type: string, default: "[1, 2, 3]"}
-    flow:
-      fan: {action: ok, for_each: "{{ input.items }}"}
-`)
+	f := enginetest.New(t, fanYAML("[1, 2, 3]"))
 	old := f.Execute("t", nil)
 	f.RunStep("fan[0]", enginetest.Ok(nil))
 	f.RunStep("fan[1]", enginetest.Ok(nil))
@@ -309,16 +316,7 @@ tasks:
 // expands; a reload from the store in between (here after a failed commit,
 // as at a restart) finds them again.
 func TestRerunReusesForEachInstancesAfterAReload(t *testing.T) {
-	f := enginetest.New(t, `
-actions:
-  ok: {type: script, script: "true"}
-tasks:
-  t:
-    input:
-      items: {type: string, default: '["a", "b"]'}
-    flow:
-      fan: {action: ok, for_each: "{{ input.items }}"}
-`)
+	f := enginetest.New(t, fanYAML(`["a", "b"]`))
 	old := f.Execute("t", nil)
 	f.RunStep("fan[0]", enginetest.Ok(map[string]any{"n": 0}))
 	f.RunStep("fan[1]", enginetest.Fail(1, "bad"))

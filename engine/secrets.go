@@ -57,8 +57,7 @@ func (js *jobState) secretSet() *secretSet {
 		s.addJob(js.ws, js.task, js.job.Input)
 		js.each(func(ss *stepState) {
 			if ss.rec.Input != nil {
-				s.addStep(js.ws, ss.action, ss.rec.Input)
-				s.addStep(js.ws, ss.action, approverInput(ss.action, ss.rec))
+				s.addRecord(js.ws, ss.action, ss.rec)
 			}
 		})
 		js.secrets = s
@@ -90,8 +89,7 @@ func jobSecrets(ws *workflow.Workspace, task *workflow.Task, input map[string]an
 		for _, st := range steps {
 			if fs, ok := task.Flow[st.FlowStep]; ok {
 				if a, ok := ws.StepAction(fs); ok {
-					s.addStep(ws, a, st.Input)
-					s.addStep(ws, a, approverInput(a, st))
+					s.addRecord(ws, a, st)
 				}
 			}
 		}

@@ -207,6 +207,25 @@ func TestLogLinesAreMaskedWithEachSecretFromWhenTheJobLearnsIt(t *testing.T) {
 	}
 }
 
+// Masking a live job's pushed lines uses the secrets the job keeps in
+// memory: a push reads nothing from the store (issue: 37 ms per push for a
+// large for_each when each one re-read the job).
+func TestMaskingALiveJobsLogPushReadsNoStore(t *testing.T) {
+	f := enginetest.New(t, laterSecretYAML)
+	job := f.Execute("t", map[string]any{"pin": "pin-1234", "later": "later-value"})
+	f.RunStep("a", enginetest.Ok(nil))
+	f.WaitStep(job, "b", engine.StepReady)
+	before := f.Store.JobReads()
+	for range 100 {
+		if got := pushed(t, f, job, "b", "pin-1234 workspace-token later-value"); got != "*** *** ***" {
+			t.Fatalf("pushed line = %q", got)
+		}
+	}
+	if reads := f.Store.JobReads() - before; reads != 0 {
+		t.Fatalf("100 pushes to a live job read the store %d times, want 0", reads)
+	}
+}
+
 func TestApproverSecretInputIsMaskedWhileLiveAndAfterTheJobEnded(t *testing.T) {
 	f := enginetest.New(t, `
 actions:

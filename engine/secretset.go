@@ -57,6 +57,13 @@ func (s *secretSet) addStep(ws *workflow.Workspace, a *workflow.Action, input ma
 	}
 }
 
+// addRecord records the secrets of a step record: its input and, for an
+// approval, the input its approver gave.
+func (s *secretSet) addRecord(ws *workflow.Workspace, a *workflow.Action, st *Step) {
+	s.addStep(ws, a, st.Input)
+	s.addStep(ws, a, approverInput(a, st))
+}
+
 // values lists the set longest first, so a secret that contains another
 // is masked whole. The slice is shared: callers must not change it.
 func (s *secretSet) values() []string {

@@ -40,12 +40,10 @@ type Fixture struct {
 	// LastJob is the job Execute created last; RunStep works on it.
 	LastJob string
 
-	heartbeat time.Duration
-	noWorker  bool
-	limits    Options // the template limits and metrics
-	cancel    context.CancelFunc
-	done      chan error
-	pocket    map[[2]string]*engine.Claim // claimed by Worker, not yet run
+	opts   Options // what each start of the engine is given
+	cancel context.CancelFunc
+	done   chan error
+	pocket map[[2]string]*engine.Claim // claimed by Worker, not yet run
 }
 
 // Options tune a fixture.
@@ -95,9 +93,7 @@ func NewWith(t testing.TB, ws *workflow.Workspace, opts Options) *Fixture {
 		Workspaces: NewWorkspaces(ws),
 		WS:         ws,
 		WorkerTags: workspaceTags(ws),
-		heartbeat:  opts.HeartbeatTimeout,
-		noWorker:   opts.NoWorker,
-		limits:     Options{TemplateTime: opts.TemplateTime, TemplateOutput: opts.TemplateOutput, Metrics: opts.Metrics},
+		opts:       opts,
 	}
 	f.start()
 	t.Cleanup(f.Stop)
@@ -114,10 +110,10 @@ func (f *Fixture) start() {
 		Logs:             f.Logs,
 		Clock:            f.Clock,
 		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
-		HeartbeatTimeout: f.heartbeat,
-		TemplateTime:     f.limits.TemplateTime,
-		TemplateOutput:   f.limits.TemplateOutput,
-		Metrics:          f.limits.Metrics,
+		HeartbeatTimeout: f.opts.HeartbeatTimeout,
+		TemplateTime:     f.opts.TemplateTime,
+		TemplateOutput:   f.opts.TemplateOutput,
+		Metrics:          f.opts.Metrics,
 	})
 	if err != nil {
 		f.T.Fatalf("new engine: %v", err)
@@ -129,7 +125,7 @@ func (f *Fixture) start() {
 		f.T.Fatalf("engine not ready: %v", err)
 	}
 	f.pocket = map[[2]string]*engine.Claim{}
-	if !f.noWorker {
+	if !f.opts.NoWorker {
 		f.Worker = f.Register("fixture", f.WorkerTags, true)
 	}
 }

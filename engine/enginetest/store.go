@@ -22,6 +22,7 @@ type MemStore struct {
 	workerIDs []string             // registration order
 	claims    map[string][]stepKey // worker id -> steps it held, oldest first
 	commits   int
+	jobReads  int // Job and Steps calls
 	before    func(*engine.Batch)
 	failNext  error
 }
@@ -43,6 +44,14 @@ func (s *MemStore) Commits() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.commits
+}
+
+// JobReads counts the Job and Steps calls: what a test expects to stay
+// put while the engine serves a live job from memory.
+func (s *MemStore) JobReads() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.jobReads
 }
 
 // BeforeCommit sets a hook called at the start of every Commit, outside the
@@ -162,6 +171,7 @@ func (s *MemStore) LoadActive(ctx context.Context) ([]*engine.Job, []*engine.Ste
 func (s *MemStore) Job(ctx context.Context, id string) (*engine.Job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.jobReads++
 	data, ok := s.jobs[id]
 	if !ok {
 		return nil, engine.ErrNotFound
@@ -173,6 +183,7 @@ func (s *MemStore) Job(ctx context.Context, id string) (*engine.Job, error) {
 func (s *MemStore) Steps(ctx context.Context, jobID string) ([]*engine.Step, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.jobReads++
 	return s.stepsOf(jobID), nil
 }
 
