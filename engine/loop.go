@@ -161,8 +161,12 @@ func (e *Engine) appendLogs(b *batch) {
 		var err error
 		if s, ok := b.logMasks[id]; ok {
 			err = e.appendMasked(id, byJob[id], s.values())
-		} else {
-			err = e.AppendLog(id, byJob[id])
+		} else if err = e.AppendLog(id, byJob[id]); err != nil {
+			// The orchestrator's own lines (about a job whose workspace
+			// is gone, say) are still written: they are the server's
+			// words, built from already masked messages, not a step's
+			// output.
+			err = e.cfg.Logs.Append(id, byJob[id])
 		}
 		if err != nil {
 			e.log.Error("append server log lines", "job", id, "err", err)

@@ -188,8 +188,11 @@ func (e *Engine) AppendLog(jobID string, lines []LogLine) error {
 	}
 	values, err := e.SecretValues(context.Background(), jobID)
 	if err != nil {
-		// An unknown job has no secrets to mask; its lines pass as they are.
-		values = nil
+		// Lines whose secrets cannot be known (the job or its workspace is
+		// gone, the store did not answer) are refused rather than written
+		// unmasked: a worker keeps them and tries again, or drops them
+		// with a warning on a 404.
+		return fmt.Errorf("mask the log lines of job %s: %w", jobID, err)
 	}
 	return e.appendMasked(jobID, lines, values)
 }

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -257,5 +258,25 @@ tasks:
 	f.WaitStatus(job, engine.JobCompleted)
 	if got := pushed(t, f, job, "after", "code approver-code"); got != "code ***" {
 		t.Fatalf("line of the ended job = %q", got)
+	}
+}
+
+// Lines whose secrets cannot be known are refused, never written unmasked:
+// here the job has ended and its workspace is no longer loaded, so nothing
+// says which of its values are secret.
+func TestLinesOfAJobWhoseSecretsAreUnknownAreRefused(t *testing.T) {
+	f := enginetest.New(t, laterSecretYAML)
+	job := f.Execute("t", map[string]any{"pin": "pin-1234", "later": "later-value"})
+	if err := f.Engine.CancelJob(t.Context(), job); err != nil {
+		t.Fatal(err)
+	}
+	f.Workspaces.Remove(enginetest.WorkspaceName)
+	before := len(f.Logs.Lines(job))
+	err := f.Engine.AppendLog(job, []engine.LogLine{{Step: "b", Stream: "stdout", Line: "pin-1234"}})
+	if !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("append = %v, want refused as not found", err)
+	}
+	if lines := f.Logs.Lines(job); len(lines) != before {
+		t.Fatalf("log grew to %v", lines)
 	}
 }
