@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"crypto/subtle"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -63,8 +62,7 @@ func (s *server) requireMetricsReader(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if s.auth == nil {
 			if r := c.Request(); !s.guard.hostAllowed(r.Host) {
-				return echo.NewHTTPError(http.StatusMisdirectedRequest, fmt.Sprintf(
-					"host %q is not this server's name: add it to allowed_hosts in the server config if it is", r.Host))
+				return errMisdirected(r.Host)
 			}
 			return next(c)
 		}

@@ -84,7 +84,7 @@ func checkSecret(c echo.Context, t *workflow.Trigger) error {
 	if q := c.QueryParams(); q.Has("secret") && matches(q.Get("secret")) {
 		return nil
 	}
-	if tok, ok := bearer(c.Request()); ok && matches(tok) {
+	if tok := bearerToken(c.Request()); tok != "" && matches(tok) {
 		return nil
 	}
 	return errHookSecret

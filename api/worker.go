@@ -29,8 +29,8 @@ func (s *server) requireWorkerToken(next echo.HandlerFunc) echo.HandlerFunc {
 		if s.cfg.WorkerToken == "" {
 			return echo.NewHTTPError(http.StatusUnauthorized, "worker endpoints are disabled: the server has no worker_token")
 		}
-		token, ok := bearer(c.Request())
-		if !ok {
+		token := bearerToken(c.Request())
+		if token == "" {
 			return echo.NewHTTPError(http.StatusUnauthorized, "missing worker token (Authorization: Bearer <worker_token>)")
 		}
 		got := sha256.Sum256([]byte(token))
@@ -39,17 +39,6 @@ func (s *server) requireWorkerToken(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return next(c)
 	}
-}
-
-// bearer returns the token of an `Authorization: Bearer` header.
-func bearer(r *http.Request) (string, bool) {
-	h := r.Header.Get(echo.HeaderAuthorization)
-	scheme, token, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
-	return token, token != ""
 }
 
 type registerRequest struct {
