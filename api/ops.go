@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/subtle"
 	"net/http"
 	"time"
 
@@ -70,7 +69,7 @@ func (s *server) requireMetricsReader(next echo.HandlerFunc) echo.HandlerFunc {
 		if token == "" {
 			return errMissingToken
 		}
-		if t := s.cfg.MetricsToken; t != "" && subtle.ConstantTimeCompare([]byte(token), []byte(t)) == 1 {
+		if t := s.cfg.MetricsToken; t != "" && sameSecret(token, t) {
 			return next(c)
 		}
 		if _, err := s.auth.principalOf(c.Request().Context(), token); err != nil {
