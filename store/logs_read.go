@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"strings"
 
 	"github.com/appliance-sh/appliance/engine"
 )
@@ -44,14 +43,6 @@ func (l *Logs) ReadLog(ctx context.Context, jobID string, q engine.LogQuery, w i
 		return page, fmt.Errorf("read log of job %s: %w", jobID, err)
 	}
 	return page, nil
-}
-
-// Read returns the selected lines of the job's log as one string: for
-// small logs and tests; the API streams with ReadLog.
-func (l *Logs) Read(jobID, step string) (string, error) {
-	var b strings.Builder
-	_, err := l.ReadLog(context.Background(), jobID, engine.LogQuery{Step: step}, &b)
-	return b.String(), err
 }
 
 // openLocal opens the job's JSONL file, or else its legacy file, and says
