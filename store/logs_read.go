@@ -203,9 +203,10 @@ func readForward(ctx context.Context, open func() (io.Reader, error), q engine.L
 func scanLines(ctx context.Context, r io.Reader, step string, skip int, w io.Writer) (selected int, err error) {
 	br := bufio.NewReaderSize(r, readBlock)
 	lineStart, keep := true, false
-	for {
+	for seen := 0; ; {
 		frag, err := br.ReadSlice('\n')
 		if lineStart && len(frag) > 0 {
+			seen++
 			keep = step == ""
 			if !keep {
 				s, ok := stepOf(frag, err == nil || err == io.EOF)
@@ -215,7 +216,7 @@ func scanLines(ctx context.Context, r io.Reader, step string, skip int, w io.Wri
 				selected++
 				keep = selected > skip && w != nil
 			}
-			if selected%4096 == 0 {
+			if seen%4096 == 0 {
 				if cerr := ctx.Err(); cerr != nil {
 					return selected, cerr
 				}
