@@ -209,8 +209,7 @@ func scanLines(ctx context.Context, r io.Reader, step string, skip int, w io.Wri
 			seen++
 			keep = step == ""
 			if !keep {
-				s, ok := stepOf(frag, err == nil || err == io.EOF)
-				keep = ok && s == step
+				keep = stepIs(frag, err == nil || err == io.EOF, step)
 			}
 			if keep {
 				selected++
@@ -243,8 +242,25 @@ func scanLines(ctx context.Context, r io.Reader, step string, skip int, w io.Wri
 // does not decode belongs to no step.
 func stepOf(line []byte, whole bool) (string, bool) {
 	if s, ok := stepFast(line); ok {
-		return s, true
+		return string(s), true
 	}
+	return stepDecoded(line, whole)
+}
+
+// stepIs reports whether a log line belongs to step, as stepOf tells it,
+// without copying the step name of a line the server wrote (a filtered
+// read asks this of every line).
+func stepIs(line []byte, whole bool, step string) bool {
+	if s, ok := stepFast(line); ok {
+		return string(s) == step
+	}
+	s, ok := stepDecoded(line, whole)
+	return ok && s == step
+}
+
+// stepDecoded decodes the step of a whole line; a line that does not
+// decode belongs to no step.
+func stepDecoded(line []byte, whole bool) (string, bool) {
 	if !whole {
 		return "", false
 	}
@@ -259,27 +275,27 @@ func stepOf(line []byte, whole bool) (string, bool) {
 
 // stepFast reads the step of a line in wireLine's layout,
 // {"ts":"…","stream":"…","step":"…",…, when the name needs no unescaping.
-func stepFast(line []byte) (string, bool) {
+func stepFast(line []byte) ([]byte, bool) {
 	rest, ok := bytes.CutPrefix(line, []byte(`{"ts":"`))
 	if !ok {
-		return "", false
+		return nil, false
 	}
 	i := bytes.IndexByte(rest, '"')
 	if i < 0 {
-		return "", false
+		return nil, false
 	}
 	if rest, ok = bytes.CutPrefix(rest[i+1:], []byte(`,"stream":"`)); !ok {
-		return "", false
+		return nil, false
 	}
 	if i = bytes.IndexByte(rest, '"'); i < 0 {
-		return "", false
+		return nil, false
 	}
 	if rest, ok = bytes.CutPrefix(rest[i+1:], []byte(`,"step":"`)); !ok {
-		return "", false
+		return nil, false
 	}
 	i = bytes.IndexByte(rest, '"')
 	if i < 0 || bytes.IndexByte(rest[:i], '\\') >= 0 {
-		return "", false
+		return nil, false
 	}
-	return string(rest[:i]), true
+	return rest[:i], true
 }
