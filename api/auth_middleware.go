@@ -86,9 +86,7 @@ func (s *server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if s.auth == nil {
 			return next(c)
 		}
-		path := c.Request().URL.Path
-		underAPI := path == "/api" || strings.HasPrefix(path, "/api/")
-		if !underAPI || publicRoutes[c.Path()] {
+		if !underAPI(c.Request().URL.Path) || publicRoutes[c.Path()] {
 			return next(c)
 		}
 		token := bearerToken(c.Request())

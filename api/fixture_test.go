@@ -401,10 +401,17 @@ func (f *fixture) claimStep(workerID, jobID, step string) map[string]any {
 // runStep claims, starts and completes a step with the given output.
 func (f *fixture) runStep(workerID, jobID, step string, output map[string]any) {
 	f.t.Helper()
+	f.endStep(workerID, jobID, step, output, 0, nil)
+}
+
+// endStep claims and starts a step, then reports it complete with an
+// output, an exit code and an error (nil for none).
+func (f *fixture) endStep(workerID, jobID, step string, output map[string]any, exitCode int, errMsg any) {
+	f.t.Helper()
 	f.claimStep(workerID, jobID, step)
 	f.worker("POST", "/worker/jobs/"+jobID+"/steps/"+step+"/start", map[string]any{"worker_id": workerID}).expect(200)
 	f.worker("POST", "/worker/jobs/"+jobID+"/steps/"+step+"/complete", map[string]any{
-		"worker_id": workerID, "output": output, "exit_code": 0, "error": nil,
+		"worker_id": workerID, "output": output, "exit_code": exitCode, "error": errMsg,
 	}).expect(200)
 }
 

@@ -69,8 +69,7 @@ func (s *server) guardBrowsers(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		if !g.hostAllowed(r.Host) {
-			return echo.NewHTTPError(http.StatusMisdirectedRequest, fmt.Sprintf(
-				"host %q is not this server's name: add it to allowed_hosts in the server config if it is", r.Host))
+			return errMisdirected(r.Host)
 		}
 		origin := r.Header.Get("Origin")
 		if g.origins[mustNormalize(origin)] {
@@ -97,6 +96,12 @@ func (s *server) guardBrowsers(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return next(c)
 	}
+}
+
+// errMisdirected is the 421 for a Host hostAllowed refuses.
+func errMisdirected(host string) error {
+	return echo.NewHTTPError(http.StatusMisdirectedRequest, fmt.Sprintf(
+		"host %q is not this server's name: add it to allowed_hosts in the server config if it is", host))
 }
 
 func underAPI(p string) bool { return p == "/api" || strings.HasPrefix(p, "/api/") }

@@ -6,9 +6,11 @@ import (
 )
 
 // jsonString writes the bytes it is given as the inside of a JSON string,
-// escaped as encoding/json escapes them (invalid UTF-8 becomes U+FFFD), in
-// any number of writes: a character split between two writes is held until
-// the next. end writes what is still held.
+// escaped as an encoding/json Encoder with SetEscapeHTML(false) escapes
+// them, as the log files are written (<, > and & stay readable; invalid
+// UTF-8 becomes U+FFFD), in any number of writes: a character split
+// between two writes is held until the next. end writes what is still
+// held.
 type jsonString struct {
 	w       *bufio.Writer
 	pending [utf8.UTFMax]byte

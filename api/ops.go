@@ -2,8 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/subtle"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -63,8 +61,7 @@ func (s *server) requireMetricsReader(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if s.auth == nil {
 			if r := c.Request(); !s.guard.hostAllowed(r.Host) {
-				return echo.NewHTTPError(http.StatusMisdirectedRequest, fmt.Sprintf(
-					"host %q is not this server's name: add it to allowed_hosts in the server config if it is", r.Host))
+				return errMisdirected(r.Host)
 			}
 			return next(c)
 		}
@@ -72,7 +69,7 @@ func (s *server) requireMetricsReader(next echo.HandlerFunc) echo.HandlerFunc {
 		if token == "" {
 			return errMissingToken
 		}
-		if t := s.cfg.MetricsToken; t != "" && subtle.ConstantTimeCompare([]byte(token), []byte(t)) == 1 {
+		if t := s.cfg.MetricsToken; t != "" && sameSecret(token, t) {
 			return next(c)
 		}
 		if _, err := s.auth.principalOf(c.Request().Context(), token); err != nil {

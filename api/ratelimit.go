@@ -81,8 +81,6 @@ func (m *lruMap[V]) delete(key string) {
 	}
 }
 
-func (m *lruMap[V]) len() int { return m.order.Len() }
-
 func (m *lruMap[V]) evictIdle(now time.Time) {
 	for el := m.order.Back(); el != nil && now.Sub(el.Value.(*lruEntry[V]).used) >= m.idle; el = m.order.Back() {
 		m.remove(el)
@@ -130,12 +128,4 @@ func (k *keyedLimiter) forget(key string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.byKey.delete(key)
-}
-
-// keys is how many keys the limiter holds.
-func (k *keyedLimiter) keys() int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.byKey.evictIdle(k.now())
-	return k.byKey.len()
 }

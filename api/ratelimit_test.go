@@ -14,6 +14,14 @@ import (
 	"golang.org/x/time/rate"
 )
 
+// keys is how many keys the limiter holds, idle ones forgotten first.
+func (k *keyedLimiter) keys() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.byKey.evictIdle(k.now())
+	return k.byKey.order.Len()
+}
+
 // manualClock is a clock moved by hand.
 type manualClock struct{ t time.Time }
 

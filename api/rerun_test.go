@@ -9,10 +9,7 @@ func failedHelloJob(f *fixture, worker string) string {
 	f.t.Helper()
 	id := f.execute("World")
 	f.runStep(worker, id, "say", map[string]any{"said": "hello World"})
-	f.claimStep(worker, id, "after")
-	f.worker("POST", "/worker/jobs/"+id+"/steps/after/complete", map[string]any{
-		"worker_id": worker, "output": nil, "exit_code": 3, "error": nil,
-	}).expect(200)
+	f.endStep(worker, id, "after", nil, 3, nil)
 	return id
 }
 

@@ -86,11 +86,7 @@ func noSecretIn(t *testing.T, what string, r response) {
 // failStep claims, starts and fails a step with an error message.
 func (f *fixture) failStep(workerID, jobID, step, msg string) {
 	f.t.Helper()
-	f.claimStep(workerID, jobID, step)
-	f.worker("POST", "/worker/jobs/"+jobID+"/steps/"+step+"/start", map[string]any{"worker_id": workerID}).expect(200)
-	f.worker("POST", "/worker/jobs/"+jobID+"/steps/"+step+"/complete", map[string]any{
-		"worker_id": workerID, "output": nil, "exit_code": 1, "error": msg,
-	}).expect(200)
+	f.endStep(workerID, jobID, step, nil, 1, msg)
 }
 
 // TestAnswersMaskSecretsLearnedAfterAStepFailed: step first fails quoting a

@@ -3,8 +3,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"maps"
 	"mime"
@@ -76,15 +74,10 @@ func checkSecret(c echo.Context, t *workflow.Trigger) error {
 	if t.Secret == "" {
 		return nil
 	}
-	want := sha256.Sum256([]byte(t.Secret))
-	matches := func(got string) bool {
-		d := sha256.Sum256([]byte(got))
-		return subtle.ConstantTimeCompare(d[:], want[:]) == 1
-	}
-	if q := c.QueryParams(); q.Has("secret") && matches(q.Get("secret")) {
+	if q := c.QueryParams(); q.Has("secret") && sameSecret(q.Get("secret"), t.Secret) {
 		return nil
 	}
-	if tok, ok := bearer(c.Request()); ok && matches(tok) {
+	if tok := bearerToken(c.Request()); tok != "" && sameSecret(tok, t.Secret) {
 		return nil
 	}
 	return errHookSecret

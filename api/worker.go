@@ -20,36 +20,29 @@ const (
 	maxCancelledWait     = 60 * time.Second
 )
 
-// requireWorkerToken guards /worker with the shared token. Both sides are
-// hashed first so the comparison takes the same time whatever the length
-// of the guess.
+// requireWorkerToken guards /worker with the shared token.
 func (s *server) requireWorkerToken(next echo.HandlerFunc) echo.HandlerFunc {
-	want := sha256.Sum256([]byte(s.cfg.WorkerToken))
 	return func(c echo.Context) error {
 		if s.cfg.WorkerToken == "" {
 			return echo.NewHTTPError(http.StatusUnauthorized, "worker endpoints are disabled: the server has no worker_token")
 		}
-		token, ok := bearer(c.Request())
-		if !ok {
+		token := bearerToken(c.Request())
+		if token == "" {
 			return echo.NewHTTPError(http.StatusUnauthorized, "missing worker token (Authorization: Bearer <worker_token>)")
 		}
-		got := sha256.Sum256([]byte(token))
-		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+		if !sameSecret(token, s.cfg.WorkerToken) {
 			return echo.NewHTTPError(http.StatusUnauthorized, "invalid worker token")
 		}
 		return next(c)
 	}
 }
 
-// bearer returns the token of an `Authorization: Bearer` header.
-func bearer(r *http.Request) (string, bool) {
-	h := r.Header.Get(echo.HeaderAuthorization)
-	scheme, token, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
-	return token, token != ""
+// sameSecret compares a presented secret with the configured one. Both
+// are hashed first so the comparison takes the same time whatever the
+// length of the guess.
+func sameSecret(got, want string) bool {
+	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
 }
 
 type registerRequest struct {

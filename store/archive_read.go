@@ -8,18 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/appliance-sh/appliance/engine"
 )
-
-// Read returns the job's log like Logs.Read, in the order local JSONL file,
-// legacy .log file, then the archive.
-func (a *ArchivingLogs) Read(jobID, step string) (string, error) {
-	var b strings.Builder
-	_, err := a.ReadLog(context.Background(), jobID, engine.LogQuery{Step: step}, &b)
-	return b.String(), err
-}
 
 // ReadLog is Logs.ReadLog falling back to the archive for a finished job
 // whose local file is gone. The archived object is fetched whole (it is

@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"strings"
 
 	"github.com/appliance-sh/appliance/engine"
 )
@@ -44,14 +43,6 @@ func (l *Logs) ReadLog(ctx context.Context, jobID string, q engine.LogQuery, w i
 		return page, fmt.Errorf("read log of job %s: %w", jobID, err)
 	}
 	return page, nil
-}
-
-// Read returns the selected lines of the job's log as one string: for
-// small logs and tests; the API streams with ReadLog.
-func (l *Logs) Read(jobID, step string) (string, error) {
-	var b strings.Builder
-	_, err := l.ReadLog(context.Background(), jobID, engine.LogQuery{Step: step}, &b)
-	return b.String(), err
 }
 
 // openLocal opens the job's JSONL file, or else its legacy file, and says
@@ -212,19 +203,19 @@ func readForward(ctx context.Context, open func() (io.Reader, error), q engine.L
 func scanLines(ctx context.Context, r io.Reader, step string, skip int, w io.Writer) (selected int, err error) {
 	br := bufio.NewReaderSize(r, readBlock)
 	lineStart, keep := true, false
-	for {
+	for seen := 0; ; {
 		frag, err := br.ReadSlice('\n')
 		if lineStart && len(frag) > 0 {
+			seen++
 			keep = step == ""
 			if !keep {
-				s, ok := stepOf(frag, err == nil || err == io.EOF)
-				keep = ok && s == step
+				keep = stepIs(frag, err == nil || err == io.EOF, step)
 			}
 			if keep {
 				selected++
 				keep = selected > skip && w != nil
 			}
-			if selected%4096 == 0 {
+			if seen%4096 == 0 {
 				if cerr := ctx.Err(); cerr != nil {
 					return selected, cerr
 				}
@@ -251,8 +242,25 @@ func scanLines(ctx context.Context, r io.Reader, step string, skip int, w io.Wri
 // does not decode belongs to no step.
 func stepOf(line []byte, whole bool) (string, bool) {
 	if s, ok := stepFast(line); ok {
-		return s, true
+		return string(s), true
 	}
+	return stepDecoded(line, whole)
+}
+
+// stepIs reports whether a log line belongs to step, as stepOf tells it,
+// without copying the step name of a line the server wrote (a filtered
+// read asks this of every line).
+func stepIs(line []byte, whole bool, step string) bool {
+	if s, ok := stepFast(line); ok {
+		return string(s) == step
+	}
+	s, ok := stepDecoded(line, whole)
+	return ok && s == step
+}
+
+// stepDecoded decodes the step of a whole line; a line that does not
+// decode belongs to no step.
+func stepDecoded(line []byte, whole bool) (string, bool) {
 	if !whole {
 		return "", false
 	}
@@ -267,27 +275,27 @@ func stepOf(line []byte, whole bool) (string, bool) {
 
 // stepFast reads the step of a line in wireLine's layout,
 // {"ts":"…","stream":"…","step":"…",…, when the name needs no unescaping.
-func stepFast(line []byte) (string, bool) {
+func stepFast(line []byte) ([]byte, bool) {
 	rest, ok := bytes.CutPrefix(line, []byte(`{"ts":"`))
 	if !ok {
-		return "", false
+		return nil, false
 	}
 	i := bytes.IndexByte(rest, '"')
 	if i < 0 {
-		return "", false
+		return nil, false
 	}
 	if rest, ok = bytes.CutPrefix(rest[i+1:], []byte(`,"stream":"`)); !ok {
-		return "", false
+		return nil, false
 	}
 	if i = bytes.IndexByte(rest, '"'); i < 0 {
-		return "", false
+		return nil, false
 	}
 	if rest, ok = bytes.CutPrefix(rest[i+1:], []byte(`,"step":"`)); !ok {
-		return "", false
+		return nil, false
 	}
 	i = bytes.IndexByte(rest, '"')
 	if i < 0 || bytes.IndexByte(rest[:i], '\\') >= 0 {
-		return "", false
+		return nil, false
 	}
-	return string(rest[:i]), true
+	return rest[:i], true
 }

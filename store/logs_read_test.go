@@ -1,8 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -166,4 +168,23 @@ func TestArchivedLogReadsTailAndAfterLikeTheLocalOne(t *testing.T) {
 	f.removeLocal("j1")
 	checkQueries(t, f.arch, "j1", string(data))
 	checkBackfills(t, f.arch, "j1", string(data))
+}
+
+// A reader that went away stops a long read, whichever lines it selects:
+// the whole log, one step's lines, or a step with no lines at all.
+func TestReadLogStopsWhenItsContextEnds(t *testing.T) {
+	l := openLogs(t)
+	batch := make([]engine.LogLine, 0, 10000)
+	for i := range cap(batch) {
+		batch = append(batch, line([]string{"a", "b"}[i%2], fmt.Sprintf("line %d", i)))
+	}
+	appendLines(t, l, "j1", batch...)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, step := range []string{"", "a", "none"} {
+		var out bytes.Buffer
+		if _, err := l.ReadLog(ctx, "j1", engine.LogQuery{Step: step}, &out); !errors.Is(err, context.Canceled) {
+			t.Errorf("ReadLog(step %q) with an ended context: %v after %d bytes, want context.Canceled", step, err, out.Len())
+		}
+	}
 }

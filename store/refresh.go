@@ -82,14 +82,16 @@ func deleteRefresh(tx *bolt.Tx, t *accounts.RefreshToken) error {
 // expiredAt set only those expired then (a prefix, by the key order).
 func deleteFamily(tx *bolt.Tx, family string, expiredAt *time.Time) error {
 	prefix := strPrefix(family)
+	var until []byte // the expiry past which tokens stay; nil: none stay
+	if expiredAt != nil {
+		t := timeBytes(*expiredAt)
+		until = t[:]
+	}
 	var keys [][]byte
 	c := tx.Bucket(bucketRefreshFam).Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		if expiredAt != nil {
-			now := timeBytes(*expiredAt)
-			if bytes.Compare(k[len(prefix):len(prefix)+8], now[:]) > 0 {
-				break
-			}
+		if until != nil && bytes.Compare(k[len(prefix):len(prefix)+8], until) > 0 {
+			break
 		}
 		keys = append(keys, bytes.Clone(k))
 	}

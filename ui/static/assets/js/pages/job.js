@@ -34,13 +34,13 @@ export async function jobPage(ctx) {
     }
   };
 
-  // act runs a button's request, then shows the job as it now is.
-  const act = (button, request) => async () => {
+  // act runs a button's request, then hands its answer to then (by
+  // default: show the job as it now is).
+  const act = (button, request, then = refresh) => async () => {
     button.disabled = true;
     actionError.textContent = '';
     try {
-      await request();
-      await refresh();
+      await then(await request());
     } catch (err) {
       actionError.textContent = err.message;
       button.disabled = false;
@@ -49,17 +49,9 @@ export async function jobPage(ctx) {
 
   // rerunTo starts a new job of this one's task (fromFailed: reusing the
   // steps that completed) and goes to it.
-  const rerunTo = (button, fromFailed) => async () => {
-    button.disabled = true;
-    actionError.textContent = '';
-    try {
-      const r = await api(path('api', 'jobs', id, 'rerun'), { method: 'POST', body: { from_failed: fromFailed } });
-      ctx.navigate(path('jobs', r.job_id));
-    } catch (err) {
-      actionError.textContent = err.message;
-      button.disabled = false;
-    }
-  };
+  const rerunTo = (button, fromFailed) => act(button,
+    () => api(path('api', 'jobs', id, 'rerun'), { method: 'POST', body: { from_failed: fromFailed } }),
+    (r) => ctx.navigate(path('jobs', r.job_id)));
 
   function paint() {
     // Repainting only on change keeps focus and typing in the approval
