@@ -58,7 +58,8 @@ type runMeta struct {
 	Created  time.Time `json:"created"`
 }
 
-func newRunID() string {
+// randomID is a random hex id: a run's, or the step keeper's token.
+func randomID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])

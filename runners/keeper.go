@@ -2,8 +2,6 @@ package runners
 
 import (
 	"bufio"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -159,9 +157,7 @@ func (k *keeper) marker() string {
 // other's, made on first use.
 func (k *keeper) tokenLocked() string {
 	if k.token == "" {
-		var b [12]byte
-		_, _ = rand.Read(b[:])
-		k.token = hex.EncodeToString(b[:])
+		k.token = randomID()
 	}
 	return k.token
 }

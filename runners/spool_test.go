@@ -26,7 +26,7 @@ func openTestSpool(t testing.TB, dir string, max int64) (*Spool, *bytes.Buffer) 
 
 func newTestRun(t testing.TB, sp *Spool) *spoolRun {
 	t.Helper()
-	r, err := sp.create(runMeta{Run: newRunID(), JobID: "job-1", Step: "build", WorkerID: "w-1", Created: time.Now().UTC()})
+	r, err := sp.create(runMeta{Run: randomID(), JobID: "job-1", Step: "build", WorkerID: "w-1", Created: time.Now().UTC()})
 	if err != nil {
 		t.Fatal(err)
 	}
