@@ -67,22 +67,6 @@ func spooledRuns(t *testing.T, sp *Spool) int {
 	return n
 }
 
-// numberedLines checks the pushed lines are "line 1".."line n", each once.
-func numberedLines(t *testing.T, lines []LogLine, n int) {
-	t.Helper()
-	var got []string
-	for _, l := range lines {
-		got = append(got, l.Line)
-	}
-	var want []string
-	for i := 1; i <= n; i++ {
-		want = append(want, fmt.Sprintf("line %d", i))
-	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("pushed lines:\n%s\nwant line 1..line %d, each once, in order", strings.Join(got, "\n"), n)
-	}
-}
-
 func TestWorkerDeliversEveryLineAndTheResultAfterAnOutage(t *testing.T) {
 	f := newFakeServer(t.TempDir())
 	cfg := testWorkerConfig()
@@ -124,7 +108,7 @@ echo 'OUTPUT: {"done": true}'`))
 		if n := len(lines); n == 0 || lines[n-1].Line != `OUTPUT: {"done": true}` {
 			t.Fatalf("last line is not the OUTPUT line: %+v", lines)
 		}
-		numberedLines(t, lines[:len(lines)-1], 100)
+		wantNumbered(t, lines[:len(lines)-1], 1, 100)
 		if f.logsAtComplete["j1/s"] != 101 {
 			t.Fatalf("the result came after %d of 101 lines", f.logsAtComplete["j1/s"])
 		}
@@ -136,7 +120,7 @@ func TestWorkerDeliversWhatItsSpoolHoldsAtStart(t *testing.T) {
 	dir := t.TempDir()
 	sp, _ := openTestSpool(t, dir, 0)
 	mk := func(job string) *spoolRun {
-		r, err := sp.create(runMeta{Run: newRunID(), JobID: job, Step: "s", WorkerID: "w-old", Created: time.Now().UTC()})
+		r, err := sp.create(runMeta{Run: randomID(), JobID: job, Step: "s", WorkerID: "w-old", Created: time.Now().UTC()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,8 +152,8 @@ func TestWorkerDeliversWhatItsSpoolHoldsAtStart(t *testing.T) {
 		return strings.Contains(logs.String(), "server refused the step's log")
 	})
 	f.with(func() {
-		numberedLines(t, f.logs["finished/s"], 3)
-		numberedLines(t, f.logs["interrupted/s"], 3)
+		wantNumbered(t, f.logs["finished/s"], 1, 3)
+		wantNumbered(t, f.logs["interrupted/s"], 1, 3)
 		if len(f.logs["recovered/s"]) != 0 {
 			t.Fatalf("lines of a refused run were recorded: %+v", f.logs["recovered/s"])
 		}
