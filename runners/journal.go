@@ -215,7 +215,11 @@ func (j *memJournal) Ack(b batch) error {
 	for _, l := range j.lines[:i] {
 		j.size -= int64(len(l.Line)) + lineOverhead
 	}
-	j.lines = append(j.lines[:0:0], j.lines[i:]...)
+	// Resliced, not copied: a copy of the rest at each push costs the
+	// length of the buffer per push. The acked entries are cleared so
+	// their text is freed; append reallocates as the start moves up.
+	clear(j.lines[:i])
+	j.lines = j.lines[i:]
 	if i > 0 {
 		j.room.free()
 	}
