@@ -33,6 +33,18 @@ func newTestRun(t testing.TB, sp *Spool) *spoolRun {
 	return r
 }
 
+// reopenOne opens the spool at dir again, as the next worker process
+// does, and recovers the one run it must hold.
+func reopenOne(t *testing.T, dir string) (*Spool, *spoolRun, *bytes.Buffer) {
+	t.Helper()
+	sp, logs := openTestSpool(t, dir, 0)
+	runs := sp.recover()
+	if len(runs) != 1 {
+		t.Fatalf("recovered %d runs, want 1", len(runs))
+	}
+	return sp, runs[0], logs
+}
+
 // drain reads and acknowledges batches of at most n lines until the result
 // comes, and returns every line and the result.
 func drain(t *testing.T, j journal, n int) ([]LogLine, *Result) {
@@ -156,12 +168,7 @@ func TestSpoolRecoversUndeliveredLinesAfterARestart(t *testing.T) {
 	// The worker process ends here, mid-step.
 	sp.Close()
 
-	sp2, _ := openTestSpool(t, dir, 0)
-	runs := sp2.recover()
-	if len(runs) != 1 {
-		t.Fatalf("recovered %d runs, want 1", len(runs))
-	}
-	got := runs[0]
+	sp2, got, _ := reopenOne(t, dir)
 	if got.meta != r.meta {
 		t.Fatalf("recovered run %+v, want %+v", got.meta, r.meta)
 	}
@@ -189,13 +196,9 @@ func TestSpoolKeepsAFinishedRunsResultAcrossARestart(t *testing.T) {
 	r.Finish(Result{Output: map[string]any{"ok": true}})
 	sp.Close()
 
-	sp2, _ := openTestSpool(t, dir, 0)
-	runs := sp2.recover()
-	if len(runs) != 1 {
-		t.Fatalf("recovered %d runs", len(runs))
-	}
-	runs[0].Finish(failed(1, "must not replace the result"))
-	lines, res := drain(t, runs[0], 10)
+	_, got, _ := reopenOne(t, dir)
+	got.Finish(failed(1, "must not replace the result"))
+	lines, res := drain(t, got, 10)
 	wantNumbered(t, lines, 1, 1)
 	if res == nil || res.Error != nil || res.Output["ok"] != true {
 		t.Fatalf("result %+v", res)
@@ -221,12 +224,7 @@ func TestSpoolCutsAHalfWrittenRecordAndSkipsACorruptOne(t *testing.T) {
 	}
 	f.Close()
 
-	sp2, logs := openTestSpool(t, dir, 0)
-	runs := sp2.recover()
-	if len(runs) != 1 {
-		t.Fatalf("recovered %d runs", len(runs))
-	}
-	got := runs[0]
+	_, got, logs := reopenOne(t, dir)
 	got.Log(context.Background(), Stdout, "line 4")
 	got.Finish(Result{})
 	lines, res := drain(t, got, 100)
