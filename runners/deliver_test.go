@@ -54,7 +54,7 @@ func runWorkerWithLog(t *testing.T, srv Server, cfg WorkerConfig) *lockedBuffer 
 // spooledRuns counts the run directories in the spool.
 func spooledRuns(t *testing.T, sp *Spool) int {
 	t.Helper()
-	entries, err := os.ReadDir(sp.Dir())
+	entries, err := os.ReadDir(sp.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ echo 'OUTPUT: {"done": true}'`))
 			t.Fatalf("the result came after %d of 101 lines", f.logsAtComplete["j1/s"])
 		}
 	})
-	eventually(t, 10*time.Second, "the spool to empty", func() bool { return sp.Used() == 0 && spooledRuns(t, sp) == 0 })
+	eventually(t, 10*time.Second, "the spool to empty", func() bool { return sp.used.Load() == 0 && spooledRuns(t, sp) == 0 })
 }
 
 func TestWorkerDeliversWhatItsSpoolHoldsAtStart(t *testing.T) {
@@ -158,7 +158,7 @@ func TestWorkerDeliversWhatItsSpoolHoldsAtStart(t *testing.T) {
 			t.Fatalf("lines of a refused run were recorded: %+v", f.logs["recovered/s"])
 		}
 	})
-	eventually(t, 10*time.Second, "the spool to empty", func() bool { return cfg.Spool.Used() == 0 && spooledRuns(t, cfg.Spool) == 0 })
+	eventually(t, 10*time.Second, "the spool to empty", func() bool { return cfg.Spool.used.Load() == 0 && spooledRuns(t, cfg.Spool) == 0 })
 }
 
 func TestWorkerKeepsUndeliveredReportsInTheSpoolAtShutdown(t *testing.T) {

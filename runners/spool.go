@@ -75,12 +75,6 @@ func OpenSpool(dir string, max int64, log *slog.Logger) (*Spool, error) {
 // Close releases the spool's lock; what it holds stays for the next start.
 func (s *Spool) Close() error { return s.lock.Close() }
 
-// Dir is the spool's directory.
-func (s *Spool) Dir() string { return s.dir }
-
-// Used is the bytes of records the spool holds.
-func (s *Spool) Used() int64 { return s.used.Load() }
-
 // reserve takes n bytes of the bound; false when they do not fit. An
 // empty spool takes any record, so a line longer than the bound cannot
 // stop a step for good.

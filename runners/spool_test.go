@@ -110,8 +110,8 @@ func TestSpoolDeliversLinesInOrderThenTheResult(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	r.Remove()
-	if _, err := os.Stat(r.dir); !os.IsNotExist(err) || sp.Used() != 0 {
-		t.Fatalf("a delivered run is left: stat %v, %d bytes used", err, sp.Used())
+	if _, err := os.Stat(r.dir); !os.IsNotExist(err) || sp.used.Load() != 0 {
+		t.Fatalf("a delivered run is left: stat %v, %d bytes used", err, sp.used.Load())
 	}
 }
 
@@ -126,7 +126,7 @@ func TestSpoolRemovesDeliveredSegmentsWhileTheStepRuns(t *testing.T) {
 	if got := segmentFiles(t, r.dir); got < 3 {
 		t.Fatalf("%d segments after %d bytes of lines", got, n*1000)
 	}
-	before := sp.Used()
+	before := sp.used.Load()
 	lines, res := drain(t, r, maxPushLines)
 	if len(lines) != n || res != nil {
 		t.Fatalf("delivered %d lines (result %v), want %d and no result yet", len(lines), res, n)
@@ -134,7 +134,7 @@ func TestSpoolRemovesDeliveredSegmentsWhileTheStepRuns(t *testing.T) {
 	if got := segmentFiles(t, r.dir); got != 1 {
 		t.Fatalf("%d segments left once every line is delivered, want only the one being written", got)
 	}
-	if after := sp.Used(); after > segmentMax+2000 || after >= before {
+	if after := sp.used.Load(); after > segmentMax+2000 || after >= before {
 		t.Fatalf("spool holds %d bytes after delivery (%d before)", after, before)
 	}
 }
@@ -183,8 +183,8 @@ func TestSpoolRecoversUndeliveredLinesAfterARestart(t *testing.T) {
 
 	sp2.Close()
 	sp3, _ := openTestSpool(t, dir, 0)
-	if runs := sp3.recover(); len(runs) != 0 || sp3.Used() != 0 {
-		t.Fatalf("a delivered run came back: %d runs, %d bytes", len(runs), sp3.Used())
+	if runs := sp3.recover(); len(runs) != 0 || sp3.used.Load() != 0 {
+		t.Fatalf("a delivered run came back: %d runs, %d bytes", len(runs), sp3.used.Load())
 	}
 }
 
