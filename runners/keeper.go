@@ -254,24 +254,6 @@ func (k *keeper) watch(cmd *exec.Cmd, pipe *os.File) {
 	}
 }
 
-// process is the keeper process running now, or nil.
-func (k *keeper) process() *os.Process {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.proc
-}
-
-// stop closes the keeper's pipe as the kernel does when this process dies:
-// the keeper kills what is registered and exits.
-func (k *keeper) stop() {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.pipe != nil {
-		k.pipe.Close()
-		k.pipe, k.proc = nil, nil
-	}
-}
-
 func (k *keeper) warn(err error) {
 	if !k.warned {
 		k.warned = true
