@@ -196,3 +196,25 @@ func TestWorkerKeepsUndeliveredReportsInTheSpoolAtShutdown(t *testing.T) {
 		t.Fatalf("spooled run: lines %+v, result %+v", lines, res)
 	}
 }
+
+// TestWorkerStopsAStepWhoseReportsTheServerRefuses: once the server
+// refuses a step's lines (it is not this worker's any more), running it on
+// would be work nobody takes, so the worker kills it rather than let it
+// sleep out its 300s.
+func TestWorkerStopsAStepWhoseReportsTheServerRefuses(t *testing.T) {
+	f := newFakeServer(t.TempDir())
+	f.conflicts["j1/s"] = true
+	f.enqueue(script("j1", "s", "echo first; sleep 300"))
+	logs := runWorkerWithLog(t, f, testWorkerConfig())
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("worker log:\n%s", logs)
+		}
+	})
+	eventually(t, 30*time.Second, "the refused step to end", func() bool {
+		return strings.Contains(logs.String(), "server refused the step's result")
+	})
+	if !strings.Contains(logs.String(), "server refused the step's log") {
+		t.Fatal("the step ended without its log being refused")
+	}
+}
