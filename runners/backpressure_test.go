@@ -143,7 +143,7 @@ func TestStoppingTheStepReleasesAWriterWaitingOnAFullJournal(t *testing.T) {
 func TestSpoolRunWaitsForRoomAnotherRunHolds(t *testing.T) {
 	sp, _ := openTestSpool(t, t.TempDir(), 16<<10)
 	other := newTestRun(t, sp)
-	for i := 1; sp.Used() < 16<<10-200; i++ {
+	for i := 1; sp.used.Load() < 16<<10-200; i++ {
 		other.Log(context.Background(), Stdout, fmt.Sprintf("line %d", i))
 	}
 	r := newTestRun(t, sp)
@@ -172,18 +172,18 @@ func TestSpoolBoundCountsUndeliveredBytes(t *testing.T) {
 	for i := 1; i <= 100; i++ {
 		r.Log(context.Background(), Stdout, fmt.Sprintf("line %d", i))
 	}
-	if sp.Used() == 0 {
+	if sp.used.Load() == 0 {
 		t.Fatal("a spool holding lines uses nothing")
 	}
 	lines, _ := drain(t, r, 1000)
 	wantNumbered(t, lines, 1, 100)
-	if sp.Used() != 0 {
-		t.Fatalf("a spool whose lines are all delivered uses %d bytes, want 0", sp.Used())
+	if sp.used.Load() != 0 {
+		t.Fatalf("a spool whose lines are all delivered uses %d bytes, want 0", sp.used.Load())
 	}
 	r.Finish(Result{})
 	r.Remove()
-	if sp.Used() != 0 {
-		t.Fatalf("spool uses %d bytes after the run is removed, want 0", sp.Used())
+	if sp.used.Load() != 0 {
+		t.Fatalf("spool uses %d bytes after the run is removed, want 0", sp.used.Load())
 	}
 }
 

@@ -54,7 +54,7 @@ func runWorkerWithLog(t *testing.T, srv Server, cfg WorkerConfig) *lockedBuffer 
 // spooledRuns counts the run directories in the spool.
 func spooledRuns(t *testing.T, sp *Spool) int {
 	t.Helper()
-	entries, err := os.ReadDir(sp.Dir())
+	entries, err := os.ReadDir(sp.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,22 +65,6 @@ func spooledRuns(t *testing.T, sp *Spool) int {
 		}
 	}
 	return n
-}
-
-// numberedLines checks the pushed lines are "line 1".."line n", each once.
-func numberedLines(t *testing.T, lines []LogLine, n int) {
-	t.Helper()
-	var got []string
-	for _, l := range lines {
-		got = append(got, l.Line)
-	}
-	var want []string
-	for i := 1; i <= n; i++ {
-		want = append(want, fmt.Sprintf("line %d", i))
-	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("pushed lines:\n%s\nwant line 1..line %d, each once, in order", strings.Join(got, "\n"), n)
-	}
 }
 
 func TestWorkerDeliversEveryLineAndTheResultAfterAnOutage(t *testing.T) {
@@ -124,19 +108,19 @@ echo 'OUTPUT: {"done": true}'`))
 		if n := len(lines); n == 0 || lines[n-1].Line != `OUTPUT: {"done": true}` {
 			t.Fatalf("last line is not the OUTPUT line: %+v", lines)
 		}
-		numberedLines(t, lines[:len(lines)-1], 100)
+		wantNumbered(t, lines[:len(lines)-1], 1, 100)
 		if f.logsAtComplete["j1/s"] != 101 {
 			t.Fatalf("the result came after %d of 101 lines", f.logsAtComplete["j1/s"])
 		}
 	})
-	eventually(t, 10*time.Second, "the spool to empty", func() bool { return sp.Used() == 0 && spooledRuns(t, sp) == 0 })
+	eventually(t, 10*time.Second, "the spool to empty", func() bool { return sp.used.Load() == 0 && spooledRuns(t, sp) == 0 })
 }
 
 func TestWorkerDeliversWhatItsSpoolHoldsAtStart(t *testing.T) {
 	dir := t.TempDir()
 	sp, _ := openTestSpool(t, dir, 0)
 	mk := func(job string) *spoolRun {
-		r, err := sp.create(runMeta{Run: newRunID(), JobID: job, Step: "s", WorkerID: "w-old", Created: time.Now().UTC()})
+		r, err := sp.create(runMeta{Run: randomID(), JobID: job, Step: "s", WorkerID: "w-old", Created: time.Now().UTC()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,13 +152,13 @@ func TestWorkerDeliversWhatItsSpoolHoldsAtStart(t *testing.T) {
 		return strings.Contains(logs.String(), "server refused the step's log")
 	})
 	f.with(func() {
-		numberedLines(t, f.logs["finished/s"], 3)
-		numberedLines(t, f.logs["interrupted/s"], 3)
+		wantNumbered(t, f.logs["finished/s"], 1, 3)
+		wantNumbered(t, f.logs["interrupted/s"], 1, 3)
 		if len(f.logs["recovered/s"]) != 0 {
 			t.Fatalf("lines of a refused run were recorded: %+v", f.logs["recovered/s"])
 		}
 	})
-	eventually(t, 10*time.Second, "the spool to empty", func() bool { return cfg.Spool.Used() == 0 && spooledRuns(t, cfg.Spool) == 0 })
+	eventually(t, 10*time.Second, "the spool to empty", func() bool { return cfg.Spool.used.Load() == 0 && spooledRuns(t, cfg.Spool) == 0 })
 }
 
 func TestWorkerKeepsUndeliveredReportsInTheSpoolAtShutdown(t *testing.T) {
@@ -210,5 +194,27 @@ func TestWorkerKeepsUndeliveredReportsInTheSpoolAtShutdown(t *testing.T) {
 	lines, res := drain(t, runs[0], 10)
 	if len(lines) != 2 || lines[0].Line != "line 1" || res == nil || res.Output["n"] != 1.0 {
 		t.Fatalf("spooled run: lines %+v, result %+v", lines, res)
+	}
+}
+
+// TestWorkerStopsAStepWhoseReportsTheServerRefuses: once the server
+// refuses a step's lines (it is not this worker's any more), running it on
+// would be work nobody takes, so the worker kills it rather than let it
+// sleep out its 300s.
+func TestWorkerStopsAStepWhoseReportsTheServerRefuses(t *testing.T) {
+	f := newFakeServer(t.TempDir())
+	f.conflicts["j1/s"] = true
+	f.enqueue(script("j1", "s", "echo first; sleep 300"))
+	logs := runWorkerWithLog(t, f, testWorkerConfig())
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("worker log:\n%s", logs)
+		}
+	})
+	eventually(t, 30*time.Second, "the refused step to end", func() bool {
+		return strings.Contains(logs.String(), "server refused the step's result")
+	})
+	if !strings.Contains(logs.String(), "server refused the step's log") {
+		t.Fatal("the step ended without its log being refused")
 	}
 }

@@ -58,7 +58,8 @@ type runMeta struct {
 	Created  time.Time `json:"created"`
 }
 
-func newRunID() string {
+// randomID is a random hex id: a run's, or the step keeper's token.
+func randomID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
@@ -214,7 +215,11 @@ func (j *memJournal) Ack(b batch) error {
 	for _, l := range j.lines[:i] {
 		j.size -= int64(len(l.Line)) + lineOverhead
 	}
-	j.lines = append(j.lines[:0:0], j.lines[i:]...)
+	// Resliced, not copied: a copy of the rest at each push costs the
+	// length of the buffer per push. The acked entries are cleared so
+	// their text is freed; append reallocates as the start moves up.
+	clear(j.lines[:i])
+	j.lines = j.lines[i:]
 	if i > 0 {
 		j.room.free()
 	}

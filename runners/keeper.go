@@ -2,8 +2,6 @@ package runners
 
 import (
 	"bufio"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -159,9 +157,7 @@ func (k *keeper) marker() string {
 // other's, made on first use.
 func (k *keeper) tokenLocked() string {
 	if k.token == "" {
-		var b [12]byte
-		_, _ = rand.Read(b[:])
-		k.token = hex.EncodeToString(b[:])
+		k.token = randomID()
 	}
 	return k.token
 }
@@ -255,24 +251,6 @@ func (k *keeper) watch(cmd *exec.Cmd, pipe *os.File) {
 	slog.Default().Warn("step keeper exited; starting another", "state", cmd.ProcessState.String())
 	if len(k.live) > 0 {
 		k.startLocked()
-	}
-}
-
-// process is the keeper process running now, or nil.
-func (k *keeper) process() *os.Process {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.proc
-}
-
-// stop closes the keeper's pipe as the kernel does when this process dies:
-// the keeper kills what is registered and exits.
-func (k *keeper) stop() {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.pipe != nil {
-		k.pipe.Close()
-		k.pipe, k.proc = nil, nil
 	}
 }
 

@@ -85,3 +85,21 @@ func TestKeeperIsStartedAgainWhenItDies(t *testing.T) {
 	k.stop()
 	waitExit(t, "the step registered with the first keeper", groupExited)
 }
+
+// process is the keeper process running now, or nil.
+func (k *keeper) process() *os.Process {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.proc
+}
+
+// stop closes the keeper's pipe as the kernel does when this process dies:
+// the keeper kills what is registered and exits.
+func (k *keeper) stop() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.pipe != nil {
+		k.pipe.Close()
+		k.pipe, k.proc = nil, nil
+	}
+}

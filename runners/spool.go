@@ -65,16 +65,8 @@ func OpenSpool(dir string, max int64, log *slog.Logger) (*Spool, error) {
 	s := &Spool{dir: dir, max: max, log: log, lock: lock, segMax: min(segmentMax, max/8+1), room: newRoom()}
 	runs, _ := os.ReadDir(dir)
 	for _, r := range runs {
-		if !r.IsDir() {
-			continue
-		}
-		segs, _ := os.ReadDir(filepath.Join(dir, r.Name()))
-		for _, e := range segs {
-			if _, ok := segmentNum(e.Name()); ok {
-				if info, err := e.Info(); err == nil {
-					s.used.Add(info.Size())
-				}
-			}
+		if r.IsDir() {
+			s.used.Add(segmentBytes(filepath.Join(dir, r.Name())))
 		}
 	}
 	return s, nil
@@ -82,12 +74,6 @@ func OpenSpool(dir string, max int64, log *slog.Logger) (*Spool, error) {
 
 // Close releases the spool's lock; what it holds stays for the next start.
 func (s *Spool) Close() error { return s.lock.Close() }
-
-// Dir is the spool's directory.
-func (s *Spool) Dir() string { return s.dir }
-
-// Used is the bytes of records the spool holds.
-func (s *Spool) Used() int64 { return s.used.Load() }
 
 // reserve takes n bytes of the bound; false when they do not fit. An
 // empty spool takes any record, so a line longer than the bound cannot

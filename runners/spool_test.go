@@ -26,11 +26,23 @@ func openTestSpool(t testing.TB, dir string, max int64) (*Spool, *bytes.Buffer) 
 
 func newTestRun(t testing.TB, sp *Spool) *spoolRun {
 	t.Helper()
-	r, err := sp.create(runMeta{Run: newRunID(), JobID: "job-1", Step: "build", WorkerID: "w-1", Created: time.Now().UTC()})
+	r, err := sp.create(runMeta{Run: randomID(), JobID: "job-1", Step: "build", WorkerID: "w-1", Created: time.Now().UTC()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// reopenOne opens the spool at dir again, as the next worker process
+// does, and recovers the one run it must hold.
+func reopenOne(t *testing.T, dir string) (*Spool, *spoolRun, *bytes.Buffer) {
+	t.Helper()
+	sp, logs := openTestSpool(t, dir, 0)
+	runs := sp.recover()
+	if len(runs) != 1 {
+		t.Fatalf("recovered %d runs, want 1", len(runs))
+	}
+	return sp, runs[0], logs
 }
 
 // drain reads and acknowledges batches of at most n lines until the result
@@ -98,8 +110,8 @@ func TestSpoolDeliversLinesInOrderThenTheResult(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	r.Remove()
-	if _, err := os.Stat(r.dir); !os.IsNotExist(err) || sp.Used() != 0 {
-		t.Fatalf("a delivered run is left: stat %v, %d bytes used", err, sp.Used())
+	if _, err := os.Stat(r.dir); !os.IsNotExist(err) || sp.used.Load() != 0 {
+		t.Fatalf("a delivered run is left: stat %v, %d bytes used", err, sp.used.Load())
 	}
 }
 
@@ -114,7 +126,7 @@ func TestSpoolRemovesDeliveredSegmentsWhileTheStepRuns(t *testing.T) {
 	if got := segmentFiles(t, r.dir); got < 3 {
 		t.Fatalf("%d segments after %d bytes of lines", got, n*1000)
 	}
-	before := sp.Used()
+	before := sp.used.Load()
 	lines, res := drain(t, r, maxPushLines)
 	if len(lines) != n || res != nil {
 		t.Fatalf("delivered %d lines (result %v), want %d and no result yet", len(lines), res, n)
@@ -122,7 +134,7 @@ func TestSpoolRemovesDeliveredSegmentsWhileTheStepRuns(t *testing.T) {
 	if got := segmentFiles(t, r.dir); got != 1 {
 		t.Fatalf("%d segments left once every line is delivered, want only the one being written", got)
 	}
-	if after := sp.Used(); after > segmentMax+2000 || after >= before {
+	if after := sp.used.Load(); after > segmentMax+2000 || after >= before {
 		t.Fatalf("spool holds %d bytes after delivery (%d before)", after, before)
 	}
 }
@@ -156,12 +168,7 @@ func TestSpoolRecoversUndeliveredLinesAfterARestart(t *testing.T) {
 	// The worker process ends here, mid-step.
 	sp.Close()
 
-	sp2, _ := openTestSpool(t, dir, 0)
-	runs := sp2.recover()
-	if len(runs) != 1 {
-		t.Fatalf("recovered %d runs, want 1", len(runs))
-	}
-	got := runs[0]
+	sp2, got, _ := reopenOne(t, dir)
 	if got.meta != r.meta {
 		t.Fatalf("recovered run %+v, want %+v", got.meta, r.meta)
 	}
@@ -176,8 +183,8 @@ func TestSpoolRecoversUndeliveredLinesAfterARestart(t *testing.T) {
 
 	sp2.Close()
 	sp3, _ := openTestSpool(t, dir, 0)
-	if runs := sp3.recover(); len(runs) != 0 || sp3.Used() != 0 {
-		t.Fatalf("a delivered run came back: %d runs, %d bytes", len(runs), sp3.Used())
+	if runs := sp3.recover(); len(runs) != 0 || sp3.used.Load() != 0 {
+		t.Fatalf("a delivered run came back: %d runs, %d bytes", len(runs), sp3.used.Load())
 	}
 }
 
@@ -189,13 +196,9 @@ func TestSpoolKeepsAFinishedRunsResultAcrossARestart(t *testing.T) {
 	r.Finish(Result{Output: map[string]any{"ok": true}})
 	sp.Close()
 
-	sp2, _ := openTestSpool(t, dir, 0)
-	runs := sp2.recover()
-	if len(runs) != 1 {
-		t.Fatalf("recovered %d runs", len(runs))
-	}
-	runs[0].Finish(failed(1, "must not replace the result"))
-	lines, res := drain(t, runs[0], 10)
+	_, got, _ := reopenOne(t, dir)
+	got.Finish(failed(1, "must not replace the result"))
+	lines, res := drain(t, got, 10)
 	wantNumbered(t, lines, 1, 1)
 	if res == nil || res.Error != nil || res.Output["ok"] != true {
 		t.Fatalf("result %+v", res)
@@ -221,12 +224,7 @@ func TestSpoolCutsAHalfWrittenRecordAndSkipsACorruptOne(t *testing.T) {
 	}
 	f.Close()
 
-	sp2, logs := openTestSpool(t, dir, 0)
-	runs := sp2.recover()
-	if len(runs) != 1 {
-		t.Fatalf("recovered %d runs", len(runs))
-	}
-	got := runs[0]
+	_, got, logs := reopenOne(t, dir)
 	got.Log(context.Background(), Stdout, "line 4")
 	got.Finish(Result{})
 	lines, res := drain(t, got, 100)

@@ -38,7 +38,7 @@ func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, workerID 
 		defer cancel()
 	}
 
-	j := w.newJournal(runMeta{Run: newRunID(), JobID: a.JobID, Step: a.StepName, WorkerID: workerID, Created: time.Now().UTC()}, log)
+	j := w.newJournal(runMeta{Run: randomID(), JobID: a.JobID, Step: a.StepName, WorkerID: workerID, Created: time.Now().UTC()}, log)
 	finished := make(chan struct{})
 	delivered := make(chan struct{})
 	go func() {
