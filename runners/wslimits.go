@@ -8,6 +8,8 @@ import (
 	"io"
 	"path/filepath"
 	"strconv"
+
+	"github.com/appliance-sh/appliance/engine/template"
 )
 
 // WorkspaceLimits bound what one workspace tarball may unpack to, so a
@@ -126,10 +128,10 @@ func (m *meter) entry(name string, typ byte, size int64) error {
 		return nil
 	}
 	if size > m.lim.FileSize {
-		return m.trip("file_size", sizeString(m.lim.FileSize))
+		return m.trip("file_size", template.FormatBytes(int(m.lim.FileSize)))
 	}
 	if size > m.lim.TotalSize-m.written {
-		return m.trip("total_size", sizeString(m.lim.TotalSize))
+		return m.trip("total_size", template.FormatBytes(int(m.lim.TotalSize)))
 	}
 	return nil
 }
@@ -177,26 +179,13 @@ type fileWriter struct {
 func (f *fileWriter) Write(p []byte) (int, error) {
 	m, n := f.m, int64(len(p))
 	if f.size+n > m.lim.FileSize {
-		return 0, m.trip("file_size", sizeString(m.lim.FileSize))
+		return 0, m.trip("file_size", template.FormatBytes(int(m.lim.FileSize)))
 	}
 	if m.written+n > m.lim.TotalSize {
-		return 0, m.trip("total_size", sizeString(m.lim.TotalSize))
+		return 0, m.trip("total_size", template.FormatBytes(int(m.lim.TotalSize)))
 	}
 	w, err := f.w.Write(p)
 	f.size += int64(w)
 	m.written += int64(w)
 	return w, err
-}
-
-// sizeString writes a byte count the way the config does: 64KB, 1GB.
-func sizeString(n int64) string {
-	for _, u := range []struct {
-		size int64
-		name string
-	}{{1 << 30, "GB"}, {1 << 20, "MB"}, {1 << 10, "KB"}} {
-		if n >= u.size && n%u.size == 0 {
-			return strconv.FormatInt(n/u.size, 10) + u.name
-		}
-	}
-	return strconv.FormatInt(n, 10) + " bytes"
 }

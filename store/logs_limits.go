@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/template"
 )
 
 // Default log limits (server config `limits.step_log`, `limits.log_line`).
@@ -143,7 +144,7 @@ const capWarningPrefix = "log of step "
 
 func capWarning(step string, limit int64, s *stepCount) string {
 	return fmt.Sprintf("%s%s cut at the step_log limit of %s: %d bytes kept, %d bytes in %d lines dropped (raise limits.step_log in the server config to keep more)",
-		capWarningPrefix, strconv.Quote(step), sizeString(limit), s.bytes, s.droppedBytes, s.droppedLines)
+		capWarningPrefix, strconv.Quote(step), template.FormatBytes(int(limit)), s.bytes, s.droppedBytes, s.droppedLines)
 }
 
 // cappedStepOf returns the step a cap warning line names.
@@ -248,20 +249,7 @@ func cutLine(line string, max int) string {
 	for cut > 0 && !utf8.RuneStart(line[cut]) {
 		cut--
 	}
-	return fmt.Sprintf("%s… [line cut at %s limit, %d bytes dropped]", line[:cut], sizeString(int64(max)), len(line)-cut)
-}
-
-// sizeString writes a byte count the way the config does: 64KB, 100MB.
-func sizeString(n int64) string {
-	for _, u := range []struct {
-		size int64
-		name string
-	}{{1 << 30, "GB"}, {1 << 20, "MB"}, {1 << 10, "KB"}} {
-		if n >= u.size && n%u.size == 0 {
-			return strconv.FormatInt(n/u.size, 10) + u.name
-		}
-	}
-	return strconv.FormatInt(n, 10) + " bytes"
+	return fmt.Sprintf("%s… [line cut at %s limit, %d bytes dropped]", line[:cut], template.FormatBytes(max), len(line)-cut)
 }
 
 // eachLine calls f for every line of r: first is the line, or its first

@@ -53,7 +53,9 @@ func OutputLimitError(lim Limits) *LimitError {
 	return &LimitError{Key: "template_output", Value: FormatBytes(lim.Output)}
 }
 
-// FormatBytes writes a byte count the way the config reads it: 1MB, 64KB, 100B.
+// FormatBytes writes a byte count the way the config reads it (1MB, 64KB),
+// or as "100 bytes" when it is no whole unit. The log store and the
+// workspace extractor name their limits with it too.
 func FormatBytes(n int) string {
 	switch {
 	case n >= 1<<30 && n%(1<<30) == 0:
@@ -63,7 +65,7 @@ func FormatBytes(n int) string {
 	case n >= 1<<10 && n%(1<<10) == 0:
 		return fmt.Sprintf("%dKB", n>>10)
 	}
-	return fmt.Sprintf("%dB", n)
+	return fmt.Sprintf("%d bytes", n)
 }
 
 type limitsKey struct{}
