@@ -15,8 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -831,30 +829,6 @@ func killAtCleanup(t testing.TB, cmdline string) {
 			t.Logf("kill process group %d: %v", pgid, err)
 		}
 	})
-}
-
-var procState = regexp.MustCompile(`^\d+ \(.*\) (\S) \d+ (\d+)`)
-
-// groupRunning reports whether a process of the group has not exited yet.
-// An exited orphan stays a zombie until init reaps it, which here may take
-// a second or more; it runs nothing, so it does not count.
-func groupRunning(t testing.TB, pgid int) bool {
-	t.Helper()
-	pids, err := procPIDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, pid := range pids {
-		stat, err := readProc(pid, "stat")
-		if err != nil {
-			continue
-		}
-		m := procState.FindStringSubmatch(stat)
-		if m != nil && m[2] == strconv.Itoa(pgid) && m[1] != "Z" && m[1] != "X" {
-			return true
-		}
-	}
-	return false
 }
 
 // logLines parses JSONL log text.
