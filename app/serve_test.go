@@ -368,7 +368,9 @@ func TestApprovalOverTheAPI(t *testing.T) {
 	}
 }
 
-const secretsWorkspace = `secrets:
+// secretSources declares a workspace secret, read from
+// APPLIANCE_TEST_API_TOKEN, and a connection with a secret property.
+const secretSources = `secrets:
   API_TOKEN: "{{ env.APPLIANCE_TEST_API_TOKEN }}"
 connection_types:
   db:
@@ -376,7 +378,9 @@ connection_types:
     password: {type: string, secret: true}
 connections:
   prod: {type: db, host: db.internal, password: hunter2-pw}
-tasks:
+`
+
+const secretsWorkspace = secretSources + `tasks:
   leaky:
     input:
       pin: {type: string, secret: true}
