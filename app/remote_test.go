@@ -140,15 +140,31 @@ func (c *tarballCounter) count(status int) int {
 	return c.statuses[status]
 }
 
-func startTarballCounter(t *testing.T, target string) (*tarballCounter, string) {
+// workerProxy is a reverse proxy to the server at target (parsed in u),
+// for a test to put between the server and a worker.
+func workerProxy(t *testing.T, target string) (proxy *httputil.ReverseProxy, u *url.URL) {
+	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &tarballCounter{statuses: map[int]int{}}
-	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy = httputil.NewSingleHostReverseProxy(u)
 	// Workers hang up on their long-polls when they stop; that is no news.
 	proxy.ErrorLog = log.New(io.Discard, "", 0)
+	return proxy, u
+}
+
+// serveProxy serves h on a loopback address until the test ends and
+// returns its URL.
+func serveProxy(t *testing.T, h http.Handler) string {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func startTarballCounter(t *testing.T, target string) (*tarballCounter, string) {
+	c := &tarballCounter{statuses: map[int]int{}}
+	proxy, _ := workerProxy(t, target)
 	proxy.ModifyResponse = func(resp *http.Response) error {
 		if strings.HasPrefix(resp.Request.URL.Path, "/worker/workspace/") {
 			c.mu.Lock()
@@ -157,9 +173,7 @@ func startTarballCounter(t *testing.T, target string) (*tarballCounter, string) 
 		}
 		return nil
 	}
-	srv := httptest.NewServer(proxy)
-	t.Cleanup(srv.Close)
-	return c, srv.URL
+	return c, serveProxy(t, proxy)
 }
 
 func TestSecondClaimOfARevisionDoesNotDownloadItAgain(t *testing.T) {
