@@ -3,8 +3,6 @@ package app
 import (
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -64,9 +62,9 @@ func runDeliveryBench(b *testing.B, f *serverFixture, w *workerProc) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(benchLines*b.N)/took.Seconds(), "lines/s")
-	b.ReportMetric(float64(vmHWM(b, "self"))/(1<<20), "server-peak-MB")
+	b.ReportMetric(float64(peakRSS(b, os.Getpid()))/(1<<20), "server-peak-MB")
 	if w != nil {
-		b.ReportMetric(float64(vmHWM(b, strconv.Itoa(w.cmd.Process.Pid)))/(1<<20), "worker-peak-MB")
+		b.ReportMetric(float64(peakRSS(b, w.cmd.Process.Pid))/(1<<20), "worker-peak-MB")
 	}
 }
 
@@ -75,23 +73,4 @@ func resetPeakRSS(b *testing.B) {
 	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
 		b.Logf("cannot reset the peak RSS, it counts from the process start: %v", err)
 	}
-}
-
-// vmHWM is the peak RSS of process pid ("self" or a number), in bytes.
-func vmHWM(b *testing.B, pid string) int64 {
-	raw, err := os.ReadFile("/proc/" + pid + "/status")
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, l := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				b.Fatalf("VmHWM: %q", l)
-			}
-			return kb << 10
-		}
-	}
-	b.Fatal("no VmHWM in /proc status")
-	return 0
 }

@@ -1,10 +1,6 @@
 package app
 
 import (
-	"bufio"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,39 +44,25 @@ func waitCompleted(t *testing.T, f *serverFixture, id string) {
 // cap; the only notice of lost lines is the cap's own _server warning.
 func checkNumberedUpToTheCap(t *testing.T, logDir, jobID string, capBytes int64) {
 	t.Helper()
-	f, err := os.Open(filepath.Join(logDir, jobID+".jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var (
 		next     = 1
 		stored   int64
 		warnings []string
 	)
-	br := bufio.NewReaderSize(f, 1<<20)
-	for {
-		raw, err := br.ReadBytes('\n')
-		if len(raw) == 0 && err != nil {
-			break
+	eachStoredLine(t, logDir, jobID, func(_ int, raw []byte, step, line string) {
+		if strings.Contains(line, "dropped") || strings.Contains(line, "[appliance worker") {
+			warnings = append(warnings, step+": "+line)
 		}
-		var l struct{ Step, Line string }
-		if err := json.Unmarshal(raw, &l); err != nil {
-			t.Fatalf("stored line %.100q: %v", raw, err)
-		}
-		if strings.Contains(l.Line, "dropped") || strings.Contains(l.Line, "[appliance worker") {
-			warnings = append(warnings, l.Step+": "+l.Line)
-		}
-		if l.Step != "big" {
-			continue
+		if step != "big" {
+			return
 		}
 		stored += int64(len(raw))
-		num, _, _ := strings.Cut(l.Line, " ")
-		if n, err := strconv.Atoi(num); err != nil || n != next || len(l.Line) != 1000 {
-			t.Fatalf("step big's stored line %d is %.40q…, want line %d: a line was lost or reordered", next, l.Line, next)
+		num, _, _ := strings.Cut(line, " ")
+		if n, err := strconv.Atoi(num); err != nil || n != next || len(line) != 1000 {
+			t.Fatalf("step big's stored line %d is %.40q…, want line %d: a line was lost or reordered", next, line, next)
 		}
 		next++
-	}
+	})
 	kept := next - 1
 	t.Logf("step big: lines 1..%d stored in order, %d bytes", kept, stored)
 	if stored > capBytes || stored < capBytes-(64<<10) {

@@ -26,7 +26,7 @@ const (
 // checkExposure refuses to serve a network without auth unless the config
 // says so out loud: a request that reaches this server runs code.
 func (c *ServerConfig) checkExposure() error {
-	if c.Auth != nil || c.InsecureNoAuth || isLoopbackAddr(c.Listen) {
+	if !c.exposedWithoutAuth() || c.InsecureNoAuth {
 		return nil
 	}
 	return fmt.Errorf("listen: %s is reachable from the network and auth is off, so anyone who reaches it could run "+

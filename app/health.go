@@ -86,8 +86,5 @@ func (h *healthCheck) run(ctx context.Context) error {
 	if err := h.loop(ctx); err != nil {
 		return fmt.Errorf("orchestrator loop does not answer: %w", err)
 	}
-	if err := h.write(ctx); err != nil {
-		return err
-	}
-	return nil
+	return h.write(ctx)
 }

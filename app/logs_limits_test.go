@@ -33,35 +33,44 @@ const floodWorkspace = `tasks:
           echo short
 `
 
-// storedLog sums, from the job's JSONL file, the bytes of each step and
-// notes where each step's first line is; it returns the _server lines.
-func storedLog(t *testing.T, logDir, jobID string) (bytesOf map[string]int64, first map[string]int, server []string) {
+// eachStoredLine calls fn with each line of the job's JSONL log file, its
+// index and its raw bytes (newline included).
+func eachStoredLine(t *testing.T, logDir, jobID string, fn func(i int, raw []byte, step, line string)) {
 	t.Helper()
 	f, err := os.Open(filepath.Join(logDir, jobID+".jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	bytesOf, first = map[string]int64{}, map[string]int{}
 	br := bufio.NewReaderSize(f, 1<<20)
 	for i := 0; ; i++ {
 		raw, err := br.ReadBytes('\n')
 		if len(raw) == 0 && err != nil {
-			break
+			return
 		}
 		var l struct{ Step, Line string }
 		if err := json.Unmarshal(raw, &l); err != nil {
 			t.Fatalf("stored line %.100q: %v", raw, err)
 		}
-		bytesOf[l.Step] += int64(len(raw))
-		if _, ok := first[l.Step]; !ok {
-			first[l.Step] = i
-		}
-		if l.Step == "_server" {
-			first[l.Line] = i
-			server = append(server, l.Line)
-		}
+		fn(i, raw, l.Step, l.Line)
 	}
+}
+
+// storedLog sums, from the job's JSONL file, the bytes of each step and
+// notes where each step's first line is; it returns the _server lines.
+func storedLog(t *testing.T, logDir, jobID string) (bytesOf map[string]int64, first map[string]int, server []string) {
+	t.Helper()
+	bytesOf, first = map[string]int64{}, map[string]int{}
+	eachStoredLine(t, logDir, jobID, func(i int, raw []byte, step, line string) {
+		bytesOf[step] += int64(len(raw))
+		if _, ok := first[step]; !ok {
+			first[step] = i
+		}
+		if step == "_server" {
+			first[line] = i
+			server = append(server, line)
+		}
+	})
 	return bytesOf, first, server
 }
 

@@ -162,7 +162,7 @@ func TestReadingA100MBLogKeepsTheServerSmall(t *testing.T) {
 }
 
 // peakRSS is the peak resident set size of a process, from /proc.
-func peakRSS(t *testing.T, pid int) int64 {
+func peakRSS(t testing.TB, pid int) int64 {
 	t.Helper()
 	status, err := readProc(pid, "status")
 	if err != nil {
@@ -172,7 +172,7 @@ func peakRSS(t *testing.T, pid int) int64 {
 }
 
 // procField reads a "Name:  N kB" field of /proc/PID/status, in bytes.
-func procField(t *testing.T, status, name string) int64 {
+func procField(t testing.TB, status, name string) int64 {
 	t.Helper()
 	for _, l := range strings.Split(status, "\n") {
 		if v, ok := strings.CutPrefix(l, name+":"); ok {

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -29,29 +28,6 @@ func waitGone(t *testing.T, cmdline string, within time.Duration) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// processRunning reports whether a process that has not exited runs cmdline.
-func processRunning(t *testing.T, cmdline string) bool {
-	t.Helper()
-	pids, err := procPIDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, pid := range pids {
-		cmd, err := readProc(pid, "cmdline")
-		if err != nil || strings.ReplaceAll(strings.TrimRight(cmd, "\x00"), "\x00", " ") != cmdline {
-			continue
-		}
-		stat, err := readProc(pid, "stat")
-		if err != nil {
-			continue
-		}
-		if m := procState.FindStringSubmatch(stat); m != nil && m[1] != "Z" && m[1] != "X" {
-			return true
-		}
-	}
-	return false
 }
 
 func TestKilledWorkerLeavesNoStepProcess(t *testing.T) {

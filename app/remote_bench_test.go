@@ -20,6 +20,20 @@ type rawWorker struct {
 	http    *http.Client
 }
 
+// registerRawWorker registers a rawWorker named bench, with no tags.
+func registerRawWorker(b *testing.B, url string) *rawWorker {
+	b.Helper()
+	w := &rawWorker{url: url, http: &http.Client{}}
+	var reg struct {
+		WorkerID string `json:"worker_id"`
+	}
+	if err := w.post("/worker/register", map[string]any{"name": "bench", "tags": []string{}}, &reg); err != nil {
+		b.Fatal(err)
+	}
+	w.id = reg.WorkerID
+	return w
+}
+
 func (w *rawWorker) post(path string, body, out any) error {
 	raw, err := json.Marshal(body)
 	if err != nil {
@@ -68,6 +82,15 @@ func (w *rawWorker) claim(got chan<- claimArrival) {
 	got <- a
 }
 
+// finish starts and completes the claimed step, with exit code 0.
+func (w *rawWorker) finish(a claimArrival) error {
+	step := "/worker/jobs/" + a.jobID + "/steps/" + a.step
+	if err := w.post(step+"/start", map[string]any{"worker_id": w.id}, nil); err != nil {
+		return err
+	}
+	return w.post(step+"/complete", map[string]any{"worker_id": w.id, "output": nil, "exit_code": 0, "error": nil}, nil)
+}
+
 // BenchmarkRemoteClaimLatency times step-ready -> claimed for an idle
 // remote worker: a claim long-poll is parked at the server (checked, not
 // assumed), a one-step job is created, and the latency runs from the
@@ -78,14 +101,7 @@ func BenchmarkRemoteClaimLatency(b *testing.B) {
 	writeWorkspace(b, dir, chainWorkspace(1))
 	f := startFixture(b, map[string]string{"bench": dir}, 0, func(c *ServerConfig) { c.WorkerToken = workerToken })
 	eng := f.srv.engine
-	w := &rawWorker{url: f.url, http: &http.Client{}}
-	var reg struct {
-		WorkerID string `json:"worker_id"`
-	}
-	if err := w.post("/worker/register", map[string]any{"name": "bench", "tags": []string{}}, &reg); err != nil {
-		b.Fatal(err)
-	}
-	w.id = reg.WorkerID
+	w := registerRawWorker(b, f.url)
 	ctx := context.Background()
 
 	lat := make([]time.Duration, 0, b.N)
@@ -112,11 +128,7 @@ func BenchmarkRemoteClaimLatency(b *testing.B) {
 			b.Fatalf("claimed job %s, want %s", a.jobID, j.ID)
 		}
 		lat = append(lat, a.at.Sub(ready))
-		if err := w.post("/worker/jobs/"+a.jobID+"/steps/"+a.step+"/start", map[string]any{"worker_id": w.id}, nil); err != nil {
-			b.Fatal(err)
-		}
-		if err := w.post("/worker/jobs/"+a.jobID+"/steps/"+a.step+"/complete",
-			map[string]any{"worker_id": w.id, "output": nil, "exit_code": 0, "error": nil}, nil); err != nil {
+		if err := w.finish(a); err != nil {
 			b.Fatal(err)
 		}
 	}

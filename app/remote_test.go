@@ -15,8 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -142,15 +140,31 @@ func (c *tarballCounter) count(status int) int {
 	return c.statuses[status]
 }
 
-func startTarballCounter(t *testing.T, target string) (*tarballCounter, string) {
+// workerProxy is a reverse proxy to the server at target (parsed in u),
+// for a test to put between the server and a worker.
+func workerProxy(t *testing.T, target string) (proxy *httputil.ReverseProxy, u *url.URL) {
+	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &tarballCounter{statuses: map[int]int{}}
-	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy = httputil.NewSingleHostReverseProxy(u)
 	// Workers hang up on their long-polls when they stop; that is no news.
 	proxy.ErrorLog = log.New(io.Discard, "", 0)
+	return proxy, u
+}
+
+// serveProxy serves h on a loopback address until the test ends and
+// returns its URL.
+func serveProxy(t *testing.T, h http.Handler) string {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func startTarballCounter(t *testing.T, target string) (*tarballCounter, string) {
+	c := &tarballCounter{statuses: map[int]int{}}
+	proxy, _ := workerProxy(t, target)
 	proxy.ModifyResponse = func(resp *http.Response) error {
 		if strings.HasPrefix(resp.Request.URL.Path, "/worker/workspace/") {
 			c.mu.Lock()
@@ -159,9 +173,7 @@ func startTarballCounter(t *testing.T, target string) (*tarballCounter, string) 
 		}
 		return nil
 	}
-	srv := httptest.NewServer(proxy)
-	t.Cleanup(srv.Close)
-	return c, srv.URL
+	return c, serveProxy(t, proxy)
 }
 
 func TestSecondClaimOfARevisionDoesNotDownloadItAgain(t *testing.T) {
@@ -831,30 +843,6 @@ func killAtCleanup(t testing.TB, cmdline string) {
 			t.Logf("kill process group %d: %v", pgid, err)
 		}
 	})
-}
-
-var procState = regexp.MustCompile(`^\d+ \(.*\) (\S) \d+ (\d+)`)
-
-// groupRunning reports whether a process of the group has not exited yet.
-// An exited orphan stays a zombie until init reaps it, which here may take
-// a second or more; it runs nothing, so it does not count.
-func groupRunning(t testing.TB, pgid int) bool {
-	t.Helper()
-	pids, err := procPIDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, pid := range pids {
-		stat, err := readProc(pid, "stat")
-		if err != nil {
-			continue
-		}
-		m := procState.FindStringSubmatch(stat)
-		if m != nil && m[2] == strconv.Itoa(pgid) && m[1] != "Z" && m[1] != "X" {
-			return true
-		}
-	}
-	return false
 }
 
 // logLines parses JSONL log text.

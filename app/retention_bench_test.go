@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -90,14 +89,7 @@ func claimLatencyOverOldJobs(b *testing.B, sweep bool) {
 	})
 	url := "http://" + srv.Addr()
 	eng := srv.engine
-	w := &rawWorker{url: url, http: &http.Client{}}
-	var reg struct {
-		WorkerID string `json:"worker_id"`
-	}
-	if err := w.post("/worker/register", map[string]any{"name": "bench", "tags": []string{}}, &reg); err != nil {
-		b.Fatal(err)
-	}
-	w.id = reg.WorkerID
+	w := registerRawWorker(b, url)
 	ctx := context.Background()
 	// left is how many of the old jobs remain (the benchmark's own jobs
 	// are counted in the total too).
@@ -151,11 +143,7 @@ func claimLatencyOverOldJobs(b *testing.B, sweep bool) {
 			lat = append(lat, a.at.Sub(ready))
 			commits = append(commits, ready.Sub(asked))
 		}
-		if err := w.post("/worker/jobs/"+a.jobID+"/steps/"+a.step+"/start", map[string]any{"worker_id": w.id}, nil); err != nil {
-			b.Fatal(err)
-		}
-		if err := w.post("/worker/jobs/"+a.jobID+"/steps/"+a.step+"/complete",
-			map[string]any{"worker_id": w.id, "output": nil, "exit_code": 0, "error": nil}, nil); err != nil {
+		if err := w.finish(a); err != nil {
 			b.Fatal(err)
 		}
 	}

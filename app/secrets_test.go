@@ -15,15 +15,7 @@ import (
 // stderrLeakWorkspace has a task whose step prints every kind of secret on
 // stderr and fails, and an on_error hook that hands the failure on. %[1]s
 // is the actions' tags line (empty for in-process workers).
-const stderrLeakWorkspace = `secrets:
-  API_TOKEN: "{{ env.APPLIANCE_TEST_API_TOKEN }}"
-connection_types:
-  db:
-    host: {type: string, required: true}
-    password: {type: string, secret: true}
-connections:
-  prod: {type: db, host: db.internal, password: hunter2-pw}
-actions:
+const stderrLeakWorkspace = secretSources + `actions:
   report:
     type: script
     %[1]s

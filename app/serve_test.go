@@ -1,11 +1,9 @@
 package app
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -147,29 +145,6 @@ func waitSleepProcess(t *testing.T, cmdline string) int {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-var statFields = regexp.MustCompile(`^\d+ \(.*\) \S+ \d+ (\d+)`)
-
-func findProcessGroup(cmdline string) (int, error) {
-	pids, err := procPIDs()
-	if err != nil {
-		return 0, err
-	}
-	for _, pid := range pids {
-		cmd, err := readProc(pid, "cmdline")
-		if err != nil || strings.ReplaceAll(strings.TrimRight(cmd, "\x00"), "\x00", " ") != cmdline {
-			continue
-		}
-		stat, err := readProc(pid, "stat")
-		if err != nil {
-			continue
-		}
-		if m := statFields.FindStringSubmatch(stat); m != nil {
-			return strconv.Atoi(m[1])
-		}
-	}
-	return 0, errors.New("not found")
 }
 
 func TestExecuteAppliesDefaultsAndRejectsMissingRequiredInput(t *testing.T) {
@@ -393,7 +368,9 @@ func TestApprovalOverTheAPI(t *testing.T) {
 	}
 }
 
-const secretsWorkspace = `secrets:
+// secretSources declares a workspace secret, read from
+// APPLIANCE_TEST_API_TOKEN, and a connection with a secret property.
+const secretSources = `secrets:
   API_TOKEN: "{{ env.APPLIANCE_TEST_API_TOKEN }}"
 connection_types:
   db:
@@ -401,7 +378,9 @@ connection_types:
     password: {type: string, secret: true}
 connections:
   prod: {type: db, host: db.internal, password: hunter2-pw}
-tasks:
+`
+
+const secretsWorkspace = secretSources + `tasks:
   leaky:
     input:
       pin: {type: string, secret: true}

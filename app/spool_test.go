@@ -5,11 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -197,16 +193,10 @@ func TestRestartedWorkerDeliversWhatItsSpoolHolds(t *testing.T) {
 // worker sees an error and pushes the same lines again.
 func answerDropper(t *testing.T, target string) (proxyURL string, dropped *atomic.Int64) {
 	t.Helper()
-	u, err := url.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(u)
-	// Workers hang up on their long-polls when they stop; that is no news.
-	proxy.ErrorLog = log.New(io.Discard, "", 0)
+	proxy, u := workerProxy(t, target)
 	dropped = &atomic.Int64{}
 	var pushes atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return serveProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasSuffix(r.URL.Path, "/logs") || r.Method != http.MethodPost || pushes.Add(1)%2 == 0 {
 			proxy.ServeHTTP(w, r)
 			return
@@ -225,9 +215,7 @@ func answerDropper(t *testing.T, target string) (proxyURL string, dropped *atomi
 		if err == nil {
 			conn.Close()
 		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL, dropped
+	})), dropped
 }
 
 func TestLogPushWhoseAnswerWasLostIsNotAppendedTwice(t *testing.T) {

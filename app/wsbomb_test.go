@@ -5,11 +5,7 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,14 +26,9 @@ func (zeroBytes) Read(p []byte) (int, error) {
 // in all, made as the worker reads it; the rest goes to the server. sent
 // counts the gzip bytes that left.
 func startBombProxy(t *testing.T, target string) (proxyURL string, sent *atomic.Int64) {
-	u, err := url.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(u)
-	proxy.ErrorLog = log.New(io.Discard, "", 0)
+	proxy, _ := workerProxy(t, target)
 	sent = &atomic.Int64{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return serveProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasPrefix(r.URL.Path, "/worker/workspace/") {
 			proxy.ServeHTTP(w, r)
 			return
@@ -58,9 +49,7 @@ func startBombProxy(t *testing.T, target string) (proxyURL string, sent *atomic.
 		}
 		tw.Close()
 		gz.Close()
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL, sent
+	})), sent
 }
 
 type countingWriter struct {
