@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/appliance-sh/appliance/api/accounts"
+	"github.com/appliance-sh/appliance/accounts"
 )
 
 // AuthConfig turns authentication on (api.Config.Auth; nil = off). The app

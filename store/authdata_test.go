@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/appliance-sh/appliance/api/accounts"
+	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/engine"
 )
 
