@@ -11,10 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
-	"golang.org/x/oauth2"
+	"github.com/zitadel/oidc/v3/pkg/client/rp"
+	"github.com/zitadel/oidc/v3/pkg/oidc"
 )
 
 // OIDC login bookkeeping.
@@ -36,29 +36,23 @@ type pendingLogin struct {
 	expires  time.Time
 }
 
-// oidcClient is one provider, discovered.
-type oidcClient struct {
-	oauth    *oauth2.Config
-	verifier *oidc.IDTokenVerifier
-}
-
 // oidcFlows keeps pending logins in memory, one use each: a restart only
 // makes logins in progress start over.
 type oidcFlows struct {
 	auth    *authService
 	mu      sync.Mutex
 	pending map[string]pendingLogin
-	clients map[string]*oidcClient
+	clients map[string]rp.RelyingParty
 }
 
 func newOIDCFlows(a *authService) *oidcFlows {
-	return &oidcFlows{auth: a, pending: map[string]pendingLogin{}, clients: map[string]*oidcClient{}}
+	return &oidcFlows{auth: a, pending: map[string]pendingLogin{}, clients: map[string]rp.RelyingParty{}}
 }
 
 // client discovers a provider on first use rather than at start-up, so an
 // identity provider that is down does not keep the server from starting;
 // a failed discovery is retried by the next login.
-func (f *oidcFlows) client(ctx context.Context, id string, p AuthProvider) (*oidcClient, error) {
+func (f *oidcFlows) client(ctx context.Context, id string, p AuthProvider) (rp.RelyingParty, error) {
 	f.mu.Lock()
 	c := f.clients[id]
 	f.mu.Unlock()
@@ -69,21 +63,15 @@ func (f *oidcFlows) client(ctx context.Context, id string, p AuthProvider) (*oid
 	if httpClient == nil {
 		httpClient = http.DefaultClient
 	}
-	ctx = oidc.ClientContext(ctx, httpClient)
-	provider, err := oidc.NewProvider(ctx, p.IssuerURL)
+	redirect := strings.TrimRight(f.auth.cfg.BaseURL, "/") + "/api/auth/oidc/" + id + "/callback"
+	// PKCE is done here rather than by rp's cookie handler: the verifier
+	// stays on the server, in the pending login its state names. The keys
+	// are fetched with httpClient, independent of this request.
+	c, err := rp.NewRelyingPartyOIDC(ctx, p.IssuerURL, p.ClientID, p.ClientSecret, redirect,
+		[]string{oidc.ScopeOpenID, oidc.ScopeEmail, oidc.ScopeProfile},
+		rp.WithHTTPClient(httpClient), rp.WithSigningAlgsFromDiscovery())
 	if err != nil {
 		return nil, fmt.Errorf("discover oidc provider %s: %w", id, err)
-	}
-	c = &oidcClient{
-		oauth: &oauth2.Config{
-			ClientID:     p.ClientID,
-			ClientSecret: p.ClientSecret,
-			Endpoint:     provider.Endpoint(),
-			RedirectURL:  strings.TrimRight(f.auth.cfg.BaseURL, "/") + "/api/auth/oidc/" + id + "/callback",
-			Scopes:       []string{oidc.ScopeOpenID, "email", "profile"},
-		},
-		// The keys are fetched with httpClient, independent of this request.
-		verifier: provider.VerifierContext(oidc.ClientContext(context.Background(), httpClient), &oidc.Config{ClientID: p.ClientID}),
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -156,12 +144,17 @@ func (s *server) oidcStart(c echo.Context) error {
 		s.log.Error("oidc login", "provider", id, "err", err)
 		return echo.NewHTTPError(http.StatusBadGateway, fmt.Sprintf("identity provider %s is unreachable", id))
 	}
-	verifier := oauth2.GenerateVerifier()
+	// 32 random octets, base64url: a PKCE verifier as RFC 7636 4.1 advises.
+	b, err := randomBytes(32)
+	if err != nil {
+		return err
+	}
+	verifier := base64.RawURLEncoding.EncodeToString(b)
 	state, err := s.auth.oidc.begin(id, verifier)
 	if err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusFound, client.oauth.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier)))
+	return c.Redirect(http.StatusFound, rp.AuthURL(state, client, rp.WithCodeChallenge(oidc.NewSHACodeChallenge(verifier))))
 }
 
 // oidcCallback completes a login and hands the tokens to the UI in the URL
@@ -178,14 +171,6 @@ func (s *server) oidcCallback(c echo.Context) error {
 	}
 	v := url.Values{"access_token": {pair.AccessToken}, "refresh_token": {pair.RefreshToken}}
 	return c.Redirect(http.StatusFound, loginCallbackPath+"#"+v.Encode())
-}
-
-// oidcClaims are the ID token claims the login reads.
-type oidcClaims struct {
-	Email             string `json:"email"`
-	EmailVerified     *bool  `json:"email_verified"`
-	Name              string `json:"name"`
-	PreferredUsername string `json:"preferred_username"`
 }
 
 func (s *server) completeOIDC(c echo.Context, id string, p AuthProvider) (*tokenPair, error) {
@@ -206,45 +191,51 @@ func (s *server) completeOIDC(c echo.Context, id string, p AuthProvider) (*token
 	if err != nil {
 		return nil, err
 	}
-	httpClient := s.auth.cfg.HTTPClient
-	if httpClient == nil {
-		httpClient = http.DefaultClient
-	}
-	tok, err := client.oauth.Exchange(context.WithValue(ctx, oauth2.HTTPClient, httpClient), code, oauth2.VerifierOption(login.verifier))
-	if err != nil {
-		return nil, fmt.Errorf("exchange authorization code: %w", err)
-	}
-	raw, _ := tok.Extra("id_token").(string)
-	if raw == "" {
+	// CodeExchange verifies the ID token: signature by the provider's
+	// keys, issuer, audience (our client id), expiry and at_hash.
+	tokens, err := rp.CodeExchange[*oidc.IDTokenClaims](ctx, code, client, rp.WithCodeVerifier(login.verifier))
+	if errors.Is(err, rp.ErrMissingIDToken) {
 		return nil, errors.New("the identity provider returned no id_token")
 	}
-	idToken, err := client.verifier.Verify(ctx, raw)
 	if err != nil {
-		return nil, fmt.Errorf("verify id token: %w", err)
+		return nil, fmt.Errorf("exchange authorization code and verify id token: %w", err)
 	}
-	var claims oidcClaims
-	if err := idToken.Claims(&claims); err != nil {
-		return nil, fmt.Errorf("read id token claims: %w", err)
-	}
+	claims := tokens.IDTokenClaims
 	email := strings.TrimSpace(claims.Email)
 	if email == "" {
 		return nil, errors.New("the identity provider did not share an email address (scope email)")
 	}
 	// An address the provider says it has not verified could claim
-	// someone else's account through the email rule, so it is refused.
-	if claims.EmailVerified != nil && !*claims.EmailVerified {
+	// someone else's account through the email rule, so it is refused. A
+	// provider that says nothing about it is trusted.
+	if emailUnverified(claims) {
 		return nil, fmt.Errorf("email %s is not verified by the identity provider", email)
 	}
 	now := s.auth.now().UTC()
 	newUser := &User{ID: uuid.NewString(), Email: email, Groups: []string{}, CreatedAt: now}
-	if name := firstNonEmpty(claims.Name, claims.PreferredUsername); name != "" {
+	if name := firstNonEmpty(strings.TrimSpace(claims.Name), strings.TrimSpace(claims.PreferredUsername)); name != "" {
 		newUser.Name = &name
 	}
-	u, err := s.auth.users.ProvisionLinkedUser(ctx, AuthLink{Provider: id, Subject: idToken.Subject, CreatedAt: now}, email, newUser)
+	u, err := s.auth.users.ProvisionLinkedUser(ctx, AuthLink{Provider: id, Subject: claims.Subject, CreatedAt: now}, email, newUser)
 	if err != nil {
 		return nil, err
 	}
 	return s.auth.issueTokens(ctx, u)
+}
+
+// emailUnverified reports an email_verified claim that is present and
+// false (a boolean, or the string "false" some providers send).
+func emailUnverified(claims *oidc.IDTokenClaims) bool {
+	if claims.EmailVerified {
+		return false
+	}
+	switch v := claims.Claims["email_verified"].(type) {
+	case bool:
+		return !v
+	case string:
+		return strings.EqualFold(v, "false")
+	}
+	return false
 }
 
 func firstNonEmpty(vs ...string) string {

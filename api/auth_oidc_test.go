@@ -11,38 +11,39 @@ import (
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
-	"github.com/oauth2-proxy/mockoidc"
+	"net/http/cookiejar"
 
 	"github.com/appliance-sh/appliance/api"
+	"github.com/appliance-sh/appliance/api/oidctest"
 )
 
 // publicHost is the server's public name in base_url; the browser below
 // reaches it at the fixture's address, as a reverse proxy would.
 const publicHost = "appliance.test"
 
-// oidcFixture is an auth fixture with a real OIDC provider, "mock".
+// oidcFixture is an auth fixture with a real OpenID Provider, "mock".
 type oidcFixture struct {
 	*authFixture
-	idp     *mockoidc.MockOIDC
+	idp     *oidctest.Provider
 	browser *http.Client
 }
 
 func newOIDCFixture(t *testing.T) *oidcFixture {
 	t.Helper()
-	idp, err := mockoidc.Run()
-	if err != nil {
-		t.Fatalf("start mock oidc provider: %v", err)
-	}
-	t.Cleanup(func() { idp.Shutdown() })
+	idp := oidctest.Start(t, "http://"+publicHost+"/api/auth/oidc/mock/callback")
 	f := newAuthFixture(t, map[string]api.AuthProvider{
-		"mock": {Type: api.ProviderOIDC, DisplayName: "Mock", IssuerURL: idp.Issuer(), ClientID: idp.ClientID, ClientSecret: idp.ClientSecret},
+		"mock": {Type: api.ProviderOIDC, DisplayName: "Mock", IssuerURL: idp.Issuer(), ClientID: oidctest.ClientID, ClientSecret: oidctest.ClientSecret},
 	})
 	// Set before the first request; the OIDC client reads it on first use.
 	f.cfg.BaseURL = "http://" + publicHost
 	server := strings.TrimPrefix(f.url, "http://")
 	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	browser := &http.Client{
+		Jar:     jar,
 		Timeout: 30 * time.Second,
 		Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			if addr == publicHost+":80" {
@@ -64,14 +65,44 @@ func newOIDCFixture(t *testing.T) *oidcFixture {
 	return &oidcFixture{authFixture: f, idp: idp, browser: browser}
 }
 
-// signIn runs the browser through the whole login and returns the
-// fragment of the final redirect to the UI.
-func (f *oidcFixture) signIn(user mockoidc.User) url.Values {
+// signIn runs the browser through the whole login, signing in at the
+// provider's form as user, and returns the fragment of the final redirect
+// to the UI.
+func (f *oidcFixture) signIn(user oidctest.User) url.Values {
 	f.t.Helper()
-	if user != nil {
-		f.idp.QueueUser(user)
+	if user.Password == "" {
+		user.Password = "idp-password"
 	}
-	return f.visit("http://" + publicHost + "/api/auth/oidc/mock")
+	f.idp.AddUser(user)
+	loc := f.submitLogin(user.Email, user.Password)
+	return f.fragment(loc)
+}
+
+// submitLogin starts a login, follows it to the provider's form, posts
+// the credentials there and returns where the chain ended: the Location
+// of the redirect to the UI, or "" when the provider answered itself.
+func (f *oidcFixture) submitLogin(username, password string) string {
+	f.t.Helper()
+	resp, err := f.browser.Get("http://" + publicHost + "/api/auth/oidc/mock")
+	if err != nil {
+		f.t.Fatalf("start login: %v", err)
+	}
+	resp.Body.Close()
+	form := resp.Request.URL
+	if resp.StatusCode != http.StatusOK || form.Path != oidctest.LoginPath || !strings.HasPrefix(form.String(), f.idp.Issuer()) {
+		f.t.Fatalf("login start ended at %s with %d, want the provider's login form", form, resp.StatusCode)
+	}
+	resp, err = f.browser.PostForm(f.idp.Issuer()+oidctest.LoginPath, url.Values{
+		"id": {form.Query().Get("authRequestID")}, "username": {username}, "password": {password},
+	})
+	if err != nil {
+		f.t.Fatalf("sign in at the provider: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusFound {
+		return ""
+	}
+	return resp.Header.Get("Location")
 }
 
 // visit follows redirects from u up to the UI callback and returns its
@@ -83,9 +114,17 @@ func (f *oidcFixture) visit(u string) url.Values {
 		f.t.Fatalf("GET %s: %v", u, err)
 	}
 	resp.Body.Close()
-	loc := resp.Header.Get("Location")
-	if resp.StatusCode != http.StatusFound || !strings.HasPrefix(loc, "/login/callback#") {
-		f.t.Fatalf("login ended with %d, Location %q; want a 302 to /login/callback#...", resp.StatusCode, loc)
+	if resp.StatusCode != http.StatusFound {
+		f.t.Fatalf("GET %s ended with %d; want a 302 to /login/callback#...", u, resp.StatusCode)
+	}
+	return f.fragment(resp.Header.Get("Location"))
+}
+
+// fragment reads the result of a login from the Location to the UI.
+func (f *oidcFixture) fragment(loc string) url.Values {
+	f.t.Helper()
+	if !strings.HasPrefix(loc, "/login/callback#") {
+		f.t.Fatalf("login ended at Location %q; want a 302 to /login/callback#...", loc)
 	}
 	frag, err := url.ParseQuery(strings.TrimPrefix(loc, "/login/callback#"))
 	if err != nil {
@@ -125,12 +164,12 @@ func TestOIDCStartRedirectsToTheProviderWithPKCE(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := loc.Query()
-	if got := loc.Scheme + "://" + loc.Host + loc.Path; got != f.idp.AuthorizationEndpoint() {
-		t.Fatalf("redirect to %s, want %s", got, f.idp.AuthorizationEndpoint())
+	if got := loc.Scheme + "://" + loc.Host + loc.Path; got != f.idp.Issuer()+"/authorize" {
+		t.Fatalf("redirect to %s, want %s/authorize", got, f.idp.Issuer())
 	}
 	checks := map[string]string{
 		"response_type":         "code",
-		"client_id":             f.idp.ClientID,
+		"client_id":             oidctest.ClientID,
 		"redirect_uri":          "http://" + publicHost + "/api/auth/oidc/mock/callback",
 		"code_challenge_method": "S256",
 	}
@@ -154,7 +193,7 @@ func TestOIDCCallbackProvisionsANewUser(t *testing.T) {
 	f.addUser("admin@example.com", "pw", true)
 	admin, _ := f.login("admin@example.com", "pw")
 
-	access := tokens(t, f.signIn(&mockoidc.MockUser{Subject: "sub-new", Email: "new@example.com", PreferredUsername: "newbie", EmailVerified: true}))
+	access := tokens(t, f.signIn(oidctest.User{Subject: "sub-new", Email: "new@example.com", Name: "newbie", EmailVerified: true}))
 	me := f.as(access, "GET", "/api/auth/me", nil).expect(200).object()
 	if me["email"] != "new@example.com" || me["name"] != "newbie" || me["is_admin"] != false {
 		t.Fatalf("me = %v", me)
@@ -172,7 +211,7 @@ func TestOIDCLinksAUserWithTheSameEmail(t *testing.T) {
 	adaID := f.addUser("ada@example.com", "pw", true)
 	admin, _ := f.login("ada@example.com", "pw")
 
-	access := tokens(t, f.signIn(&mockoidc.MockUser{Subject: "sub-ada", Email: "Ada@Example.com", EmailVerified: true}))
+	access := tokens(t, f.signIn(oidctest.User{Subject: "sub-ada", Email: "Ada@Example.com", EmailVerified: true}))
 	if me := f.as(access, "GET", "/api/auth/me", nil).expect(200).object(); me["user_id"] != adaID {
 		t.Fatalf("oidc login gave user %v, want the existing %s", me["user_id"], adaID)
 	}
@@ -184,8 +223,8 @@ func TestOIDCLinksAUserWithTheSameEmail(t *testing.T) {
 
 func TestOIDCReusesTheLinkEvenWhenTheEmailChanges(t *testing.T) {
 	f := newOIDCFixture(t)
-	first := tokens(t, f.signIn(&mockoidc.MockUser{Subject: "sub-1", Email: "old@example.com"}))
-	second := tokens(t, f.signIn(&mockoidc.MockUser{Subject: "sub-1", Email: "renamed@example.com"}))
+	first := tokens(t, f.signIn(oidctest.User{Subject: "sub-1", Email: "old@example.com", EmailVerified: true}))
+	second := tokens(t, f.signIn(oidctest.User{Subject: "sub-1", Email: "renamed@example.com", EmailVerified: true}))
 	a := f.as(first, "GET", "/api/auth/me", nil).expect(200).object()
 	b := f.as(second, "GET", "/api/auth/me", nil).expect(200).object()
 	if a["user_id"] != b["user_id"] || b["email"] != "old@example.com" {
@@ -202,18 +241,16 @@ func TestOIDCBadOrReusedStateEndsInAnError(t *testing.T) {
 
 	// Capture a real callback URL, use it, then replay it.
 	var callback string
-	capture := *f.browser
+	capture, check := *f.browser, f.browser.CheckRedirect
 	capture.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		if req.URL.Path == "/api/auth/oidc/mock/callback" {
 			callback = req.URL.String()
 		}
-		return f.browser.CheckRedirect(req, via)
+		return check(req, via)
 	}
-	resp, err := capture.Get("http://" + publicHost + "/api/auth/oidc/mock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	f.browser = &capture
+	f.idp.AddUser(oidctest.User{Subject: "sub-replay", Email: "replay@example.com", EmailVerified: true, Password: "pw"})
+	tokens(t, f.fragment(f.submitLogin("replay@example.com", "pw")))
 	if callback == "" {
 		t.Fatal("the provider never redirected to the callback")
 	}
@@ -228,22 +265,40 @@ func TestOIDCBadOrReusedStateEndsInAnError(t *testing.T) {
 	}
 }
 
-// unverifiedUser is an identity whose provider says its email is not verified.
-type unverifiedUser struct{ *mockoidc.MockUser }
-
-func (u unverifiedUser) Claims(_ []string, base *mockoidc.IDTokenClaims) (jwt.Claims, error) {
-	return &struct {
-		*mockoidc.IDTokenClaims
-		Email         string `json:"email"`
-		EmailVerified bool   `json:"email_verified"`
-	}{base, u.Email, false}, nil
-}
-
 func TestOIDCRefusesAnUnverifiedEmail(t *testing.T) {
 	f := newOIDCFixture(t)
 	f.addUser("ada@example.com", "pw", false)
-	frag := f.signIn(unverifiedUser{&mockoidc.MockUser{Subject: "attacker", Email: "ada@example.com"}})
+	frag := f.signIn(oidctest.User{Subject: "attacker", Email: "ada@example.com", EmailVerified: false})
 	if !strings.Contains(frag.Get("error"), "not verified") || frag.Get("access_token") != "" {
 		t.Fatalf("fragment = %v, want an error about the unverified email", frag)
+	}
+}
+
+func TestOIDCRefusesAnIDTokenForAnotherAudience(t *testing.T) {
+	f := newOIDCFixture(t)
+	f.idp.SetAudience("some-other-client")
+	frag := f.signIn(oidctest.User{Subject: "sub-aud", Email: "aud@example.com", EmailVerified: true})
+	if !strings.Contains(frag.Get("error"), "audience") || frag.Get("access_token") != "" {
+		t.Fatalf("fragment = %v, want an error about the audience", frag)
+	}
+	// The same identity signs in once the token is for us.
+	f.idp.SetAudience("")
+	tokens(t, f.signIn(oidctest.User{Subject: "sub-aud", Email: "aud@example.com", EmailVerified: true}))
+}
+
+func TestOIDCRefusesAnExpiredIDToken(t *testing.T) {
+	f := newOIDCFixture(t)
+	f.idp.SetIDTokenLifetime(-time.Minute)
+	frag := f.signIn(oidctest.User{Subject: "sub-exp", Email: "exp@example.com", EmailVerified: true})
+	if !strings.Contains(frag.Get("error"), "expired") || frag.Get("access_token") != "" {
+		t.Fatalf("fragment = %v, want an error about the expired token", frag)
+	}
+}
+
+func TestOIDCWrongPasswordAtTheProviderIssuesNoTokens(t *testing.T) {
+	f := newOIDCFixture(t)
+	f.idp.AddUser(oidctest.User{Subject: "sub-pw", Email: "pw@example.com", EmailVerified: true, Password: "right"})
+	if loc := f.submitLogin("pw@example.com", "wrong"); loc != "" {
+		t.Fatalf("a wrong password at the provider redirected to %q", loc)
 	}
 }
