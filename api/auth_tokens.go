@@ -40,10 +40,14 @@ type accessClaims struct {
 	jwt.RegisteredClaims
 }
 
-// issueAccessToken signs a 15-minute HS256 access token for u under the
-// login family.
+// issueAccessToken signs an HS256 access token for u under the login
+// family, valid 15 minutes unless configured otherwise.
 func (a *authService) issueAccessToken(u *User, family string) (string, error) {
 	now := a.now()
+	ttl := accessTokenTTL
+	if a.cfg.AccessTokenTTL > 0 {
+		ttl = a.cfg.AccessTokenTTL
+	}
 	claims := accessClaims{
 		Email:  u.Email,
 		Admin:  u.IsAdmin,
@@ -51,7 +55,7 @@ func (a *authService) issueAccessToken(u *User, family string) (string, error) {
 		RegisteredClaims: jwt.RegisteredClaims{
 			Subject:   u.ID,
 			IssuedAt:  jwt.NewNumericDate(now),
-			ExpiresAt: jwt.NewNumericDate(now.Add(accessTokenTTL)),
+			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
 		},
 	}
 	signed, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(a.cfg.JWTSecret)

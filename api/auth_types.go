@@ -25,6 +25,8 @@ type AuthConfig struct {
 	HTTPClient *http.Client
 	// Logins bounds what password logins and token refreshes may cost.
 	Logins LoginLimits
+	// AccessTokenTTL is the lifetime of access tokens (0 = 15 minutes).
+	AccessTokenTTL time.Duration
 }
 
 // LoginLimits keep a flood of logins from becoming an outage; a zero field

@@ -26,6 +26,8 @@ type AuthConfig struct {
 	// InitialUser is created at start-up, as an admin, when no user has
 	// its email; an existing user is left as it is (password included).
 	InitialUser *InitialUserConfig `yaml:"initial_user"`
+	// AccessTokenTTL is the lifetime of access tokens (default 15m).
+	AccessTokenTTL string `yaml:"access_token_ttl"`
 }
 
 // AuthProviderConfig is one entry of auth.providers.
@@ -62,6 +64,9 @@ func (a *AuthConfig) validate() error {
 		if len(s.value) < minSecretLen {
 			return fmt.Errorf("auth.%s: too short (%d characters, at least %d; generate one with: openssl rand -hex 32)", s.field, len(s.value), minSecretLen)
 		}
+	}
+	if _, err := a.accessTokenTTL(); err != nil {
+		return err
 	}
 	if len(a.Providers) == 0 {
 		return errors.New("auth.providers: at least one provider is required (for example internal: {provider_type: internal})")
@@ -112,6 +117,19 @@ func (a *AuthConfig) validate() error {
 	return nil
 }
 
+// accessTokenTTL is auth.access_token_ttl: at least a second, at most a
+// day (0 when unset: the API's default).
+func (a *AuthConfig) accessTokenTTL() (time.Duration, error) {
+	if a.AccessTokenTTL == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(a.AccessTokenTTL)
+	if err != nil || d < time.Second || d > 24*time.Hour {
+		return 0, fmt.Errorf("auth.access_token_ttl: %q is not a duration between 1s and 24h (like 15m)", a.AccessTokenTTL)
+	}
+	return d, nil
+}
+
 func httpURL(field, raw string) error {
 	if raw == "" {
 		return fmt.Errorf("%s: required", field)
@@ -149,6 +167,8 @@ func (a *AuthConfig) apiConfig(limits Limits) *api.AuthConfig {
 			PerAddress: api.Rate(limits.LoginRateAddress),
 		},
 	}
+	// validate has refused a bad value.
+	out.AccessTokenTTL, _ = a.accessTokenTTL()
 	for id, p := range a.Providers {
 		out.Providers[id] = api.AuthProvider{
 			Type: p.ProviderType, DisplayName: p.DisplayName,

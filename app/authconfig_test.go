@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Secrets long enough for validation.
@@ -55,6 +56,10 @@ func TestAuthConfigSection(t *testing.T) {
 		{name: "base_url not a URL", yaml: "auth:\n" + secrets + "  base_url: appliance.local\n  providers:\n    g: {provider_type: oidc, issuer_url: https://i, client_id: c, client_secret: s}\n", wantErr: `auth.base_url: "appliance.local" is not an http(s) URL`},
 		{name: "initial user without internal provider", yaml: "auth:\n" + secrets + "  base_url: http://x\n  providers:\n    g: {provider_type: oidc, issuer_url: https://i, client_id: c, client_secret: s}\n  initial_user: {email: a@b.c, password: p}\n", wantErr: "auth.initial_user: needs a provider with provider_type internal"},
 		{name: "initial user without password", yaml: "auth:\n" + secrets + internal + "  initial_user: {email: a@b.c}\n", wantErr: "auth.initial_user.password: required"},
+		{name: "access token ttl", yaml: "auth:\n" + secrets + internal + "  access_token_ttl: 2m\n", check: func(c *ServerConfig) bool {
+			return c.Auth.apiConfig(defaultLimits()).AccessTokenTTL == 2*time.Minute
+		}},
+		{name: "access token ttl too short", yaml: "auth:\n" + secrets + internal + "  access_token_ttl: 10ms\n", wantErr: `auth.access_token_ttl: "10ms" is not a duration between 1s and 24h`},
 		{name: "unknown auth key", yaml: "auth:\n" + secrets + internal + "  jwt_ttl: 5m\n", wantErr: "jwt_ttl"},
 	}
 	for _, c := range cases {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -24,9 +25,85 @@ const requestTimeout = time.Minute
 
 // apiClient calls the server's public HTTP API for the client commands.
 type apiClient struct {
-	base  string // scheme://host[:port][/prefix], no trailing slash
-	token string // bearer token; empty = none sent
-	http  *http.Client
+	base    string // scheme://host[:port][/prefix], no trailing slash
+	token   string // bearer token (APPLIANCE_TOKEN); empty = none sent
+	session *session
+	http    *http.Client
+}
+
+// refreshMargin is how long before its expiry an access token is renewed,
+// so a request does not leave with a token that dies on the way.
+const refreshMargin = 30 * time.Second
+
+// session is the stored login of `appliance login` for this server: the
+// client sends its token and renews it when it expires.
+type session struct {
+	store  *credentialStore
+	server string
+	mu     sync.Mutex
+	login  storedLogin
+}
+
+// bearer is the token of the next request: APPLIANCE_TOKEN, the API key,
+// or the access token, renewed first when it is about to expire.
+func (c *apiClient) bearer(ctx context.Context) string {
+	if c.session == nil {
+		return c.token
+	}
+	c.session.mu.Lock()
+	login := c.session.login
+	c.session.mu.Unlock()
+	if login.APIKey == "" && login.RefreshToken != "" {
+		if exp, ok := tokenExpiry(login.AccessToken); ok && time.Until(exp) < refreshMargin {
+			// A failed renewal leaves the old token: the server's 401
+			// then tells the user what to do.
+			if fresh, err := c.refresh(ctx, login.AccessToken); err == nil {
+				return fresh
+			}
+		}
+	}
+	return login.bearer()
+}
+
+// refresh renews the access token that stale was, under the credentials
+// lock: when another command renewed it meanwhile, its tokens are used,
+// since the refresh token works once. It returns the new access token.
+func (c *apiClient) refresh(ctx context.Context, stale string) (string, error) {
+	s := c.session
+	if s == nil || s.login.RefreshToken == "" {
+		return "", errors.New("no refresh token")
+	}
+	var fresh storedLogin
+	err := s.store.update(s.server, func(cur storedLogin, ok bool) (*storedLogin, error) {
+		if !ok {
+			return nil, errors.New("logged out")
+		}
+		if cur.AccessToken != stale && cur.AccessToken != "" {
+			fresh = cur
+			return &cur, nil
+		}
+		var pair struct {
+			AccessToken  string `json:"access_token"`
+			RefreshToken string `json:"refresh_token"`
+		}
+		raw, _, err := c.roundTrip(ctx, http.MethodPost, "/api/auth/refresh", map[string]string{"refresh_token": cur.RefreshToken}, "")
+		if err != nil {
+			return nil, err
+		}
+		if err := decodeAnswer(raw, &pair); err != nil || pair.AccessToken == "" {
+			return nil, fmt.Errorf("refresh the access token: unexpected answer %.200q", raw)
+		}
+		cur.AccessToken, cur.RefreshToken = pair.AccessToken, pair.RefreshToken
+		fresh = cur
+		return &cur, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	s.login = fresh
+	s.mu.Unlock()
+	return fresh.AccessToken, nil
 }
 
 func newAPIClient(base, token string) *apiClient {
@@ -59,48 +136,78 @@ func (e *unreachableError) Error() string {
 
 func (e *unreachableError) Unwrap() error { return e.err }
 
-// header is what every request carries.
-func (c *apiClient) header() http.Header {
+// header is what a request with this bearer token carries.
+func header(token string) http.Header {
 	h := http.Header{}
-	if c.token != "" {
-		h.Set("Authorization", "Bearer "+c.token)
+	if token != "" {
+		h.Set("Authorization", "Bearer "+token)
 	}
 	return h
 }
 
 // send makes one request with an optional JSON body and returns the raw
-// JSON answer of a 2xx; any other status is an *apiError.
+// JSON answer of a 2xx; any other status is an *apiError. A 401 with a
+// stored login renews the access token and tries once more.
 func (c *apiClient) send(ctx context.Context, method, path string, body any) (json.RawMessage, error) {
+	token := c.bearer(ctx)
+	raw, status, err := c.roundTrip(ctx, method, path, body, token)
+	if status == http.StatusUnauthorized && c.session != nil && c.session.login.APIKey == "" {
+		if fresh, rerr := c.refresh(ctx, token); rerr == nil {
+			raw, status, err = c.roundTrip(ctx, method, path, body, fresh)
+		}
+	}
+	if status == http.StatusUnauthorized {
+		return nil, c.loginHint(err)
+	}
+	return raw, err
+}
+
+// loginHint adds to a 401 what the user can do about it.
+func (c *apiClient) loginHint(err error) error {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		return err
+	}
+	hint := `run "appliance login --server ` + c.base + `"`
+	if c.token != "" {
+		hint = `check APPLIANCE_TOKEN, or unset it and ` + hint
+	}
+	return &apiError{Status: ae.Status, Message: ae.Message + " (" + hint + ")"}
+}
+
+// roundTrip makes one request with the given bearer token and returns the
+// raw answer of a 2xx, and the status.
+func (c *apiClient) roundTrip(ctx context.Context, method, path string, body any, token string) (json.RawMessage, int, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return nil, fmt.Errorf("encode request: %w", err)
+			return nil, 0, fmt.Errorf("encode request: %w", err)
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return nil, fmt.Errorf("build request: %w", err)
+		return nil, 0, fmt.Errorf("build request: %w", err)
 	}
-	req.Header = c.header()
+	req.Header = header(token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, c.transportError(err)
+		return nil, 0, c.transportError(err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("read answer of %s %s: %w", method, path, err)
+		return nil, resp.StatusCode, fmt.Errorf("read answer of %s %s: %w", method, path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, errorOfAnswer(resp.StatusCode, raw)
+		return nil, resp.StatusCode, errorOfAnswer(resp.StatusCode, raw)
 	}
-	return raw, nil
+	return raw, resp.StatusCode, nil
 }
 
 // get fetches path and decodes its JSON answer into out, returning the

@@ -99,9 +99,29 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// client is the API client for --server, with the bearer token from
-// APPLIANCE_TOKEN when it is set.
-func (cc *clientCommand) client() (*apiClient, error) {
+// useStoredLogin gives c the login stored for its server, unless
+// APPLIANCE_TOKEN is set (it wins).
+func useStoredLogin(c *apiClient) error {
+	if c.token != "" {
+		return nil
+	}
+	store, err := defaultCredentialStore()
+	if err != nil {
+		return err
+	}
+	f, err := store.load()
+	if err != nil {
+		return err
+	}
+	if login, ok := f.Servers[c.base]; ok {
+		c.session = &session{store: store, server: c.base, login: login}
+	}
+	return nil
+}
+
+// anonymousClient is the API client for --server with APPLIANCE_TOKEN and
+// no stored login.
+func (cc *clientCommand) anonymousClient() (*apiClient, error) {
 	base := *cc.server
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
@@ -116,10 +136,19 @@ func (cc *clientCommand) client() (*apiClient, error) {
 // run calls body with a context that ends on SIGINT/SIGTERM and turns its
 // error into a message on stderr and exit code 1.
 func (cc *clientCommand) run(body func(ctx context.Context, c *apiClient) (int, error)) int {
-	c, err := cc.client()
+	c, err := cc.anonymousClient()
 	if err != nil {
 		return cc.usageError("%v", err)
 	}
+	if err := useStoredLogin(c); err != nil {
+		fmt.Fprintf(cc.stderr, "appliance: %v\n", err)
+		return 1
+	}
+	return cc.runWith(c, body)
+}
+
+// runWith is run with the given client.
+func (cc *clientCommand) runWith(c *apiClient, body func(ctx context.Context, c *apiClient) (int, error)) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	code, err := body(ctx, c)

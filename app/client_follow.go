@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"strconv"
 
@@ -96,7 +97,7 @@ func (c *apiClient) followLog(ctx context.Context, jobID string, after int, p *l
 func (c *apiClient) streamOnce(ctx context.Context, jobID, query string, p *logPrinter) (websocket.StatusCode, error) {
 	conn, resp, err := websocket.Dial(ctx, c.base+"/api/jobs/"+url.PathEscape(jobID)+"/logs/stream"+query, &websocket.DialOptions{
 		HTTPClient: c.http,
-		HTTPHeader: c.header(),
+		HTTPHeader: header(c.bearer(ctx)),
 	})
 	if err != nil {
 		if resp != nil && resp.StatusCode != 101 {
@@ -106,7 +107,11 @@ func (c *apiClient) streamOnce(ctx context.Context, jobID, query string, p *logP
 			if resp.Body != nil {
 				body, _ = io.ReadAll(resp.Body)
 			}
-			return -1, errorOfAnswer(resp.StatusCode, body)
+			err := errorOfAnswer(resp.StatusCode, body)
+			if resp.StatusCode == http.StatusUnauthorized {
+				err = c.loginHint(err)
+			}
+			return -1, err
 		}
 		return -1, c.transportError(err)
 	}

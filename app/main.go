@@ -35,7 +35,10 @@ commands:
   schema      print the JSON Schema of the workflow format
 
 client commands (--server URL, default $APPLIANCE_SERVER or http://127.0.0.1:8080;
-$APPLIANCE_TOKEN is sent as a bearer token; --json prints the raw answer):
+they use the login stored by "appliance login", or $APPLIANCE_TOKEN when it is set;
+--json prints the raw answer):
+  login       sign in to a server: appliance login [--server URL] [--api-key KEY|-]
+  logout      revoke and forget the stored login: appliance logout [--server URL]
   run         run a task: appliance run TASK [--workspace WS] [--input k=v ...] [--input-json '{...}'] [--follow]
   jobs        list jobs: appliance jobs [--workspace WS] [--task T] [--limit N] [--offset N]
   logs        print a job's log: appliance logs JOB_ID [--step S] [--follow]

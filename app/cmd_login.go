@@ -1,0 +1,177 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+
+	"golang.org/x/term"
+)
+
+func init() {
+	commands["login"] = cmdLogin
+	commands["logout"] = cmdLogout
+}
+
+// cmdLogin is `appliance login [--server URL] [--api-key KEY]`: it asks
+// for email and password (the password without echo on a terminal; on a
+// pipe both are read as lines) and stores the tokens for the server.
+func cmdLogin(args []string, stdout, stderr io.Writer) int {
+	cc := newClientCommand("login", "appliance login [--server URL] [--api-key KEY|-]", stdout, stderr)
+	apiKey := cc.fs.String("api-key", "", `store this API key instead of logging in with a password ("-" reads it from stdin)`)
+	if _, code, ok := cc.parse(args, 0); !ok {
+		return code
+	}
+	c, err := cc.anonymousClient()
+	if err != nil {
+		return cc.usageError("%v", err)
+	}
+	c.token = "" // APPLIANCE_TOKEN is not a login
+	store, err := defaultCredentialStore()
+	if err != nil {
+		fmt.Fprintf(stderr, "appliance: %v\n", err)
+		return 1
+	}
+	in := bufio.NewReader(os.Stdin)
+	return cc.runWith(c, func(ctx context.Context, c *apiClient) (int, error) {
+		var login *storedLogin
+		var err error
+		if *apiKey != "" {
+			login, err = loginWithAPIKey(ctx, c, in, *apiKey)
+		} else {
+			login, err = loginWithPassword(ctx, c, in, stderr)
+		}
+		if err != nil {
+			return 1, err
+		}
+		err = store.update(c.base, func(storedLogin, bool) (*storedLogin, error) { return login, nil })
+		if err != nil {
+			return 1, err
+		}
+		fmt.Fprintf(stdout, "logged in to %s as %s\n", c.base, login.Email)
+		return 0, nil
+	})
+}
+
+func loginWithPassword(ctx context.Context, c *apiClient, in *bufio.Reader, prompt io.Writer) (*storedLogin, error) {
+	fmt.Fprint(prompt, "Email: ")
+	email, err := readLine(in)
+	if err != nil {
+		return nil, fmt.Errorf("read email: %w", err)
+	}
+	fmt.Fprint(prompt, "Password: ")
+	var password string
+	if fd := int(os.Stdin.Fd()); term.IsTerminal(fd) {
+		b, rerr := term.ReadPassword(fd)
+		fmt.Fprintln(prompt)
+		password, err = string(b), rerr
+	} else {
+		password, err = readLine(in)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read password: %w", err)
+	}
+	var pair struct {
+		AccessToken  string `json:"access_token"`
+		RefreshToken string `json:"refresh_token"`
+	}
+	raw, status, err := c.roundTrip(ctx, http.MethodPost, "/api/auth/login", map[string]string{"email": email, "password": password}, "")
+	switch {
+	case status == http.StatusNotFound:
+		return nil, fmt.Errorf("the server at %s has no sign-in (auth is off): client commands work without login", c.base)
+	case status == http.StatusUnauthorized:
+		return nil, errors.New("wrong email or password")
+	case err != nil:
+		return nil, err
+	}
+	if err := decodeAnswer(raw, &pair); err != nil || pair.AccessToken == "" {
+		return nil, fmt.Errorf("log in: unexpected answer %.200q", raw)
+	}
+	return &storedLogin{Email: email, AccessToken: pair.AccessToken, RefreshToken: pair.RefreshToken}, nil
+}
+
+// loginWithAPIKey checks the key with the server before storing it.
+func loginWithAPIKey(ctx context.Context, c *apiClient, in *bufio.Reader, key string) (*storedLogin, error) {
+	if key == "-" {
+		var err error
+		if key, err = readLine(in); err != nil {
+			return nil, fmt.Errorf("read the API key from stdin: %w", err)
+		}
+	}
+	var me struct {
+		Email string `json:"email"`
+	}
+	raw, status, err := c.roundTrip(ctx, http.MethodGet, "/api/auth/me", nil, key)
+	switch {
+	case status == http.StatusNotFound:
+		return nil, fmt.Errorf("the server at %s has no sign-in (auth is off): client commands work without login", c.base)
+	case status == http.StatusUnauthorized:
+		return nil, errors.New("the server does not accept this API key")
+	case err != nil:
+		return nil, err
+	}
+	if err := decodeAnswer(raw, &me); err != nil {
+		return nil, err
+	}
+	return &storedLogin{Email: me.Email, APIKey: key}, nil
+}
+
+// readLine reads one line without its end; the last line may lack one.
+func readLine(in *bufio.Reader) (string, error) {
+	line, err := in.ReadString('\n')
+	if err != nil && (!errors.Is(err, io.EOF) || line == "") {
+		if errors.Is(err, io.EOF) {
+			return "", errors.New("no input")
+		}
+		return "", err
+	}
+	return strings.TrimRight(line, "\r\n"), nil
+}
+
+// cmdLogout is `appliance logout [--server URL]`: it revokes the stored
+// refresh token at the server and forgets the login. An API key is only
+// forgotten (it may serve elsewhere; revoke it in the UI or the API).
+func cmdLogout(args []string, stdout, stderr io.Writer) int {
+	cc := newClientCommand("logout", "appliance logout [--server URL]", stdout, stderr)
+	if _, code, ok := cc.parse(args, 0); !ok {
+		return code
+	}
+	c, err := cc.anonymousClient()
+	if err != nil {
+		return cc.usageError("%v", err)
+	}
+	store, err := defaultCredentialStore()
+	if err != nil {
+		fmt.Fprintf(stderr, "appliance: %v\n", err)
+		return 1
+	}
+	return cc.runWith(c, func(ctx context.Context, c *apiClient) (int, error) {
+		found := false
+		var revokeErr error
+		err := store.update(c.base, func(cur storedLogin, ok bool) (*storedLogin, error) {
+			found = ok
+			if ok && cur.RefreshToken != "" {
+				_, _, revokeErr = c.roundTrip(ctx, http.MethodPost, "/api/auth/logout", map[string]string{"refresh_token": cur.RefreshToken}, "")
+			}
+			return nil, nil
+		})
+		switch {
+		case err != nil:
+			return 1, err
+		case !found:
+			fmt.Fprintf(stdout, "not logged in to %s\n", c.base)
+		case revokeErr != nil:
+			// Forgotten here all the same; the server keeps the token
+			// until it expires.
+			return 1, fmt.Errorf("logged out locally, but the server did not revoke the login: %w", revokeErr)
+		default:
+			fmt.Fprintf(stdout, "logged out of %s\n", c.base)
+		}
+		return 0, nil
+	})
+}

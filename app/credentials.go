@@ -1,0 +1,170 @@
+package app
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// storedLogin is what `appliance login` keeps for one server: a token pair
+// of a password login, or an API key.
+type storedLogin struct {
+	Email        string `json:"email,omitempty"`
+	AccessToken  string `json:"access_token,omitempty"`
+	RefreshToken string `json:"refresh_token,omitempty"`
+	APIKey       string `json:"api_key,omitempty"`
+}
+
+// bearer is the token a request carries.
+func (l storedLogin) bearer() string {
+	if l.APIKey != "" {
+		return l.APIKey
+	}
+	return l.AccessToken
+}
+
+// credentialsFile is credentials.json: logins by server URL.
+type credentialsFile struct {
+	Servers map[string]storedLogin `json:"servers"`
+}
+
+// credentialStore is the credentials file in the user config dir
+// ($XDG_CONFIG_HOME/appliance/credentials.json on Linux), readable by its
+// owner only.
+type credentialStore struct {
+	path string
+}
+
+func defaultCredentialStore() (*credentialStore, error) {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return nil, fmt.Errorf("find the user config dir for credentials: %w", err)
+	}
+	return &credentialStore{path: filepath.Join(dir, "appliance", "credentials.json")}, nil
+}
+
+// load reads the file; a missing file holds no login.
+func (s *credentialStore) load() (*credentialsFile, error) {
+	f := &credentialsFile{Servers: map[string]storedLogin{}}
+	raw, err := os.ReadFile(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return f, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read credentials: %w", err)
+	}
+	if err := json.Unmarshal(raw, f); err != nil {
+		return nil, fmt.Errorf("read credentials %s: %w (delete the file and log in again)", s.path, err)
+	}
+	if f.Servers == nil {
+		f.Servers = map[string]storedLogin{}
+	}
+	return f, nil
+}
+
+// save replaces the file at once (write a temporary file, then rename), so
+// a reader never sees half of it; the file is 0600 in a 0700 directory.
+func (s *credentialStore) save(f *credentialsFile) error {
+	dir := filepath.Dir(s.path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("save credentials: %w", err)
+	}
+	raw, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save credentials: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".credentials-*.json")
+	if err != nil {
+		return fmt.Errorf("save credentials: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("save credentials: %w", err)
+	}
+	if _, err := tmp.Write(append(raw, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("save credentials: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("save credentials: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), s.path); err != nil {
+		return fmt.Errorf("save credentials: %w", err)
+	}
+	return nil
+}
+
+// lock serializes the commands that change the file. Refreshes need it
+// most: each refresh token works once, and a second use of a rotated one
+// revokes the whole login, so two commands must never both refresh it.
+func (s *credentialStore) lock() (unlock func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
+		return nil, fmt.Errorf("lock credentials: %w", err)
+	}
+	f, err := os.OpenFile(s.path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock credentials: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock credentials: %w", err)
+	}
+	return func() {
+		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+// update changes the login of one server under the lock; change returns
+// the new login, or nil to forget it.
+func (s *credentialStore) update(server string, change func(cur storedLogin, ok bool) (*storedLogin, error)) error {
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	f, err := s.load()
+	if err != nil {
+		return err
+	}
+	cur, ok := f.Servers[server]
+	next, err := change(cur, ok)
+	if err != nil {
+		return err
+	}
+	if next == nil {
+		delete(f.Servers, server)
+	} else {
+		f.Servers[server] = *next
+	}
+	return s.save(f)
+}
+
+// tokenExpiry reads the exp claim of a JWT without checking it (the server
+// does); ok is false for anything else, such as an API key.
+func tokenExpiry(token string) (time.Time, bool) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return time.Time{}, false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return time.Time{}, false
+	}
+	var claims struct {
+		Exp int64 `json:"exp"`
+	}
+	if json.Unmarshal(raw, &claims) != nil || claims.Exp == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(claims.Exp, 0), true
+}
