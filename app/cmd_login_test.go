@@ -31,14 +31,12 @@ const loginWorkspace = `tasks:
 // dir for the client commands.
 type authServer struct {
 	t      *testing.T
-	bin    string
 	url    string
 	config string // XDG_CONFIG_HOME of the client commands
 }
 
 func startAuthServer(t *testing.T, tweak ...func(*ServerConfig)) *authServer {
 	t.Helper()
-	bin := binary(t)
 	ws := t.TempDir()
 	writeWorkspace(t, ws, loginWorkspace)
 	cfg := testServerConfig(t, map[string]string{"main": ws}, 2, append([]func(*ServerConfig){withAuth}, tweak...)...)
@@ -51,7 +49,7 @@ func startAuthServer(t *testing.T, tweak ...func(*ServerConfig)) *authServer {
 			t.Errorf("shutdown: %v", err)
 		}
 	})
-	s := &authServer{t: t, bin: bin, url: "http://" + srv.Addr(), config: t.TempDir()}
+	s := &authServer{t: t, url: "http://" + srv.Addr(), config: t.TempDir()}
 	token := loginToken(t, s.url, "first-password")
 	waitUntil(t, "the in-process workers to register", func() bool {
 		var list struct {
@@ -67,7 +65,7 @@ func startAuthServer(t *testing.T, tweak ...func(*ServerConfig)) *authServer {
 // unset unless env sets it.
 func (s *authServer) cli(stdin string, env []string, args ...string) (int, string, string) {
 	s.t.Helper()
-	cmd := exec.Command(s.bin, args...)
+	cmd := exec.Command(binary(s.t), args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "APPLIANCE_TOKEN=") && !strings.HasPrefix(kv, "XDG_CONFIG_HOME=") {
 			cmd.Env = append(cmd.Env, kv)

@@ -1,5 +1,6 @@
 // Calls the HTTP API: JSON in and out, the bearer token when there is one,
-// and one refresh attempt when the server answers 401.
+// a refresh shortly before the access token expires, and one refresh
+// attempt when the server answers 401.
 
 const ACCESS = 'appliance.access_token';
 const REFRESH = 'appliance.refresh_token';
@@ -10,12 +11,45 @@ export const tokens = {
   set(access, refresh) {
     localStorage.setItem(ACCESS, access || '');
     localStorage.setItem(REFRESH, refresh || '');
+    scheduleRefresh();
   },
   clear() {
+    clearTimeout(renewal);
     localStorage.removeItem(ACCESS);
     localStorage.removeItem(REFRESH);
   },
 };
+
+// claims reads a JWT's payload without checking it (the server does).
+function claims(token) {
+  try {
+    const part = token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
+    return JSON.parse(atob(part)) || {};
+  } catch {
+    return {};
+  }
+}
+
+// Renewal ahead of expiry: a third of the token's life before it ends, at
+// most 30 s, so a live log stream (whose token rides in its URL) and the
+// next request both find a valid token.
+let renewal = null;
+
+export function scheduleRefresh() {
+  clearTimeout(renewal);
+  const { exp, iat } = claims(tokens.access);
+  if (!exp || !tokens.refresh) return;
+  const margin = Math.min(30, Math.max(1, ((exp - (iat || exp)) / 3))) * 1000;
+  const wait = Math.max(0, exp * 1000 - margin - Date.now());
+  // A renewal that fails leaves the session to the next request: its 401
+  // tries once more, then sends the user to the login page.
+  renewal = setTimeout(refresh, wait);
+}
+
+// Another tab that renews or signs out changes the shared storage.
+window.addEventListener('storage', (e) => {
+  if (e.key === ACCESS || e.key === null) scheduleRefresh();
+});
 
 export class ApiError extends Error {
   constructor(status, message) {
@@ -32,13 +66,18 @@ export function onUnauthorized(f) {
 }
 
 // One refresh at a time: parallel requests failing together share it, as
-// each refresh token is good for one use only.
+// each refresh token is good for one use only (a second use revokes the
+// login). Tabs share the tokens, so where the browser has Web Locks a
+// refresh also holds a lock, and a tab that waited for it takes the tokens
+// the other tab got.
 let refreshing = null;
 
 function refresh() {
   const rt = tokens.refresh;
   if (!rt) return Promise.resolve(false);
-  refreshing ??= (async () => {
+  const locked = (f) => (navigator.locks ? navigator.locks.request('appliance.refresh', f) : f());
+  refreshing ??= locked(async () => {
+    if (tokens.refresh !== rt) return Boolean(tokens.refresh);
     try {
       const r = await fetch('/api/auth/refresh', {
         method: 'POST',
@@ -51,10 +90,10 @@ function refresh() {
       return true;
     } catch {
       return false;
-    } finally {
-      refreshing = null;
     }
-  })();
+  }).finally(() => {
+    refreshing = null;
+  });
   return refreshing;
 }
 

@@ -1,6 +1,6 @@
 // Starts the UI: reads the server's config, routes paths to pages and
 // keeps the header's session controls current.
-import { api, onUnauthorized, tokens } from './api.js';
+import { api, onUnauthorized, scheduleRefresh, tokens } from './api.js';
 import { h, replace } from './dom.js';
 import { dashboard } from './pages/dashboard.js';
 import { jobPage } from './pages/job.js';
@@ -106,6 +106,7 @@ async function start() {
     replace(document.getElementById('main'), h('h1', {}, 'The server is not answering'), h('p', { class: 'error', role: 'alert' }, err.message));
     return;
   }
+  if (config.auth_required) scheduleRefresh();
   render();
 }
 
