@@ -332,3 +332,15 @@ func doAuthBody(t *testing.T, method, url, token string, body, out any) int {
 	}
 	return resp.StatusCode
 }
+
+func TestLoginToAServerWithoutAuthSaysSo(t *testing.T) {
+	f := startFixture(t, nil, 0)
+	s := &authServer{t: t, url: f.url, config: t.TempDir()}
+	code, _, errOut := s.cli("someone@example.com\npassword\n", nil, "login")
+	if code != 1 || !strings.Contains(errOut, "has no sign-in (auth is off)") {
+		t.Fatalf("login to an auth-off server: exit %d, stderr %q", code, errOut)
+	}
+	if _, err := os.Stat(s.credentialsPath()); !os.IsNotExist(err) {
+		t.Fatalf("a failed login wrote credentials: %v", err)
+	}
+}
