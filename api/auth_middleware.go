@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/engine"
 )
 
@@ -137,7 +138,7 @@ func (a *authService) principalOf(ctx context.Context, token string) (*principal
 	}
 	userID := claims.Subject
 	u, err := a.users.User(ctx, userID)
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, accounts.ErrUserNotFound) {
 		return nil, errInvalidToken
 	}
 	if err != nil {
@@ -151,7 +152,7 @@ func (a *authService) apiKeyPrincipal(ctx context.Context, key string) (*princip
 		return nil, errInvalidToken
 	}
 	k, err := a.users.APIKeyByHash(ctx, apiKeyHash(key))
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, accounts.ErrAPIKeyNotFound) {
 		return nil, errInvalidToken
 	}
 	if err != nil {
@@ -162,7 +163,7 @@ func (a *authService) apiKeyPrincipal(ctx context.Context, key string) (*princip
 		return nil, echo.NewHTTPError(http.StatusUnauthorized, "api key expired")
 	}
 	u, err := a.users.User(ctx, k.UserID)
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, accounts.ErrUserNotFound) {
 		return nil, errInvalidToken
 	}
 	if err != nil {
