@@ -54,6 +54,8 @@ type principal struct {
 	user *User
 	// viaAPIKey: authenticated by an API key rather than an access token.
 	viaAPIKey bool
+	// family is the login (refresh token family) of an access token.
+	family string
 }
 
 // principalKey is where authenticate leaves the principal in the echo context.
@@ -144,7 +146,7 @@ func (a *authService) principalOf(ctx context.Context, token string) (*principal
 	if err != nil {
 		return nil, fmt.Errorf("load user of token: %w", err)
 	}
-	return &principal{user: u}, nil
+	return &principal{user: u, family: claims.Family}, nil
 }
 
 func (a *authService) apiKeyPrincipal(ctx context.Context, key string) (*principal, error) {

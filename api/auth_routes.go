@@ -25,8 +25,13 @@ func (s *server) authRoutes(e *echo.Echo) {
 	a.GET("/oidc/:provider", s.oidcStart)
 	a.GET("/oidc/:provider/callback", s.oidcCallback)
 
+	a.PUT("/me/password", s.changeOwnPassword)
+
 	e.GET("/api/users", s.listUsers, s.requireAdmin)
+	e.POST("/api/users", s.createUser, s.requireAdmin)
 	e.GET("/api/users/:id", s.getUser, s.requireAdmin)
+	e.DELETE("/api/users/:id", s.deleteUser, s.requireAdmin)
+	e.PUT("/api/users/:id/password", s.setPassword, s.requireAdmin)
 	e.PUT("/api/users/:id/admin", s.setAdmin, s.requireAdmin)
 	e.PUT("/api/users/:id/groups", s.setGroups, s.requireAdmin)
 	e.GET("/api/groups", s.listGroups, s.requireAdmin)
