@@ -37,13 +37,13 @@ func (s *server) authRoutes(e *echo.Echo) {
 	e.GET("/api/groups", s.listGroups, s.requireAdmin)
 }
 
-// describeAuth fills in the auth part of GET /api/config. ACL rules are
-// not implemented, so acl_enabled stays false.
+// describeAuth fills in the auth part of GET /api/config.
 func (s *server) describeAuth(r *configResponse) {
 	if s.auth == nil {
 		return
 	}
 	r.AuthRequired = true
+	r.ACLEnabled = s.cfg.ACL != nil
 	r.HasInternalAuth = s.auth.hasInternal()
 	for id, p := range s.cfg.Auth.Providers {
 		if p.Type == ProviderOIDC {
