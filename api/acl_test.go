@@ -359,3 +359,33 @@ triggers:
 	f.as(f.tokens[roleView], "GET", "/api/jobs/"+id, nil).expect(200)
 	f.as(f.tokens[roleView], "POST", "/api/jobs/"+id+"/cancel", nil).expect(403)
 }
+
+// A worker's recent steps leave out those of tasks the caller may not see.
+func TestWorkerDetailHidesStepsOfHiddenTasks(t *testing.T) {
+	f := newACLFixture(t)
+	worker := f.register("w1")
+	helloJob := f.run("hello")
+	f.runStep(worker, helloJob, "say", nil)
+	f.runStep(worker, helloJob, "after", nil)
+	otherJob := f.run("other")
+	f.runStep(worker, otherJob, "only", nil)
+	stepsSeen := func(tok string) []string {
+		d := f.as(tok, "GET", "/api/workers/"+worker, nil).expect(200).object()
+		var out []string
+		for _, it := range d["steps"].(map[string]any)["items"].([]any) {
+			st := it.(map[string]any)
+			out = append(out, st["task_name"].(string)+"/"+st["step_name"].(string))
+		}
+		sort.Strings(out)
+		return out
+	}
+	if got := fmt.Sprint(stepsSeen(f.tokens[roleAdmin])); got != "[hello/after hello/say other/only]" {
+		t.Fatalf("admin sees %s", got)
+	}
+	if got := fmt.Sprint(stepsSeen(f.tokens[roleView])); got != "[hello/after hello/say]" {
+		t.Fatalf("viewer sees %s", got)
+	}
+	if got := fmt.Sprint(stepsSeen(f.tokens[roleDeny])); got != "[]" {
+		t.Fatalf("denied user sees %s", got)
+	}
+}
