@@ -2,10 +2,13 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/appliance-sh/appliance/accounts"
 )
@@ -198,5 +201,54 @@ func TestSetPasswordRevokesOtherLogins(t *testing.T) {
 	}
 	if _, err := db.SetPassword(ctx, "ghost", "x", ""); !errors.Is(err, accounts.ErrUserNotFound) {
 		t.Fatalf("SetPassword(ghost): %v", err)
+	}
+}
+
+// A database from before the per-user index of refresh tokens gets it at
+// open, so a password change or deletion revokes those older tokens too,
+// including records from before token families.
+func TestOpenIndexesOlderRefreshTokensByUser(t *testing.T) {
+	db, path := openTemp(t)
+	ctx := context.Background()
+	if err := db.CreateUser(ctx, newUser("u", "u@x.io", 0)); err != nil {
+		t.Fatal(err)
+	}
+	exp := t0.Add(time.Hour)
+	if err := db.PutRefreshToken(ctx, &accounts.RefreshToken{Hash: "fam", UserID: "u", Family: "f1", ExpiresAt: exp}); err != nil {
+		t.Fatal(err)
+	}
+	// Make it an old database: no user index, and one token from before
+	// families (no family, not in the family index).
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucketUserRefresh); err != nil {
+			return err
+		}
+		v, _ := json.Marshal(accounts.RefreshToken{Hash: "legacy", UserID: "u", ExpiresAt: exp})
+		return tx.Bucket(bucketRefresh).Put([]byte("legacy"), v)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	db, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, fam := range []string{"f1", "legacy"} {
+		if live, _ := db.RefreshFamilyLive(ctx, fam); !live {
+			t.Fatalf("family %s not live after reopen", fam)
+		}
+	}
+	if _, err := db.SetPassword(ctx, "u", "$argon2id$x", ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, fam := range []string{"f1", "legacy"} {
+		if live, _ := db.RefreshFamilyLive(ctx, fam); live {
+			t.Errorf("family %s survived the password change", fam)
+		}
+	}
+	if _, err := db.RotateRefreshToken(ctx, "legacy", &accounts.RefreshToken{Hash: "next", ExpiresAt: exp}, t0); !errors.Is(err, accounts.ErrRefreshTokenNotFound) {
+		t.Fatalf("rotating the revoked legacy token: %v", err)
 	}
 }
