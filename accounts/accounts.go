@@ -1,6 +1,8 @@
 // Package accounts holds the records of authentication (users, OIDC links,
-// refresh tokens, API keys) and the storage port for them: the api package
-// uses it, the store package implements it, and neither imports the other.
+// refresh tokens, API keys), the storage port for them with its sentinel
+// errors, and the ACL that decides what a user may do with a task: the api
+// package uses it, the store package implements the port, and neither
+// imports the other.
 package accounts
 
 import (
