@@ -1,11 +1,12 @@
 // Package accounts holds the records of authentication (users, OIDC links,
-// refresh tokens, API keys) and the storage port for them: the api package
-// uses it, the store package implements it, and neither imports the other.
+// refresh tokens, API keys), the storage port for them with its sentinel
+// errors, and the ACL that decides what a user may do with a task: the api
+// package uses it, the store package implements the port, and neither
+// imports the other.
 package accounts
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -61,10 +62,6 @@ func (t *RefreshToken) FamilyID() string {
 	return t.Hash
 }
 
-// ErrTokenReused is RotateRefreshToken's answer to a token that was
-// already rotated: someone else holds a copy, so its family is revoked.
-var ErrTokenReused = errors.New("refresh token was already used")
-
 // APIKey is a stored API key; Hash is the hex SHA-256 of the key.
 type APIKey struct {
 	Hash       string     `json:"hash"`
@@ -77,16 +74,28 @@ type APIKey struct {
 }
 
 // UserStore persists users and their credentials; *store.DB implements it.
-// Missing records are engine.ErrNotFound, a duplicate email or key prefix
-// engine.ErrConflict.
+// Its errors wrap this package's sentinels (errors.go): a missing user is
+// ErrUserNotFound, a duplicate email ErrEmailTaken, and so on.
 type UserStore interface {
+	// CreateUser stores a new user (ErrEmailTaken).
 	CreateUser(ctx context.Context, u *User) error
 	User(ctx context.Context, id string) (*User, error)
 	UserByEmail(ctx context.Context, email string) (*User, error)
 	// Users pages users in creation order and returns their total.
 	Users(ctx context.Context, limit, offset int) ([]*User, int, error)
+	// SetAdmin grants or revokes admin status. Revoking the last admin's
+	// is ErrLastAdmin, decided in the transaction that writes it, so two
+	// admins demoting each other at once cannot both succeed.
 	SetAdmin(ctx context.Context, id string, isAdmin bool) (*User, error)
 	SetGroups(ctx context.Context, id string, groups []string) (*User, error)
+	// SetPassword replaces the user's password hash and, in the same
+	// transaction, revokes every refresh token of the user except those of
+	// keepFamily ("" revokes them all), so other logins must sign in again.
+	SetPassword(ctx context.Context, id, hash, keepFamily string) (*User, error)
+	// DeleteUser removes the user with their auth links, refresh tokens and
+	// API keys in one transaction: nothing they held works afterwards.
+	// Deleting the last admin is ErrLastAdmin.
+	DeleteUser(ctx context.Context, id string) error
 	// Groups lists the distinct group names users have, sorted.
 	Groups(ctx context.Context) ([]string, error)
 
@@ -99,7 +108,7 @@ type UserStore interface {
 	PutRefreshToken(ctx context.Context, t *RefreshToken) error
 	// RotateRefreshToken marks the token with oldHash rotated and stores
 	// next for the same user and family, atomically, and returns the old
-	// token. An unknown or expired (at now) token is engine.ErrNotFound; a
+	// token. An unknown or expired (at now) token is ErrRefreshTokenNotFound; a
 	// token already rotated is ErrTokenReused, and its whole family is
 	// revoked before the call returns.
 	RotateRefreshToken(ctx context.Context, oldHash string, next *RefreshToken, now time.Time) (*RefreshToken, error)

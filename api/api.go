@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
@@ -68,6 +69,9 @@ type Config struct {
 	// /api/auth endpoints are 404). Users must then be set.
 	Auth  *AuthConfig
 	Users UserStore
+	// ACL limits what each user may see and do per task (nil = no limits;
+	// it needs Auth). See acl.go.
+	ACL *accounts.ACL
 	// WorkerToken is the shared bearer token of the worker endpoints; when
 	// empty they refuse every request.
 	WorkerToken string

@@ -11,7 +11,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/accounts"
-	"github.com/appliance-sh/appliance/engine"
 )
 
 var errBadCredentials = echo.NewHTTPError(http.StatusUnauthorized, "invalid email or password")
@@ -47,7 +46,7 @@ func (s *server) login(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	u, err := s.auth.users.UserByEmail(ctx, email)
-	if err != nil && !errors.Is(err, engine.ErrNotFound) {
+	if err != nil && !errors.Is(err, accounts.ErrUserNotFound) {
 		return err
 	}
 	hash := ""
@@ -164,13 +163,13 @@ func (s *server) refresh(c echo.Context) error {
 	case errors.Is(err, accounts.ErrTokenReused):
 		s.log.Warn("refresh token reused: login revoked", "user", old.UserID, "login", old.FamilyID(), "address", clientAddress(c.Request()))
 		return errReusedRefresh
-	case errors.Is(err, engine.ErrNotFound):
+	case errors.Is(err, accounts.ErrRefreshTokenNotFound):
 		return errBadRefresh
 	case err != nil:
 		return err
 	}
 	u, err := s.auth.users.User(ctx, old.UserID)
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, accounts.ErrUserNotFound) {
 		return errBadRefresh
 	}
 	if err != nil {

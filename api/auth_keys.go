@@ -8,7 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/accounts"
 )
 
 // Bounds of API key requests.
@@ -79,7 +79,7 @@ func (s *server) createAPIKey(c echo.Context) error {
 			UserID: p.user.ID, CreatedAt: now.UTC(), ExpiresAt: expires,
 		}
 		err = s.auth.users.CreateAPIKey(c.Request().Context(), rec)
-		if errors.Is(err, engine.ErrConflict) {
+		if errors.Is(err, accounts.ErrAPIKeyPrefixTaken) {
 			continue
 		}
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/engine"
 )
 
@@ -53,6 +54,8 @@ type principal struct {
 	user *User
 	// viaAPIKey: authenticated by an API key rather than an access token.
 	viaAPIKey bool
+	// family is the login (refresh token family) of an access token.
+	family string
 }
 
 // principalKey is where authenticate leaves the principal in the echo context.
@@ -137,13 +140,13 @@ func (a *authService) principalOf(ctx context.Context, token string) (*principal
 	}
 	userID := claims.Subject
 	u, err := a.users.User(ctx, userID)
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, accounts.ErrUserNotFound) {
 		return nil, errInvalidToken
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load user of token: %w", err)
 	}
-	return &principal{user: u}, nil
+	return &principal{user: u, family: claims.Family}, nil
 }
 
 func (a *authService) apiKeyPrincipal(ctx context.Context, key string) (*principal, error) {
@@ -151,7 +154,7 @@ func (a *authService) apiKeyPrincipal(ctx context.Context, key string) (*princip
 		return nil, errInvalidToken
 	}
 	k, err := a.users.APIKeyByHash(ctx, apiKeyHash(key))
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, accounts.ErrAPIKeyNotFound) {
 		return nil, errInvalidToken
 	}
 	if err != nil {
@@ -162,7 +165,7 @@ func (a *authService) apiKeyPrincipal(ctx context.Context, key string) (*princip
 		return nil, echo.NewHTTPError(http.StatusUnauthorized, "api key expired")
 	}
 	u, err := a.users.User(ctx, k.UserID)
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, accounts.ErrUserNotFound) {
 		return nil, errInvalidToken
 	}
 	if err != nil {

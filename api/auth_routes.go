@@ -25,20 +25,25 @@ func (s *server) authRoutes(e *echo.Echo) {
 	a.GET("/oidc/:provider", s.oidcStart)
 	a.GET("/oidc/:provider/callback", s.oidcCallback)
 
+	a.PUT("/me/password", s.changeOwnPassword)
+
 	e.GET("/api/users", s.listUsers, s.requireAdmin)
+	e.POST("/api/users", s.createUser, s.requireAdmin)
 	e.GET("/api/users/:id", s.getUser, s.requireAdmin)
+	e.DELETE("/api/users/:id", s.deleteUser, s.requireAdmin)
+	e.PUT("/api/users/:id/password", s.setPassword, s.requireAdmin)
 	e.PUT("/api/users/:id/admin", s.setAdmin, s.requireAdmin)
 	e.PUT("/api/users/:id/groups", s.setGroups, s.requireAdmin)
 	e.GET("/api/groups", s.listGroups, s.requireAdmin)
 }
 
-// describeAuth fills in the auth part of GET /api/config. ACL rules are
-// not implemented, so acl_enabled stays false.
+// describeAuth fills in the auth part of GET /api/config.
 func (s *server) describeAuth(r *configResponse) {
 	if s.auth == nil {
 		return
 	}
 	r.AuthRequired = true
+	r.ACLEnabled = s.cfg.ACL != nil
 	r.HasInternalAuth = s.auth.hasInternal()
 	for id, p := range s.cfg.Auth.Providers {
 		if p.Type == ProviderOIDC {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/engine"
 )
 
@@ -58,12 +59,27 @@ func (s *server) handleError(err error, c echo.Context) {
 
 func (s *server) classify(err error) (int, string) {
 	var (
-		he    *echo.HTTPError
-		later *retryLaterError
+		he     *echo.HTTPError
+		later  *retryLaterError
+		denied *forbiddenError
 	)
 	switch {
-	case errors.Is(err, engine.ErrNotFound):
+	case errors.Is(err, engine.ErrNotFound),
+		errors.Is(err, accounts.ErrUserNotFound),
+		errors.Is(err, accounts.ErrAPIKeyNotFound):
 		return http.StatusNotFound, err.Error()
+	case errors.Is(err, accounts.ErrEmailTaken):
+		return http.StatusConflict, "a user with this email already exists"
+	case errors.Is(err, accounts.ErrAPIKeyPrefixTaken):
+		return http.StatusConflict, err.Error()
+	case errors.Is(err, accounts.ErrLastAdmin):
+		return http.StatusConflict, "the server must keep at least one admin: make another user admin first"
+	case errors.Is(err, accounts.ErrRefreshTokenNotFound):
+		return http.StatusUnauthorized, "invalid or expired refresh token"
+	case errors.Is(err, accounts.ErrInvalidRecord):
+		return http.StatusBadRequest, err.Error()
+	case errors.As(err, &denied):
+		return http.StatusForbidden, denied.msg
 	case errors.Is(err, engine.ErrConflict):
 		return http.StatusConflict, err.Error()
 	case errors.Is(err, engine.ErrInvalid):
@@ -208,4 +224,15 @@ func jsonKind(kind string) string {
 		return "a value"
 	}
 	return "a number"
+}
+
+// forbiddenError is a refusal of an authenticated caller (403): not an
+// admin, or allowed only to view the task.
+type forbiddenError struct{ msg string }
+
+func (e *forbiddenError) Error() string { return e.msg }
+
+// forbidden is a 403 with a message naming what the caller may not do.
+func forbidden(format string, args ...any) error {
+	return &forbiddenError{msg: fmt.Sprintf(format, args...)}
 }

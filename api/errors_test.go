@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/api"
 	"github.com/appliance-sh/appliance/engine"
 )
@@ -27,6 +28,11 @@ func TestErrorMapperGivesOneJSONShapePerKind(t *testing.T) {
 		{"conflict", fail(fmt.Errorf("job is completed: %w", engine.ErrConflict)), 409, "job is completed: conflict"},
 		{"invalid", fail(fmt.Errorf("%w: input.name is required", engine.ErrInvalid)), 400, "invalid input: input.name is required"},
 		{"stopped", fail(fmt.Errorf("create job: %w", engine.ErrStopped)), 503, "server is shutting down"},
+		{"user not found", fail(fmt.Errorf("user 7: %w", accounts.ErrUserNotFound)), 404, "user 7: user not found"},
+		{"api key not found", fail(fmt.Errorf("appk_123: %w", accounts.ErrAPIKeyNotFound)), 404, "appk_123: api key not found"},
+		{"email taken", fail(fmt.Errorf("create user: %w", accounts.ErrEmailTaken)), 409, "a user with this email already exists"},
+		{"last admin", fail(fmt.Errorf("set admin: %w", accounts.ErrLastAdmin)), 409, "the server must keep at least one admin: make another user admin first"},
+		{"invalid account record", fail(fmt.Errorf("group %q: %w", "a\x00b", accounts.ErrInvalidRecord)), 400, `group "a\x00b": invalid account record`},
 		{"echo error keeps its code", fail(echo.NewHTTPError(http.StatusTeapot, "short and stout")), 418, "short and stout"},
 		{"anything else hides its details", fail(errors.New("disk on fire at /var/secret")), 500, "internal server error"},
 		{"panic", func(echo.Context) error { panic("boom") }, 500, "internal server error"},

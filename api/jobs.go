@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/engine"
 )
 
@@ -14,7 +15,8 @@ func (s *server) listJobs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f := engine.JobFilter{Workspace: c.QueryParam("workspace"), TaskName: c.QueryParam("task_name"), Limit: limit, Offset: offset}
+	f := engine.JobFilter{Workspace: c.QueryParam("workspace"), TaskName: c.QueryParam("task_name"), Limit: limit, Offset: offset,
+		Visible: s.jobVisibility(c)}
 	if f.TaskName != "" && f.Workspace == "" {
 		return badRequest("task_name requires workspace")
 	}
@@ -41,7 +43,7 @@ func (s *server) job(c echo.Context) (*engine.Job, []*engine.Step, error) {
 // getJob shows a job with its secret values masked as in its log (the
 // interface: secret inputs are masked in the UI, which shows this).
 func (s *server) getJob(c echo.Context) error {
-	job, steps, err := s.job(c)
+	job, steps, err := s.allowedJob(c, accounts.View)
 	if err != nil {
 		return err
 	}
@@ -57,6 +59,9 @@ func (s *server) getJob(c echo.Context) error {
 func (s *server) cancelJob(c echo.Context) error {
 	id, err := jobIDParam(c)
 	if err != nil {
+		return err
+	}
+	if err := s.checkJob(c, accounts.Run); err != nil {
 		return err
 	}
 	if err := s.cfg.Engine.CancelJob(c.Request().Context(), id); err != nil {
@@ -76,6 +81,9 @@ type rerunRequest struct {
 func (s *server) rerunJob(c echo.Context) error {
 	id, err := jobIDParam(c)
 	if err != nil {
+		return err
+	}
+	if err := s.checkJob(c, accounts.Run); err != nil {
 		return err
 	}
 	var req rerunRequest
@@ -108,6 +116,9 @@ type approveRequest struct {
 func (s *server) approveStep(c echo.Context) error {
 	id, err := jobIDParam(c)
 	if err != nil {
+		return err
+	}
+	if err := s.checkJob(c, accounts.Run); err != nil {
 		return err
 	}
 	var req approveRequest

@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/engine"
 )
 
@@ -17,7 +18,7 @@ import (
 // read, so a big log costs the server a buffer, not its size.
 
 func (s *server) jobLogs(c echo.Context) error {
-	job, _, err := s.job(c)
+	job, _, err := s.allowedJob(c, accounts.View)
 	if err != nil {
 		return err
 	}
@@ -25,7 +26,7 @@ func (s *server) jobLogs(c echo.Context) error {
 }
 
 func (s *server) stepLogs(c echo.Context) error {
-	job, steps, err := s.job(c)
+	job, steps, err := s.allowedJob(c, accounts.View)
 	if err != nil {
 		return err
 	}

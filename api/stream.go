@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/labstack/echo/v4"
 
+	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/engine"
 )
 
@@ -42,7 +43,7 @@ func (s *server) streamLogs(c echo.Context) error {
 	r := c.Request()
 	ctx := r.Context()
 	// Answer 404 as JSON before upgrading: a refused upgrade is just HTTP.
-	if _, _, err := s.cfg.Engine.Job(ctx, id); err != nil {
+	if _, _, err := s.allowedJob(c, accounts.View); err != nil {
 		return err
 	}
 	if !isWebSocketUpgrade(r) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/schedule"
 	"github.com/appliance-sh/appliance/engine/workflow"
@@ -68,11 +69,15 @@ type triggerView struct {
 func (s *server) listWorkspaces(c echo.Context) error {
 	statuses := s.cfg.Workspaces.List()
 	items := make([]workspaceItem, 0, len(statuses))
+	_, restricted := s.restricted(c)
 	for _, st := range statuses {
 		item := workspaceItem{Name: st.Name, Errors: st.Errors}
 		if ws := st.Workspace; ws != nil {
-			item.TasksCount, item.ActionsCount, item.TriggersCount = len(ws.Tasks), len(ws.Actions), len(ws.Triggers)
+			item.TasksCount, item.ActionsCount, item.TriggersCount = s.visibleTaskCount(c, ws), len(ws.Actions), s.visibleTriggerCount(c, ws)
 			item.Revision = ws.Revision
+		}
+		if restricted && item.TasksCount == 0 {
+			continue // a workspace with no task the caller may see is absent
 		}
 		items = append(items, item)
 	}
@@ -84,7 +89,16 @@ func (s *server) listWorkspaces(c echo.Context) error {
 // empty (nil, nil); an unconfigured name is a 404.
 func (s *server) workspace(c echo.Context) (*workflow.Workspace, error) {
 	name := c.Param("ws")
-	if ws, ok := s.cfg.Workspaces.Current(name); ok {
+	ws, ok := s.cfg.Workspaces.Current(name)
+	if _, restricted := s.restricted(c); restricted {
+		// Under the ACL a workspace with no task the caller may see does
+		// not exist for them.
+		if !ok || s.visibleTaskCount(c, ws) == 0 {
+			return nil, notFound("workspace %q", name)
+		}
+		return ws, nil
+	}
+	if ok {
 		return ws, nil
 	}
 	for _, st := range s.cfg.Workspaces.List() {
@@ -95,8 +109,9 @@ func (s *server) workspace(c echo.Context) (*workflow.Workspace, error) {
 	return nil, notFound("workspace %q", name)
 }
 
-// task returns the `name` task of the `ws` workspace.
-func (s *server) task(c echo.Context) (*workflow.Workspace, *workflow.Task, error) {
+// task returns the `name` task of the `ws` workspace if the caller has
+// need on it (see allowTask).
+func (s *server) task(c echo.Context, need accounts.Action) (*workflow.Workspace, *workflow.Task, error) {
 	ws, err := s.workspace(c)
 	if err != nil {
 		return nil, nil, err
@@ -104,6 +119,9 @@ func (s *server) task(c echo.Context) (*workflow.Workspace, *workflow.Task, erro
 	name := c.Param("name")
 	if ws == nil || ws.Tasks[name] == nil {
 		return nil, nil, notFound("task %q in workspace %q", name, c.Param("ws"))
+	}
+	if err := allowTask(s.permission(c, ws, ws.Name, name), need, ws.Name, name); err != nil {
+		return nil, nil, err
 	}
 	return ws, ws.Tasks[name], nil
 }
@@ -116,11 +134,14 @@ func (s *server) listTasks(c echo.Context) error {
 	items := []taskSummary{}
 	if ws != nil {
 		for name, t := range ws.Tasks {
+			if s.permission(c, ws, ws.Name, name) == accounts.Deny {
+				continue
+			}
 			items = append(items, taskSummary{
 				Name:        name,
 				Workspace:   ws.Name,
 				Mode:        t.Mode,
-				HasTriggers: len(s.triggersOf(ws, name, true)) > 0,
+				HasTriggers: len(s.triggersOf(c, ws, name, true)) > 0,
 				Folder:      t.Folder,
 			})
 		}
@@ -130,7 +151,7 @@ func (s *server) listTasks(c echo.Context) error {
 }
 
 func (s *server) getTask(c echo.Context) error {
-	ws, t, err := s.task(c)
+	ws, t, err := s.task(c, accounts.View)
 	if err != nil {
 		return err
 	}
@@ -149,7 +170,7 @@ func (s *server) getTask(c echo.Context) error {
 		Mode:        t.Mode,
 		Input:       input,
 		Flow:        flow,
-		Triggers:    s.triggersOf(ws, c.Param("name"), false),
+		Triggers:    s.triggersOf(c, ws, c.Param("name"), false),
 	})
 }
 
@@ -159,7 +180,7 @@ type executeRequest struct {
 }
 
 func (s *server) executeTask(c echo.Context) error {
-	ws, _, err := s.task(c)
+	ws, _, err := s.task(c, accounts.Run)
 	if err != nil {
 		return err
 	}
@@ -187,13 +208,14 @@ func (s *server) listTriggers(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, s.triggersOf(ws, "", false))
+	return c.JSON(http.StatusOK, s.triggersOf(c, ws, "", false))
 }
 
 // triggersOf lists a workspace's triggers by name: all of them, or those
 // that start the task (as their task or, for event sources, as the target
-// of their events), optionally only the enabled ones.
-func (s *server) triggersOf(ws *workflow.Workspace, task string, enabledOnly bool) []triggerView {
+// of their events), optionally only the enabled ones; under the ACL only
+// those the caller may see (triggerVisible).
+func (s *server) triggersOf(c echo.Context, ws *workflow.Workspace, task string, enabledOnly bool) []triggerView {
 	out := []triggerView{}
 	if ws == nil {
 		return out
@@ -204,6 +226,9 @@ func (s *server) triggersOf(ws *workflow.Workspace, task string, enabledOnly boo
 			continue
 		}
 		if enabledOnly && !tr.Enabled {
+			continue
+		}
+		if !s.triggerVisible(c, ws, tr) {
 			continue
 		}
 		out = append(out, s.triggerViewOf(ws.Name, name, tr, now))
@@ -237,4 +262,14 @@ func (s *server) triggerViewOf(workspace, name string, tr *workflow.Trigger, now
 	}
 	v.NextRuns = runs
 	return v
+}
+
+func (s *server) visibleTriggerCount(c echo.Context, ws *workflow.Workspace) int {
+	n := 0
+	for _, tr := range ws.Triggers {
+		if s.triggerVisible(c, ws, tr) {
+			n++
+		}
+	}
+	return n
 }

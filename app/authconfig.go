@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/api"
-	"github.com/appliance-sh/appliance/engine"
 )
 
 // AuthConfig is the `auth` section of server-config.yaml; without it auth
@@ -201,7 +201,7 @@ func seedInitialUser(ctx context.Context, users api.UserStore, a *AuthConfig, no
 	if err == nil {
 		return false, nil
 	}
-	if !errors.Is(err, engine.ErrNotFound) {
+	if !errors.Is(err, accounts.ErrUserNotFound) {
 		return false, fmt.Errorf("seed initial user: %w", err)
 	}
 	hash, err := api.HashPassword(a.InitialUser.Password)

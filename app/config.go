@@ -36,6 +36,10 @@ func decodeConfigFile(path string, out any) error {
 
 // configErrorText renders a decoding error as "line:col: message".
 func configErrorText(err error) string {
+	var perr *positionedError
+	if errors.As(err, &perr) {
+		return perr.Error()
+	}
 	var yerr yaml.Error
 	if errors.As(err, &yerr) {
 		if tok := yerr.GetToken(); tok != nil && tok.Position != nil {

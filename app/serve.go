@@ -139,6 +139,9 @@ func printSettings(w io.Writer, cfg *ServerConfig, addr string, workerTags []str
 	fmt.Fprintf(w, "  drain_timeout:         %s\n", cfg.drainTimeout)
 	fmt.Fprintf(w, "  retention:             %s\n", describeRetention(cfg.retention))
 	fmt.Fprintf(w, "  auth:                  %s\n", cfg.Auth.describe())
+	if cfg.ACL != nil {
+		fmt.Fprintf(w, "  acl:                   %s\n", cfg.ACL.describe())
+	}
 	fmt.Fprintf(w, "  metrics:               %s\n", describeMetrics(cfg))
 	if len(cfg.AllowedHosts) > 0 {
 		fmt.Fprintf(w, "  allowed_hosts:         %s\n", strings.Join(cfg.AllowedHosts, ", "))
@@ -315,6 +318,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 			UI:          ui.Handler(),
 			Auth:        cfg.Auth.apiConfig(cfg.limits),
 			Users:       db,
+			ACL:         cfg.acl,
 
 			Health:       health.check,
 			Ready:        s.ready.check,

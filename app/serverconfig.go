@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/store"
 )
 
@@ -35,6 +36,9 @@ type ServerConfig struct {
 	DrainTimeout string `yaml:"drain_timeout"`
 	// Auth turns authentication on; nil = off (app/authconfig.go).
 	Auth *AuthConfig `yaml:"auth"`
+	// ACL limits what each user may see and do per task; needs Auth
+	// (app/aclconfig.go).
+	ACL *ACLSection `yaml:"acl"`
 	// InsecureNoAuth lets a server with auth off listen on a non-loopback
 	// address; without it such a server refuses to start.
 	InsecureNoAuth bool `yaml:"insecure_no_auth"`
@@ -57,6 +61,7 @@ type ServerConfig struct {
 	drainTimeout     time.Duration
 	limits           Limits
 	retention        store.Retention
+	acl              *accounts.ACL
 	// sweepInterval is the time between retention sweeps (10 minutes when
 	// 0; tests shorten it).
 	sweepInterval time.Duration
@@ -119,6 +124,10 @@ func loadServerConfig(path string) (*ServerConfig, error) {
 	if err := cfg.Auth.validate(); err != nil {
 		return nil, err
 	}
+	var err error
+	if cfg.acl, err = cfg.ACL.build(cfg.Auth); err != nil {
+		return nil, err
+	}
 	if cfg.Workers == nil {
 		n := runtime.NumCPU()
 		cfg.Workers = &n
@@ -126,7 +135,6 @@ func loadServerConfig(path string) (*ServerConfig, error) {
 	if *cfg.Workers < 0 {
 		return nil, fmt.Errorf("workers: must be 0 or more, got %d", *cfg.Workers)
 	}
-	var err error
 	if cfg.heartbeatTimeout, err = positiveDuration("heartbeat_timeout", cfg.HeartbeatTimeout, 90*time.Second); err != nil {
 		return nil, err
 	}

@@ -257,6 +257,11 @@ type JobFilter struct {
 	TaskName  string // optional; requires Workspace
 	Limit     int
 	Offset    int
+	// Visible, when set, keeps only the jobs of tasks it accepts (by
+	// workspace and task name): the store skips the others while paging,
+	// so pages stay full and the total counts only visible jobs. Access
+	// control sets it; nil shows every job.
+	Visible func(workspace, task string) bool
 }
 
 // Batch is every record one group commit writes.

@@ -10,7 +10,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/appliance-sh/appliance/accounts"
-	"github.com/appliance-sh/appliance/engine"
 )
 
 func userKeyKey(userID, prefix string) []byte {
@@ -18,22 +17,22 @@ func userKeyKey(userID, prefix string) []byte {
 }
 
 // CreateAPIKey stores a key; a prefix the user already has is
-// engine.ErrConflict (prefixes identify a user's keys for revocation).
+// accounts.ErrAPIKeyPrefixTaken (prefixes identify a user's keys for revocation).
 func (db *DB) CreateAPIKey(ctx context.Context, k *accounts.APIKey) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if k.Hash == "" || k.UserID == "" || k.Prefix == "" {
-		return fmt.Errorf("create api key: needs a hash, a prefix and a user: %w", engine.ErrInvalid)
+		return fmt.Errorf("create api key: needs a hash, a prefix and a user: %w", accounts.ErrInvalidRecord)
 	}
-	if err := noSep("user id", k.UserID); err != nil {
+	if err := accountName("user id", k.UserID); err != nil {
 		return fmt.Errorf("create api key: %w", err)
 	}
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
 		idx := tx.Bucket(bucketUserKeys)
 		ik := userKeyKey(k.UserID, k.Prefix)
 		if idx.Get(ik) != nil {
-			return fmt.Errorf("prefix %s is taken: %w", k.Prefix, engine.ErrConflict)
+			return fmt.Errorf("prefix %s: %w", k.Prefix, accounts.ErrAPIKeyPrefixTaken)
 		}
 		if err := putAPIKey(tx, k); err != nil {
 			return err
@@ -57,7 +56,7 @@ func putAPIKey(tx *bolt.Tx, k *accounts.APIKey) error {
 func getAPIKey(tx *bolt.Tx, hash []byte) (*accounts.APIKey, error) {
 	v := tx.Bucket(bucketAPIKeys).Get(hash)
 	if v == nil {
-		return nil, fmt.Errorf("api key: %w", engine.ErrNotFound)
+		return nil, accounts.ErrAPIKeyNotFound
 	}
 	var k accounts.APIKey
 	if err := json.Unmarshal(v, &k); err != nil {
@@ -66,7 +65,7 @@ func getAPIKey(tx *bolt.Tx, hash []byte) (*accounts.APIKey, error) {
 	return &k, nil
 }
 
-// APIKeyByHash returns the key with that SHA-256 (engine.ErrNotFound).
+// APIKeyByHash returns the key with that SHA-256 (accounts.ErrAPIKeyNotFound).
 func (db *DB) APIKeyByHash(ctx context.Context, hash string) (*accounts.APIKey, error) {
 	var k *accounts.APIKey
 	err := db.view(ctx, func(tx *bolt.Tx) error {
@@ -99,7 +98,7 @@ func (db *DB) APIKeys(ctx context.Context, userID string) ([]*accounts.APIKey, e
 }
 
 // DeleteAPIKey revokes the user's key with that prefix; another user's
-// key is engine.ErrNotFound, exactly like a missing one.
+// key is accounts.ErrAPIKeyNotFound, exactly like a missing one.
 func (db *DB) DeleteAPIKey(ctx context.Context, userID, prefix string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -109,7 +108,7 @@ func (db *DB) DeleteAPIKey(ctx context.Context, userID, prefix string) error {
 		ik := userKeyKey(userID, prefix)
 		hash := idx.Get(ik)
 		if hash == nil {
-			return fmt.Errorf("api key %s: %w", prefix, engine.ErrNotFound)
+			return fmt.Errorf("%s: %w", prefix, accounts.ErrAPIKeyNotFound)
 		}
 		if err := tx.Bucket(bucketAPIKeys).Delete(hash); err != nil {
 			return err

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/accounts"
-	"github.com/appliance-sh/appliance/engine"
 )
 
 func TestAPIKeysAreListedAndRevokedPerOwner(t *testing.T) {
@@ -24,7 +23,7 @@ func TestAPIKeysAreListedAndRevokedPerOwner(t *testing.T) {
 			t.Fatalf("CreateAPIKey %s: %v", k.Hash, err)
 		}
 	}
-	if err := db.CreateAPIKey(ctx, &accounts.APIKey{Hash: "hd", Prefix: "appk_aaa", UserID: "u1"}); !errors.Is(err, engine.ErrConflict) {
+	if err := db.CreateAPIKey(ctx, &accounts.APIKey{Hash: "hd", Prefix: "appk_aaa", UserID: "u1"}); !errors.Is(err, accounts.ErrAPIKeyPrefixTaken) {
 		t.Fatalf("duplicate prefix for one user: got %v, want ErrConflict", err)
 	}
 	list, err := db.APIKeys(ctx, "u1")
@@ -39,13 +38,13 @@ func TestAPIKeysAreListedAndRevokedPerOwner(t *testing.T) {
 		t.Fatalf("u1's keys = %v, want [laptop ci] (by prefix)", names)
 	}
 
-	if err := db.DeleteAPIKey(ctx, "u2", "appk_bbb"); !errors.Is(err, engine.ErrNotFound) {
+	if err := db.DeleteAPIKey(ctx, "u2", "appk_bbb"); !errors.Is(err, accounts.ErrAPIKeyNotFound) {
 		t.Fatalf("deleting someone else's key: got %v, want ErrNotFound", err)
 	}
 	if err := db.DeleteAPIKey(ctx, "u1", "appk_aaa"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.APIKeyByHash(ctx, "ha"); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := db.APIKeyByHash(ctx, "ha"); !errors.Is(err, accounts.ErrAPIKeyNotFound) {
 		t.Fatalf("revoked key still found: %v", err)
 	}
 	if k, err := db.APIKeyByHash(ctx, "hc"); err != nil || k.UserID != "u2" {
@@ -67,7 +66,7 @@ func TestTouchAPIKeyRecordsLastUse(t *testing.T) {
 	if err != nil || k.LastUsedAt == nil || !k.LastUsedAt.Equal(at) {
 		t.Fatalf("after touch: %+v, %v", k, err)
 	}
-	if err := db.TouchAPIKey(ctx, "missing", at); !errors.Is(err, engine.ErrNotFound) {
+	if err := db.TouchAPIKey(ctx, "missing", at); !errors.Is(err, accounts.ErrAPIKeyNotFound) {
 		t.Fatalf("touching a missing key: got %v, want ErrNotFound", err)
 	}
 }

@@ -64,10 +64,16 @@ func Open(path string) (*DB, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	err = b.Update(func(tx *bolt.Tx) error {
+		// A database from before the refresh tokens' user index gets it
+		// built once, here.
+		indexUserRefresh := tx.Bucket(bucketUserRefresh) == nil && tx.Bucket(bucketRefresh) != nil
 		for _, name := range slices.Concat(allBuckets, authBuckets) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
+		}
+		if indexUserRefresh {
+			return backfillUserRefresh(tx)
 		}
 		return nil
 	})

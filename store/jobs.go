@@ -86,8 +86,18 @@ func (db *DB) Jobs(ctx context.Context, f engine.JobFilter) ([]*engine.Job, int,
 		total int
 	)
 	err := db.view(ctx, func(tx *bolt.Tx) error {
-		total = int(readCount(tx.Bucket(bucketCounts), counter))
-		ids := newestIDs(tx.Bucket(bucket).Cursor(), prefix, f.Offset, limit)
+		var ids []string
+		if scopes, hidden := visibleTasks(tx, f); hidden {
+			// Some tasks are invisible: walk the visible tasks' indexes
+			// merged, newest first; their counters sum to the total.
+			for _, sc := range scopes {
+				total += sc.count
+			}
+			ids = mergedNewestIDs(tx.Bucket(bucketByTask), scopes, f.Offset, limit)
+		} else {
+			total = int(readCount(tx.Bucket(bucketCounts), counter))
+			ids = newestIDs(tx.Bucket(bucket).Cursor(), prefix, f.Offset, limit)
+		}
 		jobs = make([]*engine.Job, 0, len(ids))
 		for _, id := range ids {
 			j, err := getJob(tx, id)

@@ -11,7 +11,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/appliance-sh/appliance/accounts"
-	"github.com/appliance-sh/appliance/engine"
 )
 
 // Refresh tokens are stored by hash, and indexed by family (the login they
@@ -39,9 +38,9 @@ func (db *DB) PutRefreshToken(ctx context.Context, t *accounts.RefreshToken) err
 
 func putRefresh(tx *bolt.Tx, t *accounts.RefreshToken) error {
 	if t.Hash == "" || t.UserID == "" {
-		return fmt.Errorf("refresh token needs a hash and a user: %w", engine.ErrInvalid)
+		return fmt.Errorf("refresh token needs a hash and a user: %w", accounts.ErrInvalidRecord)
 	}
-	if err := noSep("refresh token family", t.FamilyID()); err != nil {
+	if err := accountName("refresh token family", t.FamilyID()); err != nil {
 		return err
 	}
 	v, err := json.Marshal(t)
@@ -54,13 +53,16 @@ func putRefresh(tx *bolt.Tx, t *accounts.RefreshToken) error {
 	if err := tx.Bucket(bucketRefreshFam).Put(familyKey(t), nil); err != nil {
 		return fmt.Errorf("index refresh token: %w", err)
 	}
+	if err := tx.Bucket(bucketUserRefresh).Put(userFamilyKey(t.UserID, t.FamilyID()), nil); err != nil {
+		return fmt.Errorf("index refresh token by user: %w", err)
+	}
 	return nil
 }
 
 func getRefresh(tx *bolt.Tx, hash string) (*accounts.RefreshToken, error) {
 	v := tx.Bucket(bucketRefresh).Get([]byte(hash))
 	if v == nil {
-		return nil, fmt.Errorf("refresh token: %w", engine.ErrNotFound)
+		return nil, accounts.ErrRefreshTokenNotFound
 	}
 	var t accounts.RefreshToken
 	if err := json.Unmarshal(v, &t); err != nil {
@@ -79,8 +81,9 @@ func deleteRefresh(tx *bolt.Tx, t *accounts.RefreshToken) error {
 }
 
 // deleteFamily removes the family's indexed tokens: all of them, or with
-// expiredAt set only those expired then (a prefix, by the key order).
-func deleteFamily(tx *bolt.Tx, family string, expiredAt *time.Time) error {
+// expiredAt set only those expired then (a prefix, by the key order). A
+// family left empty leaves its user's index too.
+func deleteFamily(tx *bolt.Tx, userID, family string, expiredAt *time.Time) error {
 	prefix := strPrefix(family)
 	var until []byte // the expiry past which tokens stay; nil: none stay
 	if expiredAt != nil {
@@ -103,7 +106,10 @@ func deleteFamily(tx *bolt.Tx, family string, expiredAt *time.Time) error {
 			return fmt.Errorf("delete refresh token index: %w", err)
 		}
 	}
-	return nil
+	if k, _ := tx.Bucket(bucketRefreshFam).Cursor().Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) {
+		return nil
+	}
+	return tx.Bucket(bucketUserRefresh).Delete(userFamilyKey(userID, family))
 }
 
 // revokeFamily removes t and every token of its family.
@@ -111,12 +117,13 @@ func revokeFamily(tx *bolt.Tx, t *accounts.RefreshToken) error {
 	if err := deleteRefresh(tx, t); err != nil {
 		return err
 	}
-	return deleteFamily(tx, t.FamilyID(), nil)
+	return deleteFamily(tx, t.UserID, t.FamilyID(), nil)
 }
 
 // RotateRefreshToken marks the token with oldHash rotated and stores next
 // in its family, in one transaction, so a token rotates once even when two
-// requests race with it. Unknown and expired tokens are engine.ErrNotFound
+// requests race with it. Unknown and expired tokens are
+// accounts.ErrRefreshTokenNotFound
 // (an expired one is deleted on the way); a rotated one is
 // accounts.ErrTokenReused, after its family has been revoked.
 func (db *DB) RotateRefreshToken(ctx context.Context, oldHash string, next *accounts.RefreshToken, now time.Time) (*accounts.RefreshToken, error) {
@@ -138,7 +145,7 @@ func (db *DB) RotateRefreshToken(ctx context.Context, oldHash string, next *acco
 			if err := deleteRefresh(tx, old); err != nil {
 				return err
 			}
-			return deleteFamily(tx, old.FamilyID(), &now)
+			return deleteFamily(tx, old.UserID, old.FamilyID(), &now)
 		}
 		if old.RotatedAt != nil {
 			reused = true
@@ -160,13 +167,13 @@ func (db *DB) RotateRefreshToken(ctx context.Context, oldHash string, next *acco
 		}
 		// Rotated tokens are kept until they expire; a long-lived login
 		// sheds its expired ones here rather than piling them up.
-		return deleteFamily(tx, old.Family, &now)
+		return deleteFamily(tx, old.UserID, old.Family, &now)
 	})
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("rotate refresh token: %w", err)
 	case expired:
-		return nil, fmt.Errorf("rotate refresh token: expired: %w", engine.ErrNotFound)
+		return nil, fmt.Errorf("rotate refresh token: expired: %w", accounts.ErrRefreshTokenNotFound)
 	case reused:
 		return old, fmt.Errorf("rotate refresh token: family %s revoked: %w", old.FamilyID(), accounts.ErrTokenReused)
 	}
@@ -182,7 +189,7 @@ func (db *DB) RevokeRefreshFamily(ctx context.Context, hash string) error {
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
 		t, err := getRefresh(tx, hash)
 		if err != nil {
-			if errors.Is(err, engine.ErrNotFound) {
+			if errors.Is(err, accounts.ErrRefreshTokenNotFound) {
 				return nil
 			}
 			return err

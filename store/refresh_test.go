@@ -10,7 +10,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/appliance-sh/appliance/accounts"
-	"github.com/appliance-sh/appliance/engine"
 )
 
 func rotate(t *testing.T, db *DB, old, next string, at time.Time) (*accounts.RefreshToken, error) {
@@ -57,7 +56,7 @@ func TestReusedRefreshTokenRevokesItsFamily(t *testing.T) {
 		t.Fatalf("reusing a1: %+v, %v; want ErrTokenReused with the token", old, err)
 	}
 	for _, h := range []string{"a1", "a2", "a3", "x"} {
-		if _, err := rotate(t, db, h, "y", t0); !errors.Is(err, engine.ErrNotFound) {
+		if _, err := rotate(t, db, h, "y", t0); !errors.Is(err, accounts.ErrRefreshTokenNotFound) {
 			t.Fatalf("%s after reuse: got %v, want ErrNotFound", h, err)
 		}
 	}
@@ -79,7 +78,7 @@ func TestRefreshTokenExpires(t *testing.T) {
 	if _, err := rotate(t, db, "h1", "h2", t0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rotate(t, db, "h2", "h3", t0.Add(time.Hour)); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := rotate(t, db, "h2", "h3", t0.Add(time.Hour)); !errors.Is(err, accounts.ErrRefreshTokenNotFound) {
 		t.Fatalf("expired h2: got %v, want ErrNotFound", err)
 	}
 	// Both are gone: h2 was deleted, and h1, rotated, expired with it.
@@ -132,7 +131,7 @@ func TestRefreshTokenWithoutFamilyIsItsOwnFamily(t *testing.T) {
 	if _, err := rotate(t, db, "old", "x", t0); !errors.Is(err, accounts.ErrTokenReused) {
 		t.Fatalf("reusing the legacy token: %v, want ErrTokenReused", err)
 	}
-	if _, err := rotate(t, db, "new", "y", t0); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := rotate(t, db, "new", "y", t0); !errors.Is(err, accounts.ErrRefreshTokenNotFound) {
 		t.Fatalf("successor after reuse: %v, want ErrNotFound", err)
 	}
 }
@@ -152,7 +151,7 @@ func TestRevokeRefreshFamilyIsIdempotent(t *testing.T) {
 			t.Fatalf("RevokeRefreshFamily: %v", err)
 		}
 	}
-	if _, err := rotate(t, db, "h2", "h3", t0); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := rotate(t, db, "h2", "h3", t0); !errors.Is(err, accounts.ErrRefreshTokenNotFound) {
 		t.Fatalf("revoked token rotated: %v", err)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/appliance-sh/appliance/accounts"
-	"github.com/appliance-sh/appliance/engine"
 )
 
 var _ accounts.UserStore = (*DB)(nil)
@@ -25,7 +24,8 @@ var (
 	bucketRefreshFam  = []byte("idx_refresh_family") // family \0 expiry hash -> nil
 	bucketAPIKeys     = []byte("api_keys")           // key hash -> key JSON
 	bucketUserKeys    = []byte("idx_user_keys")      // user id \0 prefix -> key hash
-	authBuckets       = [][]byte{bucketUsers, bucketUserByEmail, bucketUserOrder, bucketAuthLinks, bucketRefresh, bucketRefreshFam, bucketAPIKeys, bucketUserKeys}
+	bucketUserRefresh = []byte("idx_user_refresh")   // user id \0 family -> nil
+	authBuckets       = [][]byte{bucketUsers, bucketUserByEmail, bucketUserOrder, bucketAuthLinks, bucketRefresh, bucketRefreshFam, bucketAPIKeys, bucketUserKeys, bucketUserRefresh}
 )
 
 const countUsers = "users"
@@ -43,7 +43,8 @@ func userOrderKey(u *accounts.User) []byte {
 	return joinKey(t[:], []byte(u.ID))
 }
 
-// CreateUser stores a new user; an email already in use is engine.ErrConflict.
+// CreateUser stores a new user; an email already in use is
+// accounts.ErrEmailTaken.
 func (db *DB) CreateUser(ctx context.Context, u *accounts.User) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -57,16 +58,21 @@ func (db *DB) CreateUser(ctx context.Context, u *accounts.User) error {
 
 func insertUser(tx *bolt.Tx, u *accounts.User) error {
 	if u.ID == "" || u.Email == "" {
-		return fmt.Errorf("user needs an id and an email: %w", engine.ErrInvalid)
+		return fmt.Errorf("user needs an id and an email: %w", accounts.ErrInvalidRecord)
 	}
-	if err := noSep("user id", u.ID); err != nil {
+	if err := accountName("user id", u.ID); err != nil {
 		return err
 	}
+	for _, g := range u.Groups {
+		if err := accountName("group", g); err != nil {
+			return err
+		}
+	}
 	if tx.Bucket(bucketUserByEmail).Get(emailKey(u.Email)) != nil {
-		return fmt.Errorf("email is already in use: %w", engine.ErrConflict)
+		return fmt.Errorf("%s: %w", u.Email, accounts.ErrEmailTaken)
 	}
 	if tx.Bucket(bucketUsers).Get([]byte(u.ID)) != nil {
-		return fmt.Errorf("user id is already in use: %w", engine.ErrConflict)
+		return fmt.Errorf("user id %s is already in use: %w", u.ID, accounts.ErrInvalidRecord)
 	}
 	if err := putUser(tx, u); err != nil {
 		return err
@@ -102,7 +108,7 @@ func putUser(tx *bolt.Tx, u *accounts.User) error {
 func getUser(tx *bolt.Tx, id string) (*accounts.User, error) {
 	v := tx.Bucket(bucketUsers).Get([]byte(id))
 	if v == nil {
-		return nil, fmt.Errorf("user %s: %w", id, engine.ErrNotFound)
+		return nil, fmt.Errorf("user %s: %w", id, accounts.ErrUserNotFound)
 	}
 	var u accounts.User
 	if err := json.Unmarshal(v, &u); err != nil {
@@ -111,7 +117,7 @@ func getUser(tx *bolt.Tx, id string) (*accounts.User, error) {
 	return &u, nil
 }
 
-// User returns a user by id (engine.ErrNotFound).
+// User returns a user by id (accounts.ErrUserNotFound).
 func (db *DB) User(ctx context.Context, id string) (*accounts.User, error) {
 	var u *accounts.User
 	err := db.view(ctx, func(tx *bolt.Tx) error {
@@ -123,13 +129,13 @@ func (db *DB) User(ctx context.Context, id string) (*accounts.User, error) {
 }
 
 // UserByEmail returns the user with that email, in any letter case
-// (engine.ErrNotFound).
+// (accounts.ErrUserNotFound).
 func (db *DB) UserByEmail(ctx context.Context, email string) (*accounts.User, error) {
 	var u *accounts.User
 	err := db.view(ctx, func(tx *bolt.Tx) error {
 		id := tx.Bucket(bucketUserByEmail).Get(emailKey(email))
 		if id == nil {
-			return fmt.Errorf("user with email %s: %w", email, engine.ErrNotFound)
+			return fmt.Errorf("user with email %s: %w", email, accounts.ErrUserNotFound)
 		}
 		var err error
 		u, err = getUser(tx, string(id))
@@ -141,7 +147,7 @@ func (db *DB) UserByEmail(ctx context.Context, email string) (*accounts.User, er
 // Users returns a page of users in creation order, and their total.
 func (db *DB) Users(ctx context.Context, limit, offset int) ([]*accounts.User, int, error) {
 	if offset < 0 {
-		return nil, 0, fmt.Errorf("list users: negative offset %d: %w", offset, engine.ErrInvalid)
+		return nil, 0, fmt.Errorf("list users: negative offset %d: %w", offset, accounts.ErrInvalidRecord)
 	}
 	if limit <= 0 {
 		limit = defaultLimit
@@ -191,9 +197,17 @@ func (db *DB) updateUser(ctx context.Context, id string, change func(tx *bolt.Tx
 	return u, err
 }
 
-// SetAdmin grants or revokes a user's admin status.
+// SetAdmin grants or revokes a user's admin status. Revoking the last
+// admin's is accounts.ErrLastAdmin: the count is taken in the transaction
+// that writes the change, and bbolt runs one writer at a time, so of two
+// admins demoting each other at once the second sees the first's result.
 func (db *DB) SetAdmin(ctx context.Context, id string, isAdmin bool) (*accounts.User, error) {
-	u, err := db.updateUser(ctx, id, func(_ *bolt.Tx, u *accounts.User) error {
+	u, err := db.updateUser(ctx, id, func(tx *bolt.Tx, u *accounts.User) error {
+		if u.IsAdmin && !isAdmin {
+			if err := keepAnAdmin(tx, u.ID); err != nil {
+				return err
+			}
+		}
 		u.IsAdmin = isAdmin
 		return nil
 	})
@@ -208,7 +222,7 @@ func (db *DB) SetAdmin(ctx context.Context, id string, isAdmin bool) (*accounts.
 func (db *DB) SetGroups(ctx context.Context, id string, groups []string) (*accounts.User, error) {
 	next := slices.Compact(slices.Sorted(slices.Values(groups)))
 	for _, g := range next {
-		if err := noSep("group", g); err != nil {
+		if err := accountName("group", g); err != nil {
 			return nil, fmt.Errorf("set groups: %w", err)
 		}
 	}
@@ -256,7 +270,7 @@ func (db *DB) ProvisionLinkedUser(ctx context.Context, link accounts.AuthLink, e
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := noSep("provider", link.Provider); err != nil {
+	if err := accountName("provider", link.Provider); err != nil {
 		return nil, fmt.Errorf("provision user: %w", err)
 	}
 	key := joinKey(strPrefix(link.Provider), []byte(link.Subject))
@@ -279,7 +293,7 @@ func (db *DB) ProvisionLinkedUser(ctx context.Context, link accounts.AuthLink, e
 			}
 		} else {
 			if newUser == nil {
-				return fmt.Errorf("no user to create: %w", engine.ErrInvalid)
+				return fmt.Errorf("no user to create: %w", accounts.ErrInvalidRecord)
 			}
 			if err := insertUser(tx, newUser); err != nil {
 				return err

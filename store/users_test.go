@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/accounts"
-	"github.com/appliance-sh/appliance/engine"
 )
 
 func newUser(id, email string, i int) *accounts.User {
@@ -22,14 +21,14 @@ func TestUserEmailIsUniqueInAnyLetterCase(t *testing.T) {
 	if err := db.CreateUser(ctx, newUser("u1", "Ada@Example.com", 0)); err != nil {
 		t.Fatalf("CreateUser: %v", err)
 	}
-	if err := db.CreateUser(ctx, newUser("u2", "ada@example.COM", 1)); !errors.Is(err, engine.ErrConflict) {
+	if err := db.CreateUser(ctx, newUser("u2", "ada@example.COM", 1)); !errors.Is(err, accounts.ErrEmailTaken) {
 		t.Fatalf("duplicate email: got %v, want ErrConflict", err)
 	}
 	u, err := db.UserByEmail(ctx, "ADA@example.com")
 	if err != nil || u.ID != "u1" || u.Email != "Ada@Example.com" {
 		t.Fatalf("UserByEmail = %+v, %v; want u1 with its email as given", u, err)
 	}
-	if _, err := db.User(ctx, "nobody"); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := db.User(ctx, "nobody"); !errors.Is(err, accounts.ErrUserNotFound) {
 		t.Fatalf("User(nobody): got %v, want ErrNotFound", err)
 	}
 }
@@ -100,7 +99,7 @@ func TestGroupsListsNamesInUseAndForgetsEmptyOnes(t *testing.T) {
 			t.Errorf("step %d: Groups = %v, want %v", i, got, s.want)
 		}
 	}
-	if _, err := db.SetGroups(ctx, "ghost", []string{"x"}); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := db.SetGroups(ctx, "ghost", []string{"x"}); !errors.Is(err, accounts.ErrUserNotFound) {
 		t.Fatalf("SetGroups(ghost): got %v, want ErrNotFound", err)
 	}
 }

@@ -1,0 +1,148 @@
+package api
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/workflow"
+)
+
+// Access control (DESIGN.md "Authorization (ACL)"): with Config.ACL set
+// and auth on, each task is deny, view or run for the caller. Denied tasks
+// and their jobs do not exist for them (404, absent from lists and
+// counts); viewed ones are read-only (403 on execute, cancel, approve and
+// rerun). Hook and child jobs count as jobs of their own task. Webhooks
+// and triggers firing are outside: their secrets guard them.
+
+// restricted reports whether the caller is subject to the ACL: it is on
+// and the caller is no admin.
+func (s *server) restricted(c echo.Context) (*User, bool) {
+	if s.cfg.ACL == nil || s.auth == nil {
+		return nil, false
+	}
+	p := caller(c)
+	if p == nil || p.user.IsAdmin {
+		return nil, false
+	}
+	return p.user, true
+}
+
+// taskPath is the path ACL rules match: `folder/task`, or `task` when the
+// task has no folder (or is no longer in the workspace's current revision).
+func taskPath(ws *workflow.Workspace, task string) string {
+	if ws != nil {
+		if t := ws.Tasks[task]; t != nil {
+			if folder := strings.Trim(t.Folder, "/"); folder != "" {
+				return folder + "/" + task
+			}
+		}
+	}
+	return task
+}
+
+// permission is what the caller may do with a task of ws.
+func (s *server) permission(c echo.Context, ws *workflow.Workspace, workspace, task string) accounts.Action {
+	u, ok := s.restricted(c)
+	if !ok {
+		return accounts.Run
+	}
+	return s.cfg.ACL.Permission(u, workspace, taskPath(ws, task))
+}
+
+// permissionByName looks the workspace up for the task's folder.
+func (s *server) permissionByName(c echo.Context, workspace, task string) accounts.Action {
+	if _, ok := s.restricted(c); !ok {
+		return accounts.Run
+	}
+	ws, _ := s.cfg.Workspaces.Current(workspace)
+	return s.permission(c, ws, workspace, task)
+}
+
+// jobVisibility is the job list filter of the caller: nil when every job
+// is visible to them.
+func (s *server) jobVisibility(c echo.Context) func(workspace, task string) bool {
+	u, ok := s.restricted(c)
+	if !ok {
+		return nil
+	}
+	acl, reg := s.cfg.ACL, s.cfg.Workspaces
+	return func(workspace, task string) bool {
+		ws, _ := reg.Current(workspace)
+		return acl.Permission(u, workspace, taskPath(ws, task)) >= accounts.View
+	}
+}
+
+// allowTask answers a denied task as unknown and a task the caller may
+// only view, when need is Run, with 403.
+func allowTask(perm, need accounts.Action, workspace, task string) error {
+	if perm == accounts.Deny {
+		return notFound("task %q in workspace %q", task, workspace)
+	}
+	if perm < need {
+		return forbidden("you may view task %q of workspace %q but not run, cancel, approve or rerun it (ask an admin for the run permission)", task, workspace)
+	}
+	return nil
+}
+
+// jobNotFound is the answer for a job the caller may not see, worded as
+// for a job that does not exist.
+func jobNotFound(id string) error {
+	return fmt.Errorf("job %s: job %s: %w", id, id, engine.ErrNotFound)
+}
+
+// allowedJob loads the job of the `id` path parameter if the caller has
+// need on its task: 404 for a denied one (as for no job), 403 for one
+// they may only view when need is Run.
+func (s *server) allowedJob(c echo.Context, need accounts.Action) (*engine.Job, []*engine.Step, error) {
+	job, steps, err := s.job(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch perm := s.permissionByName(c, job.Workspace, job.TaskName); {
+	case perm == accounts.Deny:
+		return nil, nil, jobNotFound(job.ID)
+	case perm < need:
+		return nil, nil, forbidden("you may view job %s of task %q but not cancel, approve or rerun it (ask an admin for the run permission)", job.ID, job.TaskName)
+	}
+	return job, steps, nil
+}
+
+// checkJob is allowedJob for handlers that do not need the job: it costs
+// a lookup only for callers subject to the ACL.
+func (s *server) checkJob(c echo.Context, need accounts.Action) error {
+	if _, ok := s.restricted(c); !ok {
+		return nil
+	}
+	_, _, err := s.allowedJob(c, need)
+	return err
+}
+
+// triggerVisible: a trigger is listed to those who may view every task it
+// starts (its task and, for an event source, its target task).
+func (s *server) triggerVisible(c echo.Context, ws *workflow.Workspace, tr *workflow.Trigger) bool {
+	if _, ok := s.restricted(c); !ok {
+		return true
+	}
+	if s.permission(c, ws, ws.Name, tr.Task) < accounts.View {
+		return false
+	}
+	return tr.TargetTask == "" || s.permission(c, ws, ws.Name, tr.TargetTask) >= accounts.View
+}
+
+// visibleTasks counts the tasks of ws the caller may view.
+func (s *server) visibleTaskCount(c echo.Context, ws *workflow.Workspace) int {
+	if _, ok := s.restricted(c); !ok {
+		return len(ws.Tasks)
+	}
+	n := 0
+	for name := range ws.Tasks {
+		if s.permission(c, ws, ws.Name, name) >= accounts.View {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,192 @@
+package api
+
+import (
+	"net/http"
+	"net/mail"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+)
+
+// User management (DESIGN.md "User management"): admins create users,
+// reset passwords and delete users; every user changes their own password.
+
+// minPasswordLen is the shortest password a user may be given, in
+// characters.
+const minPasswordLen = 12
+
+type createUserRequest struct {
+	Email    string    `json:"email"`
+	Name     *string   `json:"name"`
+	Password string    `json:"password"`
+	IsAdmin  bool      `json:"is_admin"`
+	Groups   *[]string `json:"groups"`
+}
+
+// checkEmail accepts a bare address (no display name, no angle brackets).
+func checkEmail(email string) error {
+	a, err := mail.ParseAddress(email)
+	if err != nil || a.Address != email || a.Name != "" {
+		return badRequest("email %q is not an email address (like ada@example.com)", email)
+	}
+	return nil
+}
+
+func checkPassword(field, password string) error {
+	if n := utf8.RuneCountInString(password); n < minPasswordLen {
+		return badRequest("%s is too short: %d characters, at least %d", field, n, minPasswordLen)
+	}
+	return nil
+}
+
+func checkGroups(groups []string) error {
+	for _, g := range groups {
+		if !groupName.MatchString(g) {
+			return badRequest("invalid group name %q: use 1 to 64 letters, digits, _ or -", g)
+		}
+	}
+	return nil
+}
+
+// createUser is POST /api/users: 201 with the user; 409 when the email is
+// taken.
+func (s *server) createUser(c echo.Context) error {
+	var req createUserRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	email := strings.TrimSpace(req.Email)
+	if email == "" {
+		return badRequest(`"email" is required`)
+	}
+	if err := checkEmail(email); err != nil {
+		return err
+	}
+	if err := checkPassword("password", req.Password); err != nil {
+		return err
+	}
+	groups := []string{}
+	if req.Groups != nil {
+		if err := checkGroups(*req.Groups); err != nil {
+			return err
+		}
+		groups = slices.Compact(slices.Sorted(slices.Values(*req.Groups)))
+	}
+	if req.Name != nil && strings.TrimSpace(*req.Name) == "" {
+		req.Name = nil
+	}
+	hash, err := HashPassword(req.Password)
+	if err != nil {
+		return err
+	}
+	u := &User{
+		ID: uuid.NewString(), Email: email, Name: req.Name, PasswordHash: hash,
+		IsAdmin: req.IsAdmin, Groups: groups, CreatedAt: s.auth.now().UTC(),
+	}
+	if err := s.auth.users.CreateUser(c.Request().Context(), u); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, userViewOf(u))
+}
+
+type passwordRequest struct {
+	CurrentPassword *string `json:"current_password"`
+	Password        string  `json:"password"`
+}
+
+// setPassword is PUT /api/users/{id}/password: an admin sets a user's
+// password. Every login of that user ends with it (their refresh tokens
+// are revoked): a reset is for a forgotten or leaked password.
+func (s *server) setPassword(c echo.Context) error {
+	id, err := userIDParam(c)
+	if err != nil {
+		return err
+	}
+	var req passwordRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if err := checkPassword("password", req.Password); err != nil {
+		return err
+	}
+	hash, err := HashPassword(req.Password)
+	if err != nil {
+		return err
+	}
+	keep := ""
+	if p := caller(c); p.user.ID == id {
+		keep = p.family // an admin resetting their own keeps this login
+	}
+	u, err := s.auth.users.SetPassword(c.Request().Context(), id, hash, keep)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, userViewOf(u))
+}
+
+// deleteUser is DELETE /api/users/{id}: the user, their refresh tokens
+// and API keys go in one transaction. An admin cannot delete themself.
+func (s *server) deleteUser(c echo.Context) error {
+	id, err := userIDParam(c)
+	if err != nil {
+		return err
+	}
+	if id == caller(c).user.ID {
+		return badRequest("you cannot delete your own account; ask another admin")
+	}
+	if err := s.auth.users.DeleteUser(c.Request().Context(), id); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "deleted"})
+}
+
+// changeOwnPassword is PUT /api/auth/me/password: any user, with their
+// current password. Their other logins end; the one making the change
+// stays (an API key has no login, so all end).
+func (s *server) changeOwnPassword(c echo.Context) error {
+	p := caller(c)
+	var req passwordRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if req.CurrentPassword == nil {
+		return badRequest(`"current_password" is required`)
+	}
+	if err := checkPassword("password", req.Password); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	// Guessing the current password here is a login attempt like any
+	// other: the same limits apply, and a refused attempt costs no hash.
+	addr, account := clientAddress(c.Request()), accountKey(p.user.Email)
+	if err := s.auth.guard.admitLogin(addr, account); err != nil {
+		return err
+	}
+	release, err := s.auth.guard.hashSlot(ctx)
+	if err != nil {
+		return err
+	}
+	ok := false
+	if p.user.PasswordHash != "" {
+		ok, err = verifyPassword(p.user.PasswordHash, *req.CurrentPassword)
+	}
+	release()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return badRequest("current_password is wrong (a user who signs in only through single sign-on has none: ask an admin to set one)")
+	}
+	s.auth.guard.loginSucceeded(addr, account)
+	hash, err := HashPassword(req.Password)
+	if err != nil {
+		return err
+	}
+	if _, err := s.auth.users.SetPassword(ctx, p.user.ID, hash, p.family); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
