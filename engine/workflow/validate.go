@@ -62,6 +62,13 @@ func (l *loader) validateTask(name string, t *Task) {
 				l.errAt(sbase+".action", fmt.Sprintf("unknown action %q%s", s.Action, suggest(s.Action, keysOfMap(l.ws.Actions))))
 			}
 		}
+		if a, ok := l.ws.StepAction(s); ok && noRetryTypes[a.Type] && s.RetrySpec.set() {
+			for _, k := range []string{"retries", "retry_delay", "retry_backoff"} {
+				if _, written := l.nodes[sbase+"."+k]; written {
+					l.errAtHead(sbase+"."+k, fmt.Sprintf("not allowed for %s actions (they do not retry)", a.Type))
+				}
+			}
+		}
 		if s.Inline != nil && s.Inline.Type == TypeTask && s.Inline.Task != "" {
 			l.checkTaskRef(sbase+".task", s.Inline.Task)
 		}
