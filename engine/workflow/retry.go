@@ -108,4 +108,6 @@ func retrySpec(o obj) RetrySpec {
 }
 
 // set reports whether any retry field was written.
-func (r RetrySpec) set() bool { return r.Retries != nil || r.RetryDelay != nil || r.RetryBackoff != nil }
+func (r RetrySpec) set() bool {
+	return r.Retries != nil || r.RetryDelay != nil || r.RetryBackoff != nil
+}
