@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -44,6 +45,10 @@ func TestRetryScheduledBeforeKillNineHappensAfterRestart(t *testing.T) {
 	s = j.step("try")
 	if j.Status != "completed" || s.Status != "completed" || s.Attempt != 2 || s.RetryAt != nil {
 		t.Fatalf("after restart: job %s, step %s attempt %d retry_at %v; want completed on attempt 2", j.Status, s.Status, s.Attempt, s.RetryAt)
+	}
+	// With no log_storage in the config, the job's log lives under data_dir.
+	if _, err := os.Stat(filepath.Join(p.args[1], "logs", id+".jsonl")); err != nil {
+		t.Errorf("job log not under data_dir/logs: %v", err)
 	}
 	logs := f.logs(id, "")
 	for _, want := range []string{"first attempt fails", "attempt 2 of 3 after: Exit code: 3", "second attempt"} {
