@@ -117,6 +117,9 @@ func (l *loader) step(n node) *FlowStep {
 	}
 	if v, ok := o.get("when"); ok {
 		s.When, _ = v.text()
+		if strings.TrimSpace(s.When) == "" {
+			v.errorf("when is empty: give a condition such as \"{{ input.deploy }}\", or remove it")
+		}
 		l.parseTemplate(v, s.When)
 	}
 	if v, ok := o.get("for_each"); ok {
