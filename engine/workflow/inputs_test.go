@@ -118,7 +118,6 @@ func TestResolveInputAcceptsAndCoerces(t *testing.T) {
 	}
 }
 
-
 func TestResolveInputRejects(t *testing.T) {
 	tests := []struct {
 		name  string
