@@ -21,6 +21,7 @@ func (l *loader) validate() {
 	for _, name := range sortedKeys(l.ws.Tasks) {
 		l.validateTask(name, l.ws.Tasks[name])
 	}
+	l.checkRefs()
 	webhooks := map[string]string{}
 	for _, name := range sortedKeys(l.ws.Triggers) {
 		t := l.ws.Triggers[name]
