@@ -39,4 +39,3 @@ func TestReferencesListTheLiteralPathsATemplateReads(t *testing.T) {
 		}
 	}
 }
-
