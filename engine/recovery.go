@@ -120,7 +120,7 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 			name = wk.rec.Name
 		}
 		msg := fmt.Sprintf("Worker heartbeat timeout (worker %s unresponsive)", name)
-		e.failAttempt(b, js, ss, msg)
+		e.failAttempt(b, js, ss, msg, 0)
 	}
 	// A step whose templates were rendering off the loop is still pending
 	// in the store: decide it again (so too a hand-edited store's).

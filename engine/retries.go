@@ -17,9 +17,17 @@ import (
 // are final. The timer is durable: its due time is in the step record, and
 // a restart arms it again (load).
 
+// timedOutRetryFloor is the least wait before retrying an attempt that
+// timed out: its worker kills the process at the same deadline, with a
+// grace period (5s by default) before SIGKILL, and the next attempt must
+// not start on that worker while the old one still runs under the same
+// step name.
+const timedOutRetryFloor = 15 * time.Second
+
 // retried schedules another attempt of a step whose attempt failed with
-// msg and reports true, or reports false when the failure is final.
-func (e *Engine) retried(b *batch, js *jobState, ss *stepState, msg string) bool {
+// msg, at least floor from now, and reports true, or reports false when
+// the failure is final.
+func (e *Engine) retried(b *batch, js *jobState, ss *stepState, msg string, floor time.Duration) bool {
 	if js.job.Terminal() || len(ss.instances) > 0 || ss.rec.ChildJobID != "" || ss.action == nil {
 		return false
 	}
@@ -36,7 +44,7 @@ func (e *Engine) retried(b *batch, js *jobState, ss *stepState, msg string) bool
 	ended.CompletedAt = &b.now
 	b.ended = append(b.ended, &ended)
 
-	delay := p.DelayAfter(n)
+	delay := max(p.DelayAfter(n), floor)
 	at := b.now.Add(delay)
 	stopTimer(&ss.timer)
 	ss.rec.Status = StepPending
@@ -55,10 +63,11 @@ func (e *Engine) retried(b *batch, js *jobState, ss *stepState, msg string) bool
 	return true
 }
 
-// failAttempt ends a failed attempt: retried if the policy allows, else
-// the step fails (with a `_server` line, as fail writes).
-func (e *Engine) failAttempt(b *batch, js *jobState, ss *stepState, msg string) {
-	if !e.retried(b, js, ss, msg) {
+// failAttempt ends a failed attempt: retried (at least floor from now) if
+// the policy allows, else the step fails (with a `_server` line, as fail
+// writes).
+func (e *Engine) failAttempt(b *batch, js *jobState, ss *stepState, msg string, floor time.Duration) {
+	if !e.retried(b, js, ss, msg, floor) {
 		e.fail(b, js, ss, msg)
 	}
 }

@@ -111,8 +111,8 @@ tasks:
 	f.WaitStep(job, "b", engine.StepFailed)
 }
 
-func TestStepTimeoutIsRetried(t *testing.T) {
-	f := enginetest.New(t, flowYAML(`slow: {action: ok, timeout: 30s, retries: 1, retry_delay: 10s}`))
+func TestStepTimeoutIsRetriedOnceTheKillHadTime(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`slow: {action: ok, timeout: 30s, retries: 1, retry_delay: 1s}`))
 	job := f.Execute("t", nil)
 	f.ClaimStep("slow")
 	if err := f.Engine.StartStep(t.Context(), f.Worker, job, "slow"); err != nil {
@@ -123,11 +123,15 @@ func TestStepTimeoutIsRetried(t *testing.T) {
 	if deref(s.ErrorMessage) != "Step timed out after 30s" || s.WorkerID != nil || s.Deadline != nil {
 		t.Fatalf("after the timeout: error %q worker %v deadline %v", deref(s.ErrorMessage), s.WorkerID, s.Deadline)
 	}
+	// Not after 1s: the worker's kill of the timed-out process has 15s.
+	if !s.RetryAt.Equal(f.Clock.Now().Add(15 * time.Second)) {
+		t.Fatalf("retry_at = %v, want now + 15s", s.RetryAt)
+	}
 	// The late report of the timed-out attempt is refused.
 	if err := f.Engine.CompleteStep(t.Context(), f.Worker, job, "slow", enginetest.Ok(nil)); !errorsIs(err, engine.ErrConflict) {
 		t.Errorf("complete of the timed-out attempt: err = %v, want ErrConflict", err)
 	}
-	f.Clock.Advance(10 * time.Second)
+	f.Clock.Advance(15 * time.Second)
 	f.WaitStep(job, "slow", engine.StepReady)
 	if !hasLine(f.Logs.ServerLines(job), `attempt 2 of 2 after: Step timed out after 30s`) {
 		t.Errorf("server lines = %q", f.Logs.ServerLines(job))

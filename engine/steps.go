@@ -61,7 +61,7 @@ func (e *Engine) completeStep(ctx context.Context, b *batch, workerID, jobID, na
 			// or a hook, whichever transport brought it.
 			msg = js.mask(*res.Error)
 		}
-		if e.retried(b, js, ss, msg) {
+		if e.retried(b, js, ss, msg, 0) {
 			return nil
 		}
 		e.finishStep(b, ss, StepFailed, &msg)
