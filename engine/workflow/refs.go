@@ -47,8 +47,14 @@ func (l *loader) checkRefs() {
 		for _, sn := range t.FlowOrder {
 			s := t.Flow[sn]
 			sbase := base + ".flow." + sn
+			up := upstreamSet(t, sn)
 			jobScope := refScope{inputs: jobInputs, inputsOf: inputsOf, task: t, step: sn,
-				upstream: upstreamSet(t, sn), forEach: s.ForEach != nil, stepNames: names, actions: l.ws.Actions}
+				upstream: up, forEach: s.ForEach != nil, stepNames: names, actions: l.ws.Actions}
+			if up[sn] || !depsKnown(t, s) {
+				// A cycle or an unknown dependency is reported already; what
+				// is upstream is not known.
+				jobScope.stepNames = nil
+			}
 			l.checkValueRefs(sbase+".input", s.Input, jobScope)
 			l.checkTextRefs(sbase+".when", s.When, jobScope)
 			if fe, ok := s.ForEach.(string); ok {
@@ -285,6 +291,16 @@ func stepVarNames(t *Task) map[string]string {
 		out[strings.ReplaceAll(sn, "-", "_")] = sn
 	}
 	return out
+}
+
+// depsKnown reports whether every step s depends on is in t.
+func depsKnown(t *Task, s *FlowStep) bool {
+	for _, d := range s.DependsOn {
+		if _, ok := t.Flow[d]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // upstreamSet is a step's transitive dependencies.
