@@ -132,8 +132,8 @@ func TestValidateReportsBadTemplateReferencesAndRetries(t *testing.T) {
 	dir := copyExamples(t)
 	// echo-greeting no longer depends on say-hello, whose output it reads.
 	breakFile(t, dir, "hello.yaml", "depends_on: [say-hello]", "description: runs alone", "runs")
-	ref := breakFile(t, dir, "hello.yaml", `greeting: "{{ say_hello.output.greeting }}"`, `greeting: "{{ say_hello.output.greeting }}"`, `"`)
-	sleep := breakFile(t, dir, "hello.yaml", "script: sleep {{ input.seconds }}", "script: sleep {{ input.secnds }}\n        retries: 11", "sleep {{")
+	ref := breakFile(t, dir, "hello.yaml", `greeting: "{{ say_hello.output.greeting }}"`, `greeting: "{{ say_hello.output.greeting }}"`, "say_hello")
+	sleep := breakFile(t, dir, "hello.yaml", "script: sleep {{ input.seconds }}", "script: sleep {{ input.secnds }}\n        retries: 11", "input.secnds")
 	retries := breakFile(t, dir, "hello.yaml", "retries: 11", "retries: 11", "11")
 
 	code, out, _ := runMain("validate", dir)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/appliance-sh/appliance/engine/template"
+	"github.com/goccy/go-yaml/ast"
 )
 
 // Static checks of what templates read (see template.References): a
@@ -182,7 +183,13 @@ func (l *loader) checkTextRefs(path, src string, sc refScope) {
 		return // reported where the template was parsed
 	}
 	for _, r := range refs {
-		if msg := sc.problem(r.Path); msg != "" {
+		msg := sc.problem(r.Path)
+		if msg == "" {
+			continue
+		}
+		if p, ok := l.refPos(path, src, r); ok {
+			l.addErr(p, displayPath(path), msg)
+		} else {
 			l.errAt(path, msg)
 		}
 	}
@@ -321,4 +328,33 @@ func upstreamSet(t *Task, step string) map[string]bool {
 	}
 	walk(step)
 	return seen
+}
+
+// refPos is where a reference sits in the file: inside a one-line scalar
+// written without escapes, at the reference itself; else at the value.
+func (l *loader) refPos(path, src string, r template.Ref) (pos, bool) {
+	n, ok := l.nodes[path]
+	if !ok || n.n == nil || r.Line != 1 || strings.Contains(src, "\n") {
+		return pos{}, false
+	}
+	s, isStr := n.resolve().(*ast.StringNode)
+	if !isStr || s != n.n {
+		return pos{}, false // an alias or a tagged value: its text is elsewhere
+	}
+	tk := s.GetToken()
+	if tk == nil || tk.Position == nil {
+		return pos{}, false
+	}
+	raw := strings.TrimSpace(tk.Origin)
+	shift := 0
+	switch {
+	case raw == src:
+	case len(raw) == len(src)+2 && (raw[0] == '"' || raw[0] == '\'') && raw[1:len(raw)-1] == src:
+		shift = 1
+	default:
+		return pos{}, false // escapes move the columns
+	}
+	p := n.pos()
+	p.col += shift + r.Col - 1
+	return p, true
 }

@@ -41,7 +41,7 @@ func TestTemplateReferencesAreCheckedAtLoad(t *testing.T) {
 			    flow:
 			      a:
 			        script: echo {{ input.evn }}
-			`, []string{`.workflows/main.yaml:7:17: tasks.t.flow.a.script: input "evn" is not declared by task "t" (declared: env)`}},
+			`, []string{`.workflows/main.yaml:7:25: tasks.t.flow.a.script: input "evn" is not declared by task "t" (declared: env)`}},
 		{"step input map names what the action sees", `
 			tasks:
 			  t:
@@ -51,7 +51,18 @@ func TestTemplateReferencesAreCheckedAtLoad(t *testing.T) {
 			      a:
 			        input: {region: "{{ input.env }}"}
 			        script: echo {{ input.env }}
-			`, []string{`.workflows/main.yaml:8:17: tasks.t.flow.a.script: input "env" is not declared by step "a"'s input map (declared: region)`}},
+			`, []string{`.workflows/main.yaml:8:25: tasks.t.flow.a.script: input "env" is not declared by step "a"'s input map (declared: region)`}},
+		{"a reference in a block script points at the script", `
+			tasks:
+			  t:
+			    input:
+			      env: {type: string}
+			    flow:
+			      a:
+			        script: |
+			          echo one
+			          echo {{ input.evn }}
+			`, []string{`.workflows/main.yaml:7:17: tasks.t.flow.a.script: input "evn" is not declared by task "t" (declared: env)`}},
 		{"named action reads an input nobody declares or gives", `
 			actions:
 			  greet:
@@ -63,7 +74,7 @@ func TestTemplateReferencesAreCheckedAtLoad(t *testing.T) {
 			  t:
 			    flow:
 			      a: {action: greet}
-			`, []string{`.workflows/main.yaml:4:13: actions.greet.script: input "nmae" is not declared by action "greet" (nor given by a step or hook using it) (declared: name)`}},
+			`, []string{`.workflows/main.yaml:4:21: actions.greet.script: input "nmae" is not declared by action "greet" (nor given by a step or hook using it) (declared: name)`}},
 		{"step that is not upstream", `
 			tasks:
 			  t:
@@ -72,7 +83,7 @@ func TestTemplateReferencesAreCheckedAtLoad(t *testing.T) {
 			        script: echo a
 			      b:
 			        script: echo {{ a.output.x }}
-			`, []string{`.workflows/main.yaml:7:17: tasks.t.flow.b.script: a.output.x: step "a" is not upstream of "b", so its output is never in scope: add it to depends_on`}},
+			`, []string{`.workflows/main.yaml:7:25: tasks.t.flow.b.script: a.output.x: step "a" is not upstream of "b", so its output is never in scope: add it to depends_on`}},
 		{"hyphenated step read in a when", `
 			tasks:
 			  t:
@@ -82,7 +93,7 @@ func TestTemplateReferencesAreCheckedAtLoad(t *testing.T) {
 			      b:
 			        script: echo b
 			        when: "{{ say_hi.output.ok }}"
-			`, []string{`.workflows/main.yaml:8:15: tasks.t.flow.b.when: say_hi.output.ok: step "say-hi" is not upstream of "b", so its output is never in scope: add it to depends_on`}},
+			`, []string{`.workflows/main.yaml:8:19: tasks.t.flow.b.when: say_hi.output.ok: step "say-hi" is not upstream of "b", so its output is never in scope: add it to depends_on`}},
 		{"output field the action does not declare", `
 			actions:
 			  build:
@@ -98,7 +109,7 @@ func TestTemplateReferencesAreCheckedAtLoad(t *testing.T) {
 			        depends_on: [b]
 			        input: {v: "{{ b.output.verison }}"}
 			        script: echo
-			`, []string{`.workflows/main.yaml:13:20: tasks.t.flow.c.input.v: b.output.verison: step "b"'s output has no field "verison" (declared: version)`}},
+			`, []string{`.workflows/main.yaml:13:24: tasks.t.flow.c.input.v: b.output.verison: step "b"'s output has no field "verison" (declared: version)`}},
 		{"approval output is known", `
 			tasks:
 			  t:
@@ -108,14 +119,14 @@ func TestTemplateReferencesAreCheckedAtLoad(t *testing.T) {
 			        depends_on: [ok]
 			        when: "{{ ok.output.aproved }}"
 			        script: echo
-			`, []string{`.workflows/main.yaml:7:15: tasks.t.flow.go.when: ok.output.aproved: step "ok"'s output has no field "aproved" (declared: approved, approved_at, approved_by, input)`}},
+			`, []string{`.workflows/main.yaml:7:19: tasks.t.flow.go.when: ok.output.aproved: step "ok"'s output has no field "aproved" (declared: approved, approved_at, approved_by, input)`}},
 		{"each outside for_each", `
 			tasks:
 			  t:
 			    flow:
 			      a:
 			        script: echo {{ each.item }}
-			`, []string{".workflows/main.yaml:5:17: tasks.t.flow.a.script: each.item: `each` is set only in a for_each step's templates"}},
+			`, []string{".workflows/main.yaml:5:25: tasks.t.flow.a.script: each.item: `each` is set only in a for_each step's templates"}},
 		{"webhook tasks take undeclared keys", `
 			triggers:
 			  hook: {type: webhook, name: in, task: t}
@@ -139,7 +150,7 @@ func TestTemplateReferencesAreCheckedAtLoad(t *testing.T) {
 			    on_error:
 			      - action: notify
 			        input: {msg: "{{ hook.status }} {{ input.enviroment }}"}
-			`, []string{`.workflows/main.yaml:11:22: tasks.t.on_error[0].input.msg: input "enviroment" is not declared by task "t" (declared: env)`}},
+			`, []string{`.workflows/main.yaml:11:44: tasks.t.on_error[0].input.msg: input "enviroment" is not declared by task "t" (declared: env)`}},
 		{"empty when", `
 			tasks:
 			  t:
