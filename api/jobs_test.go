@@ -37,9 +37,12 @@ func TestExecuteCreatesAPIJobWithDefaults(t *testing.T) {
 		t.Fatalf("steps = %v", steps)
 	}
 	say := steps[0].(map[string]any)
-	assertKeys(t, "step record", say, "step_name", "action_name", "action_type", "runner", "input", "output", "status", "worker_id", "started_at", "completed_at", "error_message")
+	assertKeys(t, "step record", say, "step_name", "action_name", "action_type", "runner", "input", "output", "status", "worker_id", "started_at", "completed_at", "error_message", "attempt", "retry_at")
 	if say["step_name"] != "say" || say["action_name"] != "greet" || say["action_type"] != "script" || say["runner"] != "local" || say["status"] != "ready" || say["worker_id"] != nil {
 		t.Fatalf("say = %v", say)
+	}
+	if say["attempt"] != 1.0 || say["retry_at"] != nil {
+		t.Fatalf("say attempt = %v, retry_at = %v; want 1 and null", say["attempt"], say["retry_at"])
 	}
 	if after := steps[1].(map[string]any); after["step_name"] != "after" || after["status"] != "pending" {
 		t.Fatalf("after = %v", after)

@@ -53,6 +53,10 @@ type stepView struct {
 	Message    string `json:"message,omitempty"`
 	ChildJobID string `json:"child_job_id,omitempty"`
 	ReusedFrom string `json:"reused_from,omitempty"`
+	// Step retries: the attempt (1-based) and, while a failed attempt
+	// waits to be retried, when the next one starts.
+	Attempt int        `json:"attempt"`
+	RetryAt *time.Time `json:"retry_at"`
 }
 
 type workerItem struct {
@@ -143,6 +147,8 @@ func jobDetailOf(j *engine.Job, steps []*engine.Step) jobDetail {
 			Message:      s.Message,
 			ChildJobID:   s.ChildJobID,
 			ReusedFrom:   s.ReusedFrom,
+			Attempt:      s.AttemptNumber(),
+			RetryAt:      utcPtr(s.RetryAt),
 		}
 	}
 	return d

@@ -393,3 +393,42 @@ func TestEveryCommandNamesAnUnreachableServer(t *testing.T) {
 		}
 	}
 }
+
+func TestFollowExitCodesSayHowTheJobEnded(t *testing.T) {
+	wsDir, _ := waitForGoWorkspace(t)
+	f := startFixture(t, map[string]string{"examples": "../examples", "waiting": wsDir}, 2)
+
+	// run --follow of a job cancelled while it is followed: 130.
+	var stdout, stderr syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- Main([]string{"run", "wait-for-go", "--workspace", "waiting", "--follow", "--server", f.url}, &stdout, &stderr)
+	}()
+	waitUntil(t, "the waiting step to stream", func() bool { return strings.Contains(stdout.String(), "waiting for the go file") })
+	cancelled := strings.SplitN(stdout.String(), "\n", 2)[0]
+	if code, out, errOut := f.client("cancel", cancelled); code != 0 {
+		t.Fatalf("cancel: exit %d\n%s\n%s", code, out, errOut)
+	}
+	select {
+	case code := <-exit:
+		if code != 130 {
+			t.Fatalf("run --follow of a cancelled job: exit %d, want 130\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run --follow did not return after the job was cancelled")
+	}
+
+	failed := f.execute("examples", "pipeline", map[string]any{"fail_tests": true})
+	if j := f.waitTerminal(failed); j.Status != "failed" {
+		t.Fatalf("pipeline job is %s, want failed", j.Status)
+	}
+	completed := runHello(t, f)
+	for _, c := range []struct {
+		id   string
+		want int
+	}{{completed, 0}, {failed, 1}, {cancelled, 130}} {
+		if code, out, errOut := f.client("logs", c.id, "--follow"); code != c.want {
+			t.Errorf("logs --follow of job %s (%s): exit %d, want %d\nstdout:\n%s\nstderr:\n%s", c.id, f.job(c.id).Status, code, c.want, out, errOut)
+		}
+	}
+}

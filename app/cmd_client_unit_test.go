@@ -215,9 +215,12 @@ func TestFollowReconnectsAfterFallingBehindWithoutRepeatingLines(t *testing.T) {
 	}
 	var mu sync.Mutex
 	connections := 0
+	status := "running"
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, `{"job_id": %q, "status": "running", "steps": [{"step_name": "s", "status": "running"}]}`, id)
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(w, `{"job_id": %q, "status": %q, "steps": [{"step_name": "s", "status": %q}]}`, id, status, status)
 	})
 	mux.HandleFunc("GET /api/jobs/{id}/logs/stream", func(w http.ResponseWriter, r *http.Request) {
 		conn, err := websocket.Accept(w, r, nil)
@@ -237,6 +240,9 @@ func TestFollowReconnectsAfterFallingBehindWithoutRepeatingLines(t *testing.T) {
 		}
 		_ = conn.Write(ctx, websocket.MessageText, []byte(line("one")+line("two")+line("thr")))
 		_ = conn.Write(ctx, websocket.MessageText, []byte(line("four")))
+		mu.Lock()
+		status = "completed"
+		mu.Unlock()
 		_ = conn.Close(websocket.StatusNormalClosure, "job finished")
 	})
 	srv := httptest.NewServer(mux)

@@ -14,7 +14,7 @@ func init() { commands["logs"] = cmdLogs }
 func cmdLogs(args []string, stdout, stderr io.Writer) int {
 	cc := newClientCommand("logs", "appliance logs JOB_ID [--step S] [--tail N] [--follow]", stdout, stderr)
 	step := cc.fs.String("step", "", "only this step's lines (_server: the server's own)")
-	follow := cc.fs.Bool("follow", false, "keep streaming until the job ends")
+	follow := cc.fs.Bool("follow", false, "keep streaming until the job ends; exit 0 if it completed, 1 if it failed, 130 if it was cancelled")
 	tail := cc.fs.Int("tail", 0, "only the last N lines (with --follow: start N lines of the job's log before its end)")
 	pos, code, ok := cc.parse(args, 1)
 	if !ok {
@@ -27,7 +27,14 @@ func cmdLogs(args []string, stdout, stderr io.Writer) int {
 	return cc.run(func(ctx context.Context, c *apiClient) (int, error) {
 		p := &logPrinter{w: stdout, step: *step, raw: *cc.json}
 		if *follow {
-			return 0, c.followJobLogTail(ctx, id, *tail, p)
+			if err := c.followJobLogTail(ctx, id, *tail, p); err != nil {
+				return 1, err
+			}
+			job, _, err := c.job(ctx, id)
+			if err != nil {
+				return 1, err
+			}
+			return jobExitCode(job.Status), nil
 		}
 		path := "/api/jobs/" + url.PathEscape(id) + "/logs"
 		if *step != "" {

@@ -26,7 +26,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	var inputs inputFlags
 	cc.fs.Var(&inputs, "input", "input field `k=v`, repeatable; v is read as JSON when it parses (42, true, {...}), else as a string")
 	inputJSON := cc.fs.String("input-json", "", "the input as a JSON object; --input fields override its keys")
-	follow := cc.fs.Bool("follow", false, "stream the job's log until it ends; exit 1 unless it completed")
+	follow := cc.fs.Bool("follow", false, "stream the job's log until it ends; exit 0 if it completed, 1 if it failed, 130 if it was cancelled")
 	pos, code, ok := cc.parse(args, 1)
 	if !ok {
 		return code
@@ -83,10 +83,26 @@ func followJob(ctx context.Context, c *apiClient, cc *clientCommand, jobID strin
 	} else {
 		printOutcome(cc.stdout, job)
 	}
-	if job.Status == "completed" {
-		return 0, nil
+	return jobExitCode(job.Status), nil
+}
+
+// Exit codes of a followed job (run --follow, logs --follow): 0 when it
+// completed, 1 when it failed (or ended any other way), 130 when it was
+// cancelled, as a shell reports a command stopped by Ctrl-C.
+const (
+	exitJobFailed    = 1
+	exitJobCancelled = 130
+)
+
+// jobExitCode is the exit code for a followed job that ended with status.
+func jobExitCode(status string) int {
+	switch status {
+	case "completed":
+		return 0
+	case "cancelled":
+		return exitJobCancelled
 	}
-	return 1, nil
+	return exitJobFailed
 }
 
 // printOutcome says how the job ended and, when it failed, why.

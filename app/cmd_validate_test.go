@@ -127,3 +127,25 @@ func TestSchemaCommandPrintsJSONSchema(t *testing.T) {
 		t.Errorf("schema with an argument: exit %d, want 2", code)
 	}
 }
+
+func TestValidateReportsBadTemplateReferencesAndRetries(t *testing.T) {
+	dir := copyExamples(t)
+	// echo-greeting no longer depends on say-hello, whose output it reads.
+	breakFile(t, dir, "hello.yaml", "depends_on: [say-hello]", "description: runs alone", "runs")
+	ref := breakFile(t, dir, "hello.yaml", `greeting: "{{ say_hello.output.greeting }}"`, `greeting: "{{ say_hello.output.greeting }}"`, "say_hello")
+	sleep := breakFile(t, dir, "hello.yaml", "script: sleep {{ input.seconds }}", "script: sleep {{ input.secnds }}\n        retries: 11", "input.secnds")
+	retries := breakFile(t, dir, "hello.yaml", "retries: 11", "retries: 11", "11")
+
+	code, out, _ := runMain("validate", dir)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stdout:\n%s", code, out)
+	}
+	want := []string{
+		".workflows/hello.yaml:" + ref + `: tasks.hello-world.flow.echo-greeting.input.greeting: say_hello.output.greeting: step "say-hello" is not upstream of "echo-greeting", so its output is never in scope: add it to depends_on`,
+		".workflows/hello.yaml:" + sleep + `: tasks.sleep.flow.sleep.script: input "secnds" is not declared by task "sleep" (declared: seconds)`,
+		".workflows/hello.yaml:" + retries + `: tasks.sleep.flow.sleep.retries: retries must be between 0 and 10, got 11`,
+	}
+	if got := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("stdout:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

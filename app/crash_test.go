@@ -54,8 +54,9 @@ func freePort(t *testing.T) string {
 }
 
 // startProcess runs `appliance serve` as a real process and waits until it
-// answers. args must name a --data-dir: the default log directory lives
-// under $TMPDIR, which is kept beside the data so a restart finds its logs.
+// answers. args must name a --data-dir (the logs default to its "logs"
+// folder); $TMPDIR is kept beside it, so nothing the server or its steps
+// write lands outside the test's directory.
 func startProcess(t *testing.T, bin, addr string, args ...string) *exec.Cmd {
 	t.Helper()
 	tmp := ""

@@ -173,6 +173,8 @@ type stepView struct {
 	WorkerID     *string        `json:"worker_id"`
 	StartedAt    *time.Time     `json:"started_at"`
 	ReusedFrom   string         `json:"reused_from"`
+	Attempt      int            `json:"attempt"`
+	RetryAt      *time.Time     `json:"retry_at"`
 }
 
 func (j jobView) step(name string) stepView {

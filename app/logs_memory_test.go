@@ -48,7 +48,7 @@ func TestReadingA100MBLogKeepsTheServerSmall(t *testing.T) {
 
 	// Grow the job's log file to 100 MB of step lines with characters to
 	// escape, as a long step would have left it.
-	logFile := filepath.Join(filepath.Dir(p.args[1]), "tmp", "appliance", "logs", out.JobID+".jsonl")
+	logFile := filepath.Join(p.args[1], "logs", out.JobID+".jsonl")
 	f, err := os.OpenFile(logFile, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -119,7 +119,7 @@ func workspaceName(dir string) string {
 func printSettings(w io.Writer, cfg *ServerConfig, addr string, workerTags []string) {
 	fmt.Fprintf(w, "appliance %s serving on http://%s\n", Version, addr)
 	fmt.Fprintf(w, "  data_dir:              %s\n", cfg.DataDir)
-	fmt.Fprintf(w, "  log_storage.local_dir: %s\n", cfg.LogStorage.LocalDir)
+	fmt.Fprintf(w, "  log_storage.local_dir: %s\n", cfg.logDir())
 	fmt.Fprintf(w, "  log_storage.archive:   %s\n", cfg.LogStorage.describeArchive())
 	names := make([]string, 0, len(cfg.Workspaces))
 	for name := range cfg.Workspaces {
@@ -202,6 +202,7 @@ const inProcessPart = "the in-process workers to register"
 // the workspace watcher, the retention sweeper and the in-process workers
 // under one supervisor.
 func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *Server, err error) {
+	cfg.LogStorage.LocalDir = cfg.logDir()
 	// What is open so far, closed in reverse order if start-up fails.
 	var opened []func() error
 	defer func() {

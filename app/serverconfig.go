@@ -115,9 +115,6 @@ func loadServerConfig(path string) (*ServerConfig, error) {
 		}
 		cfg.Workspaces[name] = ws
 	}
-	if cfg.LogStorage.LocalDir == "" {
-		cfg.LogStorage.LocalDir = store.DefaultLogDir()
-	}
 	if _, _, err := cfg.LogStorage.archive(); err != nil {
 		return nil, err
 	}
@@ -163,6 +160,16 @@ func configPath(flagValue string) string {
 }
 
 // dbPath is where the server keeps its bbolt file.
+// logDir is where local job logs go: log_storage.local_dir, by default
+// "logs" under data_dir (decided once data_dir is final, after the
+// command-line flags), so the logs live and move with the database.
+func (c *ServerConfig) logDir() string {
+	if c.LogStorage.LocalDir != "" {
+		return c.LogStorage.LocalDir
+	}
+	return filepath.Join(c.DataDir, "logs")
+}
+
 func (c *ServerConfig) dbPath() string { return filepath.Join(c.DataDir, "appliance.db") }
 
 // positiveDuration parses a duration setting, or gives its default when unset.

@@ -17,7 +17,7 @@ func TestServerConfigDefaultsNeedNoFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Listen != "127.0.0.1:8080" || cfg.DataDir != "data" || *cfg.Workers != runtime.NumCPU() ||
-		cfg.Workspaces["examples"].Path != "examples" || cfg.LogStorage.LocalDir != store.DefaultLogDir() ||
+		cfg.Workspaces["examples"].Path != "examples" || cfg.LogStorage.LocalDir != "" || cfg.logDir() != filepath.Join("data", "logs") ||
 		cfg.heartbeatTimeout != 90*time.Second || cfg.WorkerToken != "" {
 		t.Fatalf("defaults: %+v", cfg)
 	}

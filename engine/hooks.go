@@ -42,6 +42,13 @@ func (e *Engine) startHooks(b *batch, js *jobState, recovered bool) {
 		secrets[k] = v
 	}
 	vars["secret"], vars["secrets"] = secrets, secrets
+	// A hook's input map reads `input` as a flow step's does: the job's
+	// input, masked like every hook context value.
+	input := make(map[string]any, len(js.job.Input))
+	for k, v := range MaskMap(js.job.Input, js.secretSet().values()) {
+		input[k] = v
+	}
+	vars["input"] = input
 	renders := false
 	for _, h := range hooks {
 		renders = renders || hookRenders(js.ws, h)

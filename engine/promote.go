@@ -367,6 +367,7 @@ func (e *Engine) finishStep(b *batch, ss *stepState, status string, errMsg *stri
 	ss.rec.Status = status
 	ss.rec.CompletedAt = &now
 	ss.rec.ErrorMessage = errMsg
+	ss.rec.RetryAt = nil
 	stopTimer(&ss.timer)
 	b.dirtyStep(ss.rec)
 	b.ended = append(b.ended, ss.rec)

@@ -63,6 +63,8 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 			switch {
 			case ss.rec.Status == StepReady:
 				ready = append(ready, ss)
+			case ss.awaitingRetry():
+				b.afterCommit(func() { e.armRetryTimer(js, ss) })
 			case ss.rec.Status == StepRunning && ss.rec.ChildJobID != "":
 				awaiting = append(awaiting, ss)
 			case ss.rec.Status == StepRunning && len(ss.instances) == 0:
@@ -118,7 +120,7 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 			name = wk.rec.Name
 		}
 		msg := fmt.Sprintf("Worker heartbeat timeout (worker %s unresponsive)", name)
-		e.fail(b, js, ss, msg)
+		e.failAttempt(b, js, ss, msg, 0)
 	}
 	// A step whose templates were rendering off the loop is still pending
 	// in the store: decide it again (so too a hand-edited store's).
@@ -127,7 +129,7 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 			if js.job.Terminal() {
 				break
 			}
-			if ss.rec.Status == StepPending && ss.allDepsTerminal() {
+			if ss.rec.Status == StepPending && !ss.awaitingRetry() && ss.allDepsTerminal() {
 				e.evaluate(b, js, ss)
 			}
 			for _, in := range nextInstances(ss) {
@@ -159,12 +161,12 @@ func nextInstances(p *stepState) []*stepState {
 	var out []*stepState
 	for _, in := range p.instances {
 		if p.flow.Sequential && !in.terminal() {
-			if in.rec.Status == StepPending {
+			if in.rec.Status == StepPending && !in.awaitingRetry() {
 				return []*stepState{in}
 			}
 			return nil
 		}
-		if in.rec.Status == StepPending {
+		if in.rec.Status == StepPending && !in.awaitingRetry() {
 			out = append(out, in)
 		}
 	}

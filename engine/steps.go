@@ -61,6 +61,9 @@ func (e *Engine) completeStep(ctx context.Context, b *batch, workerID, jobID, na
 			// or a hook, whichever transport brought it.
 			msg = js.mask(*res.Error)
 		}
+		if e.retried(b, js, ss, msg, 0) {
+			return nil
+		}
 		e.finishStep(b, ss, StepFailed, &msg)
 	}
 	e.stepDone(b, js, ss)

@@ -56,7 +56,7 @@ func (e *Engine) stepTimedOut(b *batch, jobID, name string, deadline time.Time) 
 	}
 	msg := "Step timed out after " + secs(time.Duration(ss.flow.Timeout))
 	e.unhold(ss)
-	e.fail(b, js, ss, msg)
+	e.failAttempt(b, js, ss, msg, timedOutRetryFloor)
 }
 
 // secs formats a duration the way timeouts are written: "30s", "3600s".

@@ -128,6 +128,19 @@ type Step struct {
 	// ReusedFrom is the job whose completed step this record took over in
 	// a re-run from the failed steps: nothing ran in this job.
 	ReusedFrom string `json:"reused_from,omitempty"`
+	// Attempt is the step's attempt number, 1-based (0 in records written
+	// before retries existed: read it through AttemptNumber). RetryAt is
+	// set while a failed attempt waits to be retried (status pending).
+	Attempt int        `json:"attempt,omitempty"`
+	RetryAt *time.Time `json:"retry_at,omitempty"`
+}
+
+// AttemptNumber is the step's attempt, 1-based.
+func (s *Step) AttemptNumber() int {
+	if s.Attempt < 1 {
+		return 1
+	}
+	return s.Attempt
 }
 
 // StepTerminal reports whether a step status is final.

@@ -70,7 +70,7 @@ func (e *Engine) reconcile(b *batch, wk *workerState, running []StepRef) {
 			continue
 		}
 		e.unhold(ss)
-		e.fail(b, js, ss, fmt.Sprintf("Worker %s no longer runs this step", wk.rec.Name))
+		e.failAttempt(b, js, ss, fmt.Sprintf("Worker %s no longer runs this step", wk.rec.Name), 0)
 	}
 }
 
@@ -123,7 +123,7 @@ func (e *Engine) loseWorker(b *batch, wk *workerState) {
 	for _, ss := range steps {
 		js := e.st.jobs[ss.rec.JobID]
 		e.unhold(ss)
-		e.fail(b, js, ss, msg)
+		e.failAttempt(b, js, ss, msg, 0)
 	}
 }
 

@@ -23,7 +23,9 @@ func inputEnvName(name string) string {
 }
 
 // inputEnv renders a step's input as INPUT_ variables: strings as they are,
-// any other value as JSON. Sorted so the environment is deterministic.
+// any other value as JSON; a null input (an optional one nobody gave) is
+// left unset, so `${INPUT_X:-fallback}` works. Sorted so the environment
+// is deterministic.
 func inputEnv(input map[string]any) ([]string, error) {
 	keys := make([]string, 0, len(input))
 	for k := range input {
@@ -32,6 +34,9 @@ func inputEnv(input map[string]any) ([]string, error) {
 	sort.Strings(keys)
 	env := make([]string, 0, len(keys))
 	for _, k := range keys {
+		if input[k] == nil {
+			continue
+		}
 		v, ok := input[k].(string)
 		if !ok {
 			raw, err := json.Marshal(input[k])

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -391,5 +392,15 @@ func TestTimeoutMessageNamesTheSeconds(t *testing.T) {
 		if got := timeoutError(secs).Error(); got != want {
 			t.Errorf("timeoutError(%v) = %q, want %q", secs, got, want)
 		}
+	}
+}
+
+func TestNullInputIsLeftUnset(t *testing.T) {
+	env, err := inputEnv(map[string]any{"given": "x", "missing": nil, "zero": 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"INPUT_GIVEN=x", "INPUT_ZERO=0"}; !slices.Equal(env, want) {
+		t.Fatalf("inputEnv = %q, want %q", env, want)
 	}
 }

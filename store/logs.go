@@ -19,9 +19,6 @@ var _ engine.LogSink = (*Logs)(nil)
 // behind before it is dropped (it then reconnects for a fresh backfill).
 const subscriberBuffer = 256
 
-// DefaultLogDir is where job logs go when log_storage.local_dir is not set.
-func DefaultLogDir() string { return filepath.Join(os.TempDir(), "appliance", "logs") }
-
 // Logs keeps one JSONL file per job, `<dir>/<job id>.jsonl`, with one
 // writer at a time per job and live subscribers for the WebSocket stream.
 // Each append opens and closes the file: appends come about once a second

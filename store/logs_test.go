@@ -199,10 +199,3 @@ func TestUnsafeJobIDsAreRejected(t *testing.T) {
 		t.Errorf("files next to the log dir: %v (%v); want only the log dir", entries, err)
 	}
 }
-
-func TestDefaultLogDirIsUnderTheTempDir(t *testing.T) {
-	want := filepath.Join(os.TempDir(), "appliance", "logs")
-	if got := DefaultLogDir(); got != want {
-		t.Errorf("DefaultLogDir() = %q, want %q", got, want)
-	}
-}

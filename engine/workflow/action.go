@@ -6,7 +6,7 @@ import (
 )
 
 // commonActionKeys are allowed on every action type.
-var commonActionKeys = set("type", "name", "description", "input", "output", "env", "tags", "workdir", "resources")
+var commonActionKeys = union(set("type", "name", "description", "input", "output", "env", "tags", "workdir", "resources"), retryKeys)
 
 // typeActionKeys are the fields each action type adds to the common ones.
 var typeActionKeys = map[string]map[string]bool{
@@ -21,6 +21,10 @@ var typeActionKeys = map[string]map[string]bool{
 // workerOnlyKeys make sense only where a worker runs the step; the
 // server-side types (task, agent, approval) forbid them.
 var workerOnlyKeys = set("env", "tags", "workdir", "resources")
+
+// noRetryTypes are the action types whose steps never retry: an approval
+// is answered once, and a task step's child job is a job of its own.
+var noRetryTypes = set(TypeTask, TypeApproval)
 
 var allActionKeys = union(commonActionKeys, typeActionKeys[TypeScript], typeActionKeys[TypeDocker],
 	typeActionKeys[TypePod], typeActionKeys[TypeTask], typeActionKeys[TypeAgent], typeActionKeys[TypeApproval])
@@ -63,12 +67,13 @@ func (l *loader) action(o obj, inline bool) *Action {
 		if !allActionKeys[k] || (inline && stepKeys[k]) {
 			continue
 		}
-		if !allowed[k] || (serverSide(a.Type) && workerOnlyKeys[k]) {
+		if !allowed[k] || (serverSide(a.Type) && workerOnlyKeys[k]) || (noRetryTypes[a.Type] && retryKeys[k]) {
 			o.m[k].k.errorf("not allowed for %s actions", a.Type)
 			delete(o.m, k)
 		}
 	}
 	if !inline {
+		a.RetrySpec = retrySpec(o)
 		a.Name = o.str("name")
 		a.Description = o.str("description")
 		if v, ok := o.get("input"); ok {

@@ -206,6 +206,14 @@ func (l *loader) inputField(key string, n node, allowed map[string]bool, connRef
 	if v, ok := o.get("options"); ok {
 		f.Options = v.strList()
 	}
+	if dv, ok := o.get("default"); ok && len(f.Options) > 0 && !f.AllowCustom && f.Default != nil {
+		// A templated default is known only when it renders.
+		if s, isStr := f.Default.(string); !isStr || !template.IsTemplate(s) {
+			if err := checkOption(f.Default, f.Options); err != nil {
+				dv.errorf("default %v (add it to options, or set allow_custom: true)", err)
+			}
+		}
+	}
 	if v, ok := o.get("order"); ok {
 		if i, ok := v.integer(); ok {
 			f.Order = &i

@@ -86,9 +86,9 @@ func (ws *Workspace) ResolveInputContext(ctx context.Context, defs *Inputs, give
 			problems = append(problems, fmt.Sprintf("input %q: %s", name, err))
 			continue
 		}
-		if v != nil {
-			out[name] = v
-		}
+		// An optional input nobody gave and without a default is null,
+		// never undefined: `{{ input.x }}` and `{% if input.x %}` work.
+		out[name] = v
 	}
 	if len(problems) > 0 {
 		return nil, &InputError{Problems: problems}

@@ -126,6 +126,8 @@ type Action struct {
 
 	// approval
 	Message string `json:"message,omitempty"`
+
+	RetrySpec // the default retries of the steps that run this action
 }
 
 // Task is a DAG of flow steps.
@@ -155,6 +157,7 @@ type FlowStep struct {
 	When              string         `json:"when,omitempty"`
 	ForEach           any            `json:"for_each,omitempty"` // a template string or a literal list
 	Sequential        bool           `json:"sequential,omitempty"`
+	RetrySpec                        // over the action's
 }
 
 // Hook names an action to run when a job ends.

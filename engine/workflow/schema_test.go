@@ -86,6 +86,10 @@ func TestSchemaRejectsWhatTheLoaderRejects(t *testing.T) {
 		{"cron field on a webhook", "triggers: {h: {type: webhook, name: h, task: t, cron: '* * * * *'}}"},
 		{"timeout_secs over 300", "triggers: {h: {type: webhook, name: h, task: t, timeout_secs: 301}}"},
 		{"unknown concurrency", "triggers: {c: {type: scheduler, cron: '* * * * *', task: t, concurrency: never}}"},
+		{"retries over 10", "tasks: {t: {flow: {s: {script: echo, retries: 11}}}}"},
+		{"retry backoff under 1", "actions: {a: {type: script, script: echo, retry_backoff: 0.5}}"},
+		{"retries on an approval action", "actions: {a: {type: approval, retries: 1}}"},
+		{"empty when", "tasks: {t: {flow: {s: {script: echo, when: ''}}}}"},
 	}
 	for _, c := range cases {
 		if err := sch.Validate(yamlDoc(t, []byte(c.src))); err == nil {
@@ -103,6 +107,7 @@ func TestSchemaAcceptsWhatTheLoaderAccepts(t *testing.T) {
 		"actions: {a: {type: script, runner: pod, script: echo, manifest: {spec: {}}}}",
 		"triggers: {e: {type: event_source, task: t, target_task: t, env: {A: b}, max_in_flight: 2}}\ntasks: {t: {flow: {s: {script: echo}}}}",
 		"connection_types: {db: {host: {type: string, required: true}}}\nconnections: {main: {type: db, host: x}}",
+		"actions: {a: {type: script, script: echo, retries: 3, retry_delay: 30s, retry_backoff: 1.5}}\ntasks: {t: {flow: {s: {action: a, retries: 1}, u: {script: echo, retries: 10, retry_delay: 5m}}}}",
 	}
 	for _, src := range srcs {
 		if _, errs := loadMain(t, src); errs != nil {

@@ -15,7 +15,7 @@ var taskKeys = set("name", "description", "mode", "folder", "input", "flow", "ti
 
 // stepKeys are a flow step's own keys; any action key beside them makes the
 // step an inline action.
-var stepKeys = set("action", "name", "description", "depends_on", "input", "continue_on_failure", "timeout", "when", "for_each", "sequential")
+var stepKeys = union(set("action", "name", "description", "depends_on", "input", "continue_on_failure", "timeout", "when", "for_each", "sequential"), retryKeys)
 
 var stepAndActionKeys = union(stepKeys, allActionKeys)
 
@@ -105,6 +105,7 @@ func (l *loader) step(n node) *FlowStep {
 	default:
 		o.headErrorf("missing required field %q (or inline action fields such as type and script)", "action")
 	}
+	s.RetrySpec = retrySpec(o)
 	if v, ok := o.get("depends_on"); ok {
 		s.DependsOn = v.strList()
 	}
@@ -116,6 +117,9 @@ func (l *loader) step(n node) *FlowStep {
 	}
 	if v, ok := o.get("when"); ok {
 		s.When, _ = v.text()
+		if strings.TrimSpace(s.When) == "" {
+			v.errorf("when is empty: give a condition such as \"{{ input.deploy }}\", or remove it")
+		}
 		l.parseTemplate(v, s.When)
 	}
 	if v, ok := o.get("for_each"); ok {

@@ -21,6 +21,7 @@ func (l *loader) validate() {
 	for _, name := range sortedKeys(l.ws.Tasks) {
 		l.validateTask(name, l.ws.Tasks[name])
 	}
+	l.checkRefs()
 	webhooks := map[string]string{}
 	for _, name := range sortedKeys(l.ws.Triggers) {
 		t := l.ws.Triggers[name]
@@ -60,6 +61,13 @@ func (l *loader) validateTask(name string, t *Task) {
 		if s.Action != "" {
 			if _, ok := l.ws.Actions[s.Action]; !ok {
 				l.errAt(sbase+".action", fmt.Sprintf("unknown action %q%s", s.Action, suggest(s.Action, keysOfMap(l.ws.Actions))))
+			}
+		}
+		if a, ok := l.ws.StepAction(s); ok && noRetryTypes[a.Type] && s.RetrySpec.set() {
+			for _, k := range []string{"retries", "retry_delay", "retry_backoff"} {
+				if _, written := l.nodes[sbase+"."+k]; written {
+					l.errAtHead(sbase+"."+k, fmt.Sprintf("not allowed for %s actions (they do not retry)", a.Type))
+				}
 			}
 		}
 		if s.Inline != nil && s.Inline.Type == TypeTask && s.Inline.Task != "" {
