@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -209,6 +210,13 @@ func manifest(o obj) map[string]any {
 func (l *loader) agentAction(o obj, a *Action) {
 	o.require("provider", "prompt")
 	a.Provider = o.str("provider")
+	if v, ok := o.get("provider"); ok && l.opts.Providers != nil && a.Provider != "" && !slices.Contains(l.opts.Providers, a.Provider) {
+		known := "none"
+		if len(l.opts.Providers) > 0 {
+			known = strings.Join(l.opts.Providers, ", ")
+		}
+		v.errorf("unknown agent provider %q (the server config's agents.providers defines: %s)", a.Provider, known)
+	}
 	a.Model = o.str("model")
 	if v, ok := o.get("prompt"); ok {
 		a.Prompt, _ = v.str()
