@@ -56,17 +56,18 @@ type agentCall struct {
 	cancel context.CancelFunc
 }
 
-// agentWork renders an agent step's prompts in the step's scope (off the
-// loop, prepWork) and returns the request.
-func agentRequest(ctx context.Context, ws *workflow.Workspace, a *workflow.Action, scope map[string]any) (AgentRequest, error) {
+// agentRequest renders an agent step's prompts in the step's scope (off
+// the loop, prepWork) and returns the request and the rendered
+// system_prompt alone.
+func agentRequest(ctx context.Context, ws *workflow.Workspace, a *workflow.Action, scope map[string]any) (AgentRequest, string, error) {
 	prompt, err := ws.Templates.RenderContext(ctx, a.Prompt, scope)
 	if err != nil {
-		return AgentRequest{}, fmt.Errorf("prompt: %w", err)
+		return AgentRequest{}, "", fmt.Errorf("prompt: %w", err)
 	}
 	system := ""
 	if a.SystemPrompt != "" {
 		if system, err = ws.Templates.RenderContext(ctx, a.SystemPrompt, scope); err != nil {
-			return AgentRequest{}, fmt.Errorf("system_prompt: %w", err)
+			return AgentRequest{}, "", fmt.Errorf("system_prompt: %w", err)
 		}
 	}
 	req := AgentRequest{
@@ -81,7 +82,7 @@ func agentRequest(ctx context.Context, ws *workflow.Workspace, a *workflow.Actio
 		req.Schema = OutputSchema(a.Output)
 		req.System = withSchemaInstructions(system, req.Schema)
 	}
-	return req, nil
+	return req, system, nil
 }
 
 // OutputSchema is the JSON Schema of an output definition: each field's
@@ -123,7 +124,7 @@ func withSchemaInstructions(system string, schema map[string]any) string {
 // (prepWork): it runs on the server, holding no worker, until the call
 // comes back (finishAgent) or the step is cancelled or times out, which
 // aborts the call (finishStep).
-func (e *Engine) startAgent(b *batch, js *jobState, ss *stepState, input map[string]any, req AgentRequest) {
+func (e *Engine) startAgent(b *batch, js *jobState, ss *stepState, input map[string]any, req AgentRequest, systemPrompt string) {
 	ss.rec.Input = input
 	js.noteInput(ss)
 	e.startOnServer(b, js, ss, StepRunning)
@@ -144,23 +145,25 @@ func (e *Engine) startAgent(b *batch, js *jobState, ss *stepState, input map[str
 	jobID, name, output := js.job.ID, ss.rec.Name, ss.action.Output
 	b.afterCommit(func() {
 		e.armStepTimer(js, ss)
-		go e.callAgent(ctx, jobID, name, call, req, output)
+		go e.callAgent(ctx, jobID, name, call, req, systemPrompt, output)
 	})
 }
 
 // callAgent runs off the loop: it waits for an agent slot, logs the
 // prompts, calls the provider, checks the reply and hands the result to
 // the loop.
-func (e *Engine) callAgent(ctx context.Context, jobID, name string, call *agentCall, req AgentRequest, output map[string]*workflow.OutputField) {
+func (e *Engine) callAgent(ctx context.Context, jobID, name string, call *agentCall, req AgentRequest, systemPrompt string, output map[string]*workflow.OutputField) {
 	defer call.cancel()
-	out, err := e.runAgent(ctx, jobID, name, req, output)
+	out, err := e.runAgent(ctx, jobID, name, req, systemPrompt, output)
 	e.post(func(b *batch) (any, error) {
 		e.finishAgent(b, jobID, name, call, out, err)
 		return nil, nil
 	})
 }
 
-func (e *Engine) runAgent(ctx context.Context, jobID, name string, req AgentRequest, output map[string]*workflow.OutputField) (map[string]any, error) {
+// runAgent logs the step's system prompt (as written, without the schema
+// instructions), its schema and prompt, then calls the provider.
+func (e *Engine) runAgent(ctx context.Context, jobID, name string, req AgentRequest, systemPrompt string, output map[string]*workflow.OutputField) (map[string]any, error) {
 	select {
 	case e.agentSlots <- struct{}{}:
 		defer func() { <-e.agentSlots }()
@@ -170,9 +173,14 @@ func (e *Engine) runAgent(ctx context.Context, jobID, name string, req AgentRequ
 	if e.cfg.Agents == nil {
 		return nil, fmt.Errorf("provider %q is not configured: %w", req.Provider, ErrNoAgents)
 	}
+	now := e.clock.Now()
 	var lines []LogLine
-	lines = appendPrefixed(lines, name, "system: ", req.System, e.clock.Now())
-	lines = appendPrefixed(lines, name, "prompt: ", req.Prompt, e.clock.Now())
+	lines = appendPrefixed(lines, name, "system: ", systemPrompt, now)
+	if req.Schema != nil {
+		schema, _ := json.Marshal(req.Schema)
+		lines = appendPrefixed(lines, name, "output schema: ", string(schema), now)
+	}
+	lines = appendPrefixed(lines, name, "prompt: ", req.Prompt, now)
 	e.agentLog(jobID, lines)
 
 	start := time.Now()

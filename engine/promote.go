@@ -217,11 +217,11 @@ func (e *Engine) prepWork(js *jobState, ss *stepState, scope map[string]any) fun
 			}
 		}
 		if a.Type == workflow.TypeAgent {
-			req, err := agentRequest(ctx, ws, a, withInput(scope, input))
+			req, system, err := agentRequest(ctx, ws, a, withInput(scope, input))
 			if err != nil {
 				return e.failWith(js, ss, err.Error())
 			}
-			return func(b *batch) { e.startAgent(b, js, ss, input, req) }
+			return func(b *batch) { e.startAgent(b, js, ss, input, req, system) }
 		}
 		if a.Type != workflow.TypeTask {
 			return func(b *batch) { e.makeReady(b, js, ss, input) }
