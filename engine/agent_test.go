@@ -255,3 +255,45 @@ func TestParseAgentReply(t *testing.T) {
 		})
 	}
 }
+
+func TestAgentStepsFanOutAndMaskSecretsInTheirLog(t *testing.T) {
+	a := newFakeAgents()
+	f := enginetest.NewWith(t, enginetest.LoadWorkspace(t, `
+secrets:
+  TOKEN: tok-5f2e9a71
+tasks:
+  t:
+    flow:
+      ask:
+        type: agent
+        provider: llm
+        for_each: [red, blue]
+        prompt: "Name a {{ each.item }} fruit; token {{ secret.TOKEN }}"
+`), enginetest.Options{Agents: a})
+	job := f.Execute("t", nil)
+	prompts := map[string]bool{}
+	for range 2 {
+		prompts[a.nextCall(t).Prompt] = true
+		a.replies <- engine.AgentReply{Text: "a fruit"}
+	}
+	f.WaitStatus(job, engine.JobCompleted)
+	if !prompts["Name a red fruit; token tok-5f2e9a71"] || !prompts["Name a blue fruit; token tok-5f2e9a71"] {
+		t.Errorf("prompts = %v", prompts)
+	}
+	out, _ := f.Step(job, "ask").Output.([]any)
+	if len(out) != 2 || out[0].(map[string]any)["text"] != "a fruit" {
+		t.Errorf("aggregated output = %#v", f.Step(job, "ask").Output)
+	}
+	var prompt []string
+	for _, l := range f.Logs.Lines(job) {
+		if strings.Contains(l.Line, "tok-5f2e9a71") {
+			t.Errorf("log line shows the secret: %q", l.Line)
+		}
+		if strings.HasPrefix(l.Line, "prompt: ") {
+			prompt = append(prompt, l.Step+" "+l.Line)
+		}
+	}
+	if len(prompt) != 2 || !strings.Contains(prompt[0], engine.MaskedMark) {
+		t.Errorf("prompt lines = %q", prompt)
+	}
+}
