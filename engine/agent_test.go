@@ -95,6 +95,9 @@ tasks:
   script:
     flow:
       run: {type: script, script: "true"}
+  fan:
+    flow:
+      ask: {type: agent, provider: llm, prompt: "{{ each.item }}", for_each: [a, b]}
 `
 
 func agentFixture(t *testing.T) (*enginetest.Fixture, *fakeAgents) {
@@ -196,11 +199,31 @@ func TestAgentCallInFlightAtRestartFails(t *testing.T) {
 	f, a := agentFixture(t)
 	job := f.Execute("plain", nil)
 	a.nextCall(t)
+	fan := f.Execute("fan", nil)
+	a.nextCall(t)
+	a.nextCall(t)
 	f.Restart()
-	a.waitAborted(t)
+	for range 3 {
+		a.waitAborted(t)
+	}
 	f.WaitStatus(job, engine.JobFailed)
 	if st := f.Step(job, "ask"); st.ErrorMessage == nil || *st.ErrorMessage != "agent: the server stopped during the call" {
 		t.Errorf("error = %v", st.ErrorMessage)
+	}
+	f.WaitStatus(fan, engine.JobFailed)
+	for _, name := range []string{"ask[0]", "ask[1]"} {
+		if st := f.Step(fan, name); st.ErrorMessage == nil || *st.ErrorMessage != "agent: the server stopped during the call" {
+			t.Errorf("%s error = %v", name, st.ErrorMessage)
+		}
+	}
+	// The parent ends from its instances, not as a lost call of its own.
+	if st := f.Step(fan, "ask"); st.Status != engine.StepFailed || st.ErrorMessage == nil || *st.ErrorMessage != "2 of 2 for_each instances failed" {
+		t.Errorf("for_each parent %s: %v", st.Status, st.ErrorMessage)
+	}
+	for _, l := range f.Logs.ServerLines(fan) {
+		if strings.HasPrefix(l, `step "ask" failed: agent:`) {
+			t.Errorf("the for_each parent failed as a lost call: %q", l)
+		}
 	}
 }
 

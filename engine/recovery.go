@@ -65,7 +65,7 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 				ready = append(ready, ss)
 			case ss.rec.Status == StepRunning && ss.rec.ChildJobID != "":
 				awaiting = append(awaiting, ss)
-			case ss.rec.Status == StepRunning && ss.rec.ActionType == workflow.TypeAgent:
+			case ss.rec.Status == StepRunning && ss.rec.ActionType == workflow.TypeAgent && len(ss.instances) == 0:
 				agentsLost = append(agentsLost, ss)
 			case ss.rec.Status == StepRunning && len(ss.instances) == 0:
 				wk, ok := e.st.workers[derefOr(ss.rec.WorkerID)]
