@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/appliance-sh/appliance/agents"
 	"github.com/appliance-sh/appliance/api"
 	"github.com/appliance-sh/appliance/app/metrics"
 	"github.com/appliance-sh/appliance/engine"
@@ -143,6 +144,7 @@ func printSettings(w io.Writer, cfg *ServerConfig, addr string, workerTags []str
 		fmt.Fprintf(w, "  acl:                   %s\n", cfg.ACL.describe())
 	}
 	fmt.Fprintf(w, "  metrics:               %s\n", describeMetrics(cfg))
+	fmt.Fprintf(w, "  agents:                %s\n", cfg.Agents.Describe())
 	if len(cfg.AllowedHosts) > 0 {
 		fmt.Fprintf(w, "  allowed_hosts:         %s\n", strings.Join(cfg.AllowedHosts, ", "))
 	}
@@ -229,7 +231,17 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	for name, ws := range cfg.Workspaces {
 		dirs[name] = ws.Path
 	}
-	registry, err := workflow.NewRegistry(dirs, nil, log)
+	// With providers configured, a workspace naming another is a load
+	// error; without, agent steps fail when run (the examples load).
+	var loadOpts workflow.LoadOptions
+	if cfg.Agents.Configured() {
+		loadOpts.Providers = cfg.Agents.IDs()
+	}
+	registry, err := workflow.NewRegistry(dirs, nil, log, loadOpts)
+	if err != nil {
+		return nil, err
+	}
+	agentCaller, err := agents.New(cfg.Agents, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -270,6 +282,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		TemplateTime:     cfg.limits.TemplateTime,
 		TemplateOutput:   cfg.limits.TemplateOutput,
 		Metrics:          reg,
+		Agents:           agentCaller,
 	})
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/agents"
 	"github.com/appliance-sh/appliance/store"
 )
 
@@ -56,6 +57,9 @@ type ServerConfig struct {
 	// Retention says how long ended jobs and their local logs are kept;
 	// unset keeps them forever.
 	Retention RetentionSection `yaml:"retention"`
+	// Agents are the language model providers agent steps call
+	// (agents/config.go); none configured = agent steps fail when run.
+	Agents agents.Config `yaml:"agents"`
 
 	heartbeatTimeout time.Duration
 	drainTimeout     time.Duration
@@ -145,6 +149,9 @@ func loadServerConfig(path string) (*ServerConfig, error) {
 		return nil, err
 	}
 	if err := checkAllowedOrigins(cfg.AllowedOrigins); err != nil {
+		return nil, err
+	}
+	if err := cfg.Agents.Validate(); err != nil {
 		return nil, err
 	}
 	cfg.headerTimeout = defaultHeaderTimeout

@@ -36,6 +36,11 @@ type Config struct {
 	RenderSlots int // 0 = four per CPU, at least 16
 	// Metrics observes the loop's decisions (nil = none).
 	Metrics Metrics
+	// Agents calls the language models of agent steps (nil = agent steps
+	// fail: no provider is configured).
+	Agents AgentCaller
+	// AgentSlots is how many agent calls may be in flight at once.
+	AgentSlots int // 0 = DefaultAgentSlots
 }
 
 // Engine is the orchestrator.
@@ -53,6 +58,8 @@ type Engine struct {
 	holders *holderIndex    // read by log pushes outside the loop
 	secrets *secretRegistry // live jobs' secrets, read by log pushes
 	pool    *renderPool
+	// agentSlots bounds the agent calls in flight (callAgent).
+	agentSlots chan struct{}
 
 	st *state // owned by the Run goroutine
 }
@@ -83,6 +90,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.RenderSlots <= 0 {
 		cfg.RenderSlots = defaultRenderSlots()
 	}
+	if cfg.AgentSlots <= 0 {
+		cfg.AgentSlots = DefaultAgentSlots
+	}
 	metrics := cfg.Metrics
 	if metrics == nil {
 		metrics = noMetrics{}
@@ -98,6 +108,8 @@ func New(cfg Config) (*Engine, error) {
 		holders: newHolderIndex(),
 		secrets: newSecretRegistry(),
 		pool:    newRenderPool(template.Limits{Time: cfg.TemplateTime, Output: cfg.TemplateOutput}, cfg.RenderSlots),
+
+		agentSlots: make(chan struct{}, cfg.AgentSlots),
 	}, nil
 }
 

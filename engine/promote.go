@@ -183,6 +183,8 @@ func (e *Engine) prepRenders(js *jobState, ss *stepState) bool {
 		return true
 	case a.Type == workflow.TypeApproval:
 		return template.IsTemplate(a.Message)
+	case a.Type == workflow.TypeAgent:
+		return true // its prompts render in the step's scope
 	case a.Type == workflow.TypeTask:
 		t, ok := js.ws.Tasks[a.Task]
 		return ok && workflow.RendersDefaults(t.Input)
@@ -197,9 +199,6 @@ func (e *Engine) prepWork(js *jobState, ss *stepState, scope map[string]any) fun
 	ws, fs, a := js.ws, ss.flow, ss.action
 	jobInput, depth, parentID, workspace := js.job.Input, js.job.Depth, js.job.ID, js.job.Workspace
 	return func(ctx context.Context) func(*batch) {
-		if a.Type == workflow.TypeAgent {
-			return e.failWith(js, ss, fmt.Sprintf("action type %q is not supported yet", a.Type))
-		}
 		given, err := givenInput(ctx, ws, fs, scope, jobInput)
 		if err != nil {
 			return e.failWith(js, ss, "input: "+err.Error())
@@ -216,6 +215,13 @@ func (e *Engine) prepWork(js *jobState, ss *stepState, scope map[string]any) fun
 			if input, err = ws.ResolveInputContext(ctx, a.Input, given); err != nil {
 				return e.failWith(js, ss, "input: "+err.Error())
 			}
+		}
+		if a.Type == workflow.TypeAgent {
+			req, system, err := agentRequest(ctx, ws, a, withInput(scope, input))
+			if err != nil {
+				return e.failWith(js, ss, err.Error())
+			}
+			return func(b *batch) { e.startAgent(b, js, ss, input, req, system) }
 		}
 		if a.Type != workflow.TypeTask {
 			return func(b *batch) { e.makeReady(b, js, ss, input) }
@@ -369,6 +375,7 @@ func (e *Engine) finishStep(b *batch, ss *stepState, status string, errMsg *stri
 	ss.rec.ErrorMessage = errMsg
 	ss.rec.RetryAt = nil
 	stopTimer(&ss.timer)
+	ss.abortAgent()
 	b.dirtyStep(ss.rec)
 	b.ended = append(b.ended, ss.rec)
 }

@@ -344,7 +344,7 @@ func TestOrchestrationErrorsAreServerLogLines(t *testing.T) {
 	cases := []struct{ name, flow, want string }{
 		{"when", `a: {action: ok, when: "{{ nope.output }}"}`, `step "a" failed: when: `},
 		{"for_each", `a: {action: ok, for_each: "{{ input }}"}`, `step "a" failed: for_each: `},
-		{"unsupported type", `a: {type: agent, provider: llm, prompt: hi}`, `step "a" failed: action type "agent" is not supported yet`},
+		{"agent prompt", `a: {type: agent, provider: llm, prompt: "{{ nope.output }}"}`, `step "a" failed: prompt: `},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

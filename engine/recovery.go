@@ -34,7 +34,7 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 	for _, s := range steps {
 		byJob[s.JobID] = append(byJob[s.JobID], s)
 	}
-	var ready, orphaned, awaiting []*stepState
+	var ready, orphaned, awaiting, agentsLost []*stepState
 	var hooksPending []*Job
 	for _, j := range jobs {
 		if j.Terminal() {
@@ -67,6 +67,8 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 				b.afterCommit(func() { e.armRetryTimer(js, ss) })
 			case ss.rec.Status == StepRunning && ss.rec.ChildJobID != "":
 				awaiting = append(awaiting, ss)
+			case ss.rec.Status == StepRunning && ss.rec.ActionType == workflow.TypeAgent && len(ss.instances) == 0:
+				agentsLost = append(agentsLost, ss)
 			case ss.rec.Status == StepRunning && len(ss.instances) == 0:
 				wk, ok := e.st.workers[derefOr(ss.rec.WorkerID)]
 				if !ok || wk.rec.Status != WorkerActive || startup && wk.rec.InProcess {
@@ -112,6 +114,10 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 		if child, ok := e.st.jobs[ss.rec.ChildJobID]; !ok || child.job.Terminal() {
 			e.fail(b, e.st.jobs[ss.rec.JobID], ss, fmt.Sprintf("child job %s did not resume", ss.rec.ChildJobID))
 		}
+	}
+	// An agent call does not survive the server: its step fails.
+	for _, ss := range agentsLost {
+		e.fail(b, e.st.jobs[ss.rec.JobID], ss, "agent: the server stopped during the call")
 	}
 	for _, ss := range orphaned {
 		js := e.st.jobs[ss.rec.JobID]

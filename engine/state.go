@@ -63,6 +63,7 @@ type stepState struct {
 	parent     *stepState   // for_each parent of an instance
 	instances  []*stepState // for_each instances, by index
 	timer      Timer        // step timeout while running
+	agent      *agentCall   // an agent step's call in flight
 
 	// rendering is set while the pool renders the step's templates
 	// (renderOff); renderGen tells that render's result from a stale one.
@@ -88,6 +89,7 @@ func (s *state) stopTimers() {
 		stopTimer(&js.timer)
 		for _, ss := range js.steps {
 			stopTimer(&ss.timer)
+			ss.abortAgent()
 		}
 	}
 	for _, w := range s.workers {

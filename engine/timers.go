@@ -54,7 +54,11 @@ func (e *Engine) stepTimedOut(b *batch, jobID, name string, deadline time.Time) 
 	if !ok || ss.rec.Status != StepRunning || ss.rec.Deadline == nil || !ss.rec.Deadline.Equal(deadline) {
 		return
 	}
-	msg := "Step timed out after " + secs(time.Duration(ss.flow.Timeout))
+	timeout := time.Duration(ss.flow.Timeout)
+	if timeout == 0 && ss.rec.StartedAt != nil {
+		timeout = deadline.Sub(*ss.rec.StartedAt) // a server-side default (agent steps)
+	}
+	msg := "Step timed out after " + secs(timeout)
 	e.unhold(ss)
 	e.failAttempt(b, js, ss, msg, timedOutRetryFloor)
 }

@@ -54,6 +54,7 @@ type Options struct {
 	TemplateTime     time.Duration // 0 = engine default
 	TemplateOutput   int           // 0 = engine default
 	Metrics          engine.Metrics
+	Agents           engine.AgentCaller // nil = agent steps fail
 }
 
 // LoadWorkspace writes yaml as the workspace's only workflow file and loads it.
@@ -114,6 +115,7 @@ func (f *Fixture) start() {
 		TemplateTime:     f.opts.TemplateTime,
 		TemplateOutput:   f.opts.TemplateOutput,
 		Metrics:          f.opts.Metrics,
+		Agents:           f.opts.Agents,
 	})
 	if err != nil {
 		f.T.Fatalf("new engine: %v", err)

@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -23,8 +24,10 @@ var typeActionKeys = map[string]map[string]bool{
 var workerOnlyKeys = set("env", "tags", "workdir", "resources")
 
 // noRetryTypes are the action types whose steps never retry: an approval
-// is answered once, and a task step's child job is a job of its own.
-var noRetryTypes = set(TypeTask, TypeApproval)
+// is answered once, a task step's child job is a job of its own, and an
+// agent's provider client already retries transient errors (its
+// max_retries) inside the one call the step makes.
+var noRetryTypes = set(TypeTask, TypeApproval, TypeAgent)
 
 var allActionKeys = union(commonActionKeys, typeActionKeys[TypeScript], typeActionKeys[TypeDocker],
 	typeActionKeys[TypePod], typeActionKeys[TypeTask], typeActionKeys[TypeAgent], typeActionKeys[TypeApproval])
@@ -214,6 +217,13 @@ func manifest(o obj) map[string]any {
 func (l *loader) agentAction(o obj, a *Action) {
 	o.require("provider", "prompt")
 	a.Provider = o.str("provider")
+	if v, ok := o.get("provider"); ok && l.opts.Providers != nil && a.Provider != "" && !slices.Contains(l.opts.Providers, a.Provider) {
+		known := "none"
+		if len(l.opts.Providers) > 0 {
+			known = strings.Join(l.opts.Providers, ", ")
+		}
+		v.errorf("unknown agent provider %q (the server config's agents.providers defines: %s)", a.Provider, known)
+	}
 	a.Model = o.str("model")
 	if v, ok := o.get("prompt"); ok {
 		a.Prompt, _ = v.str()

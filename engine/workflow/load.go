@@ -22,8 +22,17 @@ import (
 // WorkflowDir is the folder of a workspace that holds its workflow files.
 const WorkflowDir = ".workflows"
 
+// LoadOptions are checks that depend on the server loading the workspace.
+type LoadOptions struct {
+	// Providers are the agent provider ids the server knows: an agent
+	// action naming another is a load error. nil = not checked (the CLI's
+	// validate, a server with no agents configured).
+	Providers []string
+}
+
 // loader carries one Load: the workspace being built and every problem found.
 type loader struct {
+	opts     LoadOptions
 	env      map[string]string
 	ws       *Workspace
 	errs     Errors
@@ -95,6 +104,11 @@ func displayPath(p string) string {
 // the secrets block (nil = the process environment). A workspace with
 // problems returns Errors listing all of them.
 func Load(name, dir string, env map[string]string) (*Workspace, error) {
+	return LoadWith(name, dir, env, LoadOptions{})
+}
+
+// LoadWith is Load with the server's checks.
+func LoadWith(name, dir string, env map[string]string, opts LoadOptions) (*Workspace, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("load workspace %s: %w", name, err)
@@ -116,7 +130,8 @@ func Load(name, dir string, env map[string]string) (*Workspace, error) {
 		env = processEnv()
 	}
 	l := &loader{
-		env: env,
+		opts: opts,
+		env:  env,
 		ws: &Workspace{
 			Name:            name,
 			Dir:             abs,

@@ -43,20 +43,24 @@ type entry struct {
 type Registry struct {
 	dirs    map[string]string
 	env     map[string]string
+	opts    LoadOptions
 	log     *slog.Logger
 	mu      sync.Mutex                        // serialises reloads
 	entries atomic.Pointer[map[string]*entry] // replaced, never mutated
 	changed chan struct{}                     // closed and replaced on every change
 }
 
-// NewRegistry loads every workspace (name -> directory). A workspace with
-// errors is kept with its errors; NewRegistry fails only when a directory
-// does not exist.
-func NewRegistry(dirs map[string]string, env map[string]string, log *slog.Logger) (*Registry, error) {
+// NewRegistry loads every workspace (name -> directory), with the server's
+// checks when opts is given. A workspace with errors is kept with its
+// errors; NewRegistry fails only when a directory does not exist.
+func NewRegistry(dirs map[string]string, env map[string]string, log *slog.Logger, opts ...LoadOptions) (*Registry, error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	r := &Registry{dirs: map[string]string{}, env: env, log: log, changed: make(chan struct{})}
+	if len(opts) > 0 {
+		r.opts = opts[0]
+	}
 	empty := map[string]*entry{}
 	r.entries.Store(&empty)
 	for name, dir := range dirs {
@@ -135,7 +139,7 @@ func (r *Registry) reload(name string) {
 		next.revisions = prev.revisions
 	}
 
-	ws, err := Load(name, r.dirs[name], r.env)
+	ws, err := LoadWith(name, r.dirs[name], r.env, r.opts)
 	switch {
 	case err != nil:
 		next.status.Errors = errorLines(err)

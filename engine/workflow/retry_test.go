@@ -128,6 +128,14 @@ func TestRetryFieldErrorsNameTheField(t *testing.T) {
 			        action: ok
 			        retries: 2
 			`, `.workflows/main.yaml:9:9: tasks.t.flow.a.retries: not allowed for approval actions (they do not retry)`},
+		{"agent action (its provider client retries)", `
+			actions:
+			  ask:
+			    type: agent
+			    provider: llm
+			    prompt: hi
+			    retries: 1
+			`, `.workflows/main.yaml:6:5: actions.ask.retries: not allowed for agent actions`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
