@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/appliance-sh/appliance/engine"
 )
@@ -25,7 +26,11 @@ type MemStore struct {
 	jobReads  int // Job and Steps calls
 	before    func(*engine.Batch)
 	failNext  error
+	failWhen  func(*engine.Batch) error
+	fires     map[fireKey]time.Time // trigger -> last fire
 }
+
+type fireKey struct{ ws, trigger string }
 
 type stepKey struct{ job, step string }
 
@@ -36,6 +41,7 @@ func NewMemStore() *MemStore {
 		steps:   map[string]map[string][]byte{},
 		workers: map[string][]byte{},
 		claims:  map[string][]stepKey{},
+		fires:   map[fireKey]time.Time{},
 	}
 }
 
@@ -67,6 +73,34 @@ func (s *MemStore) FailNextCommit(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failNext = err
+}
+
+// FailCommitsWhen makes every Commit for which f returns an error fail
+// with it, writing nothing (nil f stops failing): a crash between a
+// decision and its commit, on demand.
+func (s *MemStore) FailCommitsWhen(f func(*engine.Batch) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failWhen = f
+}
+
+// LastFire returns when a trigger last fired, and false when it never has.
+func (s *MemStore) LastFire(ws, trigger string) (time.Time, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.fires[fireKey{ws, trigger}]
+	return t, ok, nil
+}
+
+// SetLastFire records when a trigger last fired.
+func (s *MemStore) SetLastFire(ws, trigger string, t time.Time) error {
+	if ws == "" || trigger == "" {
+		return fmt.Errorf("trigger state needs a workspace and a trigger name, got %q and %q: %w", ws, trigger, engine.ErrInvalid)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fires[fireKey{ws, trigger}] = t.UTC()
+	return nil
 }
 
 // Commit writes a batch atomically.
@@ -103,12 +137,26 @@ func (s *MemStore) Commit(ctx context.Context, b *engine.Batch) error {
 		workers[i] = data
 	}
 
+	for _, f := range b.Fires {
+		if f.Workspace == "" || f.Trigger == "" {
+			return fmt.Errorf("trigger state needs a workspace and a trigger name, got %q and %q: %w", f.Workspace, f.Trigger, engine.ErrInvalid)
+		}
+	}
+
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.commits++
 	if err := s.failNext; err != nil {
 		s.failNext = nil
 		return err
+	}
+	if s.failWhen != nil {
+		if err := s.failWhen(b); err != nil {
+			return err
+		}
+	}
+	for _, f := range b.Fires {
+		s.fires[fireKey{f.Workspace, f.Trigger}] = f.At.UTC()
 	}
 	for i, j := range b.Jobs {
 		if _, ok := s.jobs[j.ID]; !ok {
