@@ -5,30 +5,43 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 
 	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
 )
 
-// envRef matches ${NAME} in configuration files.
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-
 // decodeConfigFile reads a YAML configuration file into out: ${ENV}
-// references are expanded first, and unknown keys or wrong types are errors
-// naming the file, line and column.
+// references in its values are expanded after parsing (see expandEnv), and
+// unknown keys or wrong types are errors naming the file, line and column.
 func decodeConfigFile(path string, out any) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("read config: %w", err)
 	}
-	expanded := envRef.ReplaceAllFunc(raw, func(m []byte) []byte {
-		return []byte(os.Getenv(string(envRef.FindSubmatch(m)[1])))
-	})
-	if len(bytes.TrimSpace(expanded)) == 0 {
+	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(expanded), yaml.DisallowUnknownField())
-	if err := dec.Decode(out); err != nil {
+	file, err := parser.ParseBytes(raw, 0)
+	if err != nil {
+		return fmt.Errorf("%s:%s", path, configErrorText(err))
+	}
+	if len(file.Docs) == 0 {
+		return nil
+	}
+	if len(file.Docs) > 1 {
+		return fmt.Errorf("%s: a config file holds one YAML document, this one has %d", path, len(file.Docs))
+	}
+	body, err := expandEnv(file.Docs[0].Body)
+	if err != nil {
+		return fmt.Errorf("%s:%w", path, err)
+	}
+	switch body.(type) {
+	case nil, *ast.CommentGroupNode:
+		return nil
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(nil), yaml.DisallowUnknownField())
+	if err := dec.DecodeFromNode(body, out); err != nil {
 		return fmt.Errorf("%s:%s", path, configErrorText(err))
 	}
 	return nil
