@@ -397,7 +397,7 @@ func TestValidationRules(t *testing.T) {
 			    type: webhook
 			    name: deploy
 			    task: t
-			` + okFlow, []string{`.workflows/main.yaml:8:11: triggers.two.name: webhook name "deploy" is already used by trigger "one"`}},
+			` + okFlow, []string{`.workflows/main.yaml:8:11: triggers.two.name: webhook name "deploy" is already used by trigger "one" at .workflows/main.yaml:4:11`}},
 		{"webhook timeout_secs out of range", `
 			triggers:
 			  hook:
@@ -494,7 +494,7 @@ func TestValidationRules(t *testing.T) {
 			      a:
 			        script: echo
 			        when: "{{ input.x "
-			`, []string{`.workflows/main.yaml:6:15: tasks.t.flow.a.when: invalid template: `}},
+			`, []string{`.workflows/main.yaml:6:27: tasks.t.flow.a.when: invalid template: `}},
 		{"template in a nested step input that does not parse", `
 			tasks:
 			  t:
