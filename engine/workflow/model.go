@@ -42,8 +42,8 @@ type Workspace struct {
 	// TriggerOrder is the trigger names in declaration order: files by
 	// path, then as written in each. Webhook names are matched in it.
 	TriggerOrder []string `json:"-"`
-	OnSuccess       []*Hook                    `json:"on_success,omitempty"`
-	OnError         []*Hook                    `json:"on_error,omitempty"`
+	OnSuccess    []*Hook  `json:"on_success,omitempty"`
+	OnError      []*Hook  `json:"on_error,omitempty"`
 
 	// Templates holds every template string of the workspace, parsed once
 	// per revision; render through it instead of parsing again.
