@@ -29,7 +29,7 @@ func TestErrorPositionsAreExact(t *testing.T) {
 		{"input of an unknown type", "tasks:\n  t:\n    input:\n      n:\n        type: strin\n    flow:\n      s: {script: echo}\n", "5:15: tasks.t.input.n.type: unknown type \"strin\""},
 		{"task without flow", "tasks:\n  t:\n    description: x\n", "2:3: tasks.t: missing required field \"flow\""},
 		{"trigger of an unknown task", "tasks:\n  t:\n    flow:\n      s: {script: echo}\ntriggers:\n  nightly:\n    type: scheduler\n    cron: \"0 0 * * *\"\n    task: nope\n", "9:11: triggers.nightly.task: unknown task \"nope\""},
-		{"bad cron", "tasks:\n  t:\n    flow:\n      s: {script: echo}\ntriggers:\n  nightly:\n    type: scheduler\n    cron: \"61 * * * *\"\n    task: t\n", "8:11: triggers.nightly.cron: invalid cron expression \"61 * * * *\""},
+		{"bad cron", "tasks:\n  t:\n    flow:\n      s: {script: echo}\ntriggers:\n  nightly:\n    type: scheduler\n    cron: \"61 * * * *\"\n    task: t\n", "8:11: triggers.nightly.cron: invalid cron expression \"61 * * * *\": minute 61 is out of range 0-59"},
 		{"comments and blank lines before a nested error", "# head\n\ntasks:\n  # a task\n  t:\n\n    flow:\n      s:\n        # the script\n        script: echo\n        timeout: many\n", "11:18: tasks.t.flow.s.timeout: invalid duration \"many\""},
 		{"error after an anchored block", "actions:\n  base: &b {type: script, script: echo}\ntasks:\n  t:\n    flow:\n      s:\n        action: base\n        when: [x]\n", "8:15: tasks.t.flow.s.when: expected a string, got a list"},
 		{"template error in a quoted value", "tasks:\n  t:\n    flow:\n      s:\n        script: \"{{ input.x \"\n", "5:29: tasks.t.flow.s.script: invalid template"},

@@ -348,14 +348,14 @@ func TestValidationRules(t *testing.T) {
 			    type: scheduler
 			    cron: "61 * * * *"
 			    task: t
-			` + okFlow, []string{`.workflows/main.yaml:4:11: triggers.tick.cron: invalid cron expression "61 * * * *"`}},
+			` + okFlow, []string{`.workflows/main.yaml:4:11: triggers.tick.cron: invalid cron expression "61 * * * *": minute 61 is out of range 0-59`}},
 		{"cron with four fields", `
 			triggers:
 			  tick:
 			    type: scheduler
 			    cron: "* * * *"
 			    task: t
-			` + okFlow, []string{`.workflows/main.yaml:4:11: triggers.tick.cron: cron expression "* * * *" must have 5 fields (minute hour day month weekday) or 6 (with leading seconds)`}},
+			` + okFlow, []string{`.workflows/main.yaml:4:11: triggers.tick.cron: invalid cron expression "* * * *": want 5 fields (minute hour day month weekday) or 6 (with leading seconds), got 4`}},
 		{"timezone that is not an IANA name", `
 			triggers:
 			  tick:
