@@ -22,9 +22,10 @@ func decodeConfigFile(path string, out any) error {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil
 	}
-	file, err := parser.ParseBytes(raw, 0)
+	protected, refs := protectEnvRefs(raw)
+	file, err := parser.ParseBytes(protected, 0)
 	if err != nil {
-		return fmt.Errorf("%s:%s", path, configErrorText(err))
+		return fmt.Errorf("%s:%s", path, configErrorText(err, refs))
 	}
 	if len(file.Docs) == 0 {
 		return nil
@@ -32,7 +33,7 @@ func decodeConfigFile(path string, out any) error {
 	if len(file.Docs) > 1 {
 		return fmt.Errorf("%s: a config file holds one YAML document, this one has %d", path, len(file.Docs))
 	}
-	body, err := expandEnv(file.Docs[0].Body)
+	body, err := refs.expandEnv(file.Docs[0].Body)
 	if err != nil {
 		return fmt.Errorf("%s:%w", path, err)
 	}
@@ -42,19 +43,22 @@ func decodeConfigFile(path string, out any) error {
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(nil), yaml.DisallowUnknownField())
 	if err := dec.DecodeFromNode(body, out); err != nil {
-		return fmt.Errorf("%s:%s", path, configErrorText(err))
+		return fmt.Errorf("%s:%s", path, configErrorText(err, refs))
 	}
 	return nil
 }
 
-// configErrorText renders a decoding error as "line:col: message".
-func configErrorText(err error) string {
+// configErrorText renders a decoding error as "line:col: message", the
+// position in the file as written, and messages quoting a value with its
+// references as written.
+func configErrorText(err error, refs envRefs) string {
 	var yerr yaml.Error
 	if errors.As(err, &yerr) {
+		msg := refs.restore(yerr.GetMessage())
 		if tok := yerr.GetToken(); tok != nil && tok.Position != nil {
-			return fmt.Sprintf("%d:%d: %s", tok.Position.Line, tok.Position.Column, yerr.GetMessage())
+			return fmt.Sprintf("%d:%d: %s", tok.Position.Line, refs.fileCol(tok.Position.Line, tok.Position.Column), msg)
 		}
-		return " " + yerr.GetMessage()
+		return " " + msg
 	}
-	return " " + err.Error()
+	return " " + refs.restore(err.Error())
 }

@@ -43,6 +43,10 @@ func TestConfigEnvExpandsOnlyInsideScalarValues(t *testing.T) {
 		{"sequence items", "a:\n  - ${APPLIANCE_T_COLON}\n  - ${APPLIANCE_T_PORT}\n", map[string]any{"a": []any{"host: evil", uint64(8080)}}},
 		{"block scalar", "a: |\n  first\n  ${APPLIANCE_T_COLON}\n", map[string]any{"a": "first\nhost: evil\n"}},
 		{"keys are not expanded", "${APPLIANCE_T_PORT}: v\n", map[string]any{"${APPLIANCE_T_PORT}": "v"}},
+		{"flow mapping", "a: {email: x, password: ${APPLIANCE_T_COLON}}\n", map[string]any{"a": map[string]any{"email": "x", "password": "host: evil"}}},
+		{"flow sequence", "a: [${APPLIANCE_T_NEWLINE}, ${APPLIANCE_T_PORT}]\n", map[string]any{"a": []any{"line one\ninjected: true\n- item", uint64(8080)}}},
+		{"flow value with a default holding a colon", "a: {b: '${APPLIANCE_T_UNSET:-x: y}'}\n", map[string]any{"a": map[string]any{"b": "x: y"}}},
+		{"a reference in a comment is ignored", "# ${APPLIANCE_T_UNSET}\na: 1 # ${APPLIANCE_T_UNSET}\n", map[string]any{"a": uint64(1)}},
 		{"anchored values expand once for every alias", "a: &x ${APPLIANCE_T_COLON}\nb: *x\n", map[string]any{"a": "host: evil", "b": "host: evil"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,12 +67,16 @@ func TestConfigEnvExpandsOnlyInsideScalarValues(t *testing.T) {
 
 func TestConfigEnvErrorsNameTheVariableAndItsLine(t *testing.T) {
 	os.Unsetenv("APPLIANCE_T_UNSET")
+	t.Setenv("APPLIANCE_T_TRUE", "true")
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"unset", "listen: x\nworker_token: ${APPLIANCE_T_UNSET}\n", "2:15: environment variable APPLIANCE_T_UNSET is not set (write ${APPLIANCE_T_UNSET:-} for empty, or ${APPLIANCE_T_UNSET:-default})"},
 		{"unset in a quoted value", "a:\n  b: \"x ${APPLIANCE_T_UNSET}\"\n", "2:9: environment variable APPLIANCE_T_UNSET is not set"},
 		{"unset in a block scalar", "a: |\n  one\n  two ${APPLIANCE_T_UNSET}\n", "3:"},
 		{"unset in a sequence", "a:\n  - ok\n  - ${APPLIANCE_T_UNSET}\n", "3:5: environment variable APPLIANCE_T_UNSET"},
-		{"unterminated", "a: ${APPLIANCE_T_UNSET\n", `1:4: unterminated "${APPLIANCE_T_UNSET"`},
+		{"unterminated", "a: x ${APPLIANCE_T_UNSET\n", `1:6: unterminated "${"`},
+		{"unset in a flow mapping", "a: {b: 1, c: ${APPLIANCE_T_UNSET}}\n", "1:14: environment variable APPLIANCE_T_UNSET is not set"},
+		{"syntax error after a reference keeps its column", "a: {b: ${APPLIANCE_T_UNSET:-x}, c: [}\n", "1:37: "},
+		{"type error at the reference", "listen: x\nworkers: ${APPLIANCE_T_TRUE}\n", "2:10: "},
 		{"bad name", "a: ${1X}\n", "1:4: bad reference ${1X}"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,7 +84,11 @@ func TestConfigEnvErrorsNameTheVariableAndItsLine(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			var got map[string]any
+			var got struct {
+				A       any    `yaml:"a"`
+				Listen  string `yaml:"listen"`
+				Workers int    `yaml:"workers"`
+			}
 			err := decodeConfigFile(path, &got)
 			if err == nil || !strings.HasPrefix(err.Error(), path+":"+tc.want) {
 				t.Fatalf("error %v, want %s:%s...", err, path, tc.want)
