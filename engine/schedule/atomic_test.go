@@ -4,13 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/enginetest"
 	"github.com/appliance-sh/appliance/engine/schedule"
+	"github.com/appliance-sh/appliance/store"
 )
 
 // errCrash stands for the process dying between a fire's decision and its
@@ -118,5 +123,102 @@ func TestSchedulerFireAndItsJobCommitTogether(t *testing.T) {
 	stop()
 	if jobs := triggerJobs(t, st); len(jobs) != 2 {
 		t.Errorf("%d trigger jobs through 10:15, want 2", len(jobs))
+	}
+}
+
+// failingDB is the bbolt store with commits that fail on demand.
+type failingDB struct {
+	*store.DB
+	mu   sync.Mutex
+	fail func(*engine.Batch) error
+}
+
+func (d *failingDB) Commit(ctx context.Context, b *engine.Batch) error {
+	d.mu.Lock()
+	fail := d.fail
+	d.mu.Unlock()
+	if fail != nil {
+		if err := fail(b); err != nil {
+			return err
+		}
+	}
+	return d.DB.Commit(ctx, b)
+}
+
+// The same crash, on the bbolt store, with a real reopen of the file.
+func TestSchedulerFireSurvivesACrashOnBolt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "appliance.db")
+	ws := enginetest.LoadWorkspace(t, everyFive)
+	open := func() (*failingDB, *engine.Engine, func()) {
+		db, err := store.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fdb := &failingDB{DB: db}
+		e, err := engine.New(engine.Config{Store: fdb, Workspaces: enginetest.NewWorkspaces(ws),
+			Clock: enginetest.NewClock(enginetest.Epoch), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- e.Run(ctx) }()
+		if err := e.Ready(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return fdb, e, func() {
+			cancel()
+			<-done
+			db.Close()
+		}
+	}
+	jobsOf := func(db *failingDB) int {
+		jobs, _, err := db.Jobs(context.Background(), engine.JobFilter{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(jobs)
+	}
+	clock := newClock(at("2025-01-01T10:01:00Z"))
+	wss := newWorkspaces(ws)
+
+	db, eng, closeAll := open()
+	var crashed atomic.Bool
+	db.fail = func(b *engine.Batch) error {
+		if len(b.Fires) > 0 {
+			crashed.Store(true)
+			return errCrash
+		}
+		return nil
+	}
+	stop := start(t, schedule.Config{Workspaces: wss, Jobs: eng, State: db, Clock: clock})
+	due, _ := clock.armed(t, 0)
+	clock.Set(due) // 10:05: its commit "crashes"
+	eventually(t, func() string { return "the fire never reached the store" }, crashed.Load)
+	stop()
+	closeAll()
+
+	// Restart at 10:12: one catch-up fire, committed with its job.
+	clock.Set(at("2025-01-01T10:12:00Z"))
+	db, eng, closeAll = open()
+	seq := clock.created()
+	stop = start(t, schedule.Config{Workspaces: wss, Jobs: eng, State: db, Clock: clock})
+	due, seq = clock.armed(t, seq)
+	if !due.Equal(at("2025-01-01T10:15:00Z")) || jobsOf(db) != 1 {
+		t.Fatalf("after the restart: next fire %s, %d jobs; want 10:15 and exactly 1", due.Format(time.RFC3339), jobsOf(db))
+	}
+	stop()
+	closeAll()
+
+	// Restart again at the same instant: nothing fires twice.
+	db, eng, closeAll = open()
+	defer closeAll()
+	stop = start(t, schedule.Config{Workspaces: wss, Jobs: eng, State: db, Clock: clock})
+	defer stop()
+	if due, _ = clock.armed(t, seq); !due.Equal(at("2025-01-01T10:15:00Z")) || jobsOf(db) != 1 {
+		t.Fatalf("after a second restart: next fire %s, %d jobs; want 10:15 and still 1", due.Format(time.RFC3339), jobsOf(db))
+	}
+	if last, ok, _ := db.LastFire(enginetest.WorkspaceName, "five"); !ok || !last.Equal(at("2025-01-01T10:12:00Z")) {
+		t.Errorf("last fire on disk %s, want the 10:12 catch-up", last.Format(time.RFC3339))
 	}
 }
