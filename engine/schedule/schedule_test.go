@@ -197,7 +197,7 @@ func TestNextRunsRejectsBadInput(t *testing.T) {
 		{"too many fields", "0 0 0 1 1 * 2030", "", "got 7"},
 		{"year in the sixth field", "0 0 1 1 * 2030", "", "weekday 2030 is out of range 0-7"},
 		{"minute out of range", "61 * * * *", "", "minute 61 is out of range 0-59"},
-		{"garbage", "every day at noon please", "", `minute "EVERY": want a number from 0 to 59`},
+		{"garbage", "every day at noon please", "", `minute "every": want a number from 0 to 59`},
 		{"L-n past the month", "0 0 L-31 * *", "", "day of month L-31: want L-1 to L-30"},
 		{"L-n with a weekday", "0 0 L-2 * MON", "", "day of month L-2 needs * or ? as the weekday"},
 		{"L in the hour", "0 L * * *", "", "L, W and # are only for the day of month"},

@@ -175,13 +175,13 @@ func (f field) item(p string) (string, error) {
 		}
 		return u, nil
 	case f.name == weekday.name && strings.HasSuffix(u, "L") && len(u) > 1:
-		n, err := f.value(u[:len(u)-1])
+		n, err := f.value(p[:len(p)-1])
 		if err != nil {
 			return "", err
 		}
 		return strconv.Itoa(n%7) + "L", nil
 	case f.name == weekday.name && strings.Contains(u, "#"):
-		d, k, _ := strings.Cut(u, "#")
+		d, k, _ := strings.Cut(p, "#")
 		n, err := f.value(d)
 		if err != nil {
 			return "", err
@@ -191,7 +191,7 @@ func (f field) item(p string) (string, error) {
 		}
 		return fmt.Sprintf("%d#%s", n%7, k), nil
 	}
-	base, step, hasStep := strings.Cut(u, "/")
+	base, step, hasStep := strings.Cut(p, "/")
 	if hasStep {
 		n, err := strconv.Atoi(step)
 		if err != nil || n < 1 || n > f.max {
@@ -199,7 +199,7 @@ func (f field) item(p string) (string, error) {
 		}
 	}
 	if base == "*" {
-		return u, nil
+		return "*/" + step, nil
 	}
 	lo, hi, isRange := strings.Cut(base, "-")
 	a, err := f.value(lo)
