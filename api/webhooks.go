@@ -7,7 +7,6 @@ import (
 	"maps"
 	"mime"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -46,18 +45,15 @@ type hook struct {
 }
 
 // findHook returns the enabled webhook trigger named name in the first
-// workspace (by name) whose current revision has one.
+// workspace (by name) whose current revision has one; within a workspace,
+// triggers are matched in declaration order (files by path, then as
+// written).
 func (s *server) findHook(name string) (hook, error) {
 	for _, st := range s.cfg.Workspaces.List() {
 		if st.Workspace == nil {
 			continue
 		}
-		keys := make([]string, 0, len(st.Workspace.Triggers))
-		for k := range st.Workspace.Triggers {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range st.Workspace.TriggerNames() {
 			t := st.Workspace.Triggers[k]
 			if t != nil && t.Type == workflow.TriggerWebhook && t.Enabled && t.WebhookName == name {
 				return hook{ws: st.Name, trigger: t}, nil

@@ -38,7 +38,7 @@ func TestServerConfigAgents(t *testing.T) {
 			wantErr: `agents.providers.x.type: required (one of: anthropic, openai)`},
 		{name: "no model", yaml: "agents: {providers: {x: {type: openai, api_key: k}}}\n",
 			wantErr: `agents.providers.x.model: required`},
-		{name: "no key", yaml: "agents: {providers: {x: {type: anthropic, model: m, api_key: ${APPLIANCE_TEST_UNSET_KEY}}}}\n",
+		{name: "no key", yaml: "agents: {providers: {x: {type: anthropic, model: m, api_key: ${APPLIANCE_TEST_UNSET_KEY:-}}}}\n",
 			wantErr: `agents.providers.x.api_key: required unless api_endpoint is set`},
 		{name: "bad endpoint", yaml: "agents: {providers: {x: {type: openai, model: m, api_endpoint: localhost:11434}}}\n",
 			wantErr: `agents.providers.x.api_endpoint: "localhost:11434" is not an http(s) URL`},

@@ -89,7 +89,7 @@ func TestValidateReportsEveryErrorWithFileLineAndColumn(t *testing.T) {
 	want := []string{
 		".workflows/hello.yaml:" + dep + `: tasks.hello-world.flow.echo-greeting.depends_on: unknown step "say-helo" (did you mean "say-hello"?)`,
 		".workflows/pipeline.yaml:" + typ + `: connections.staging.type: unknown connection type "http_endpont" (did you mean "http_endpoint"?)`,
-		".workflows/triggers.yml:" + cron + `: triggers.nightly-pipeline.cron: invalid cron expression "0 25 * * *"`,
+		".workflows/triggers.yml:" + cron + `: triggers.nightly-pipeline.cron: invalid cron expression "0 25 * * *": hour 25 is out of range 0-23`,
 	}
 	if got := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("stdout:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

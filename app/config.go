@@ -5,47 +5,64 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 
 	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
 )
 
-// envRef matches ${NAME} in configuration files.
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-
 // decodeConfigFile reads a YAML configuration file into out: ${ENV}
-// references are expanded first, and unknown keys or wrong types are errors
-// naming the file, line and column.
+// references in its values are expanded after parsing (see expandEnv), and
+// unknown keys or wrong types are errors naming the file, line and column.
 func decodeConfigFile(path string, out any) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("read config: %w", err)
 	}
-	expanded := envRef.ReplaceAllFunc(raw, func(m []byte) []byte {
-		return []byte(os.Getenv(string(envRef.FindSubmatch(m)[1])))
-	})
-	if len(bytes.TrimSpace(expanded)) == 0 {
+	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(expanded), yaml.DisallowUnknownField())
-	if err := dec.Decode(out); err != nil {
-		return fmt.Errorf("%s:%s", path, configErrorText(err))
+	protected, refs := protectEnvRefs(raw)
+	file, err := parser.ParseBytes(protected, 0)
+	if err != nil {
+		return fmt.Errorf("%s:%s", path, configErrorText(err, refs))
+	}
+	if len(file.Docs) == 0 {
+		return nil
+	}
+	if len(file.Docs) > 1 {
+		return fmt.Errorf("%s: a config file holds one YAML document, this one has %d", path, len(file.Docs))
+	}
+	body, err := refs.expandEnv(file.Docs[0].Body)
+	if err != nil {
+		return fmt.Errorf("%s:%w", path, err)
+	}
+	switch body.(type) {
+	case nil, *ast.CommentGroupNode:
+		return nil
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(nil), yaml.DisallowUnknownField())
+	if err := dec.DecodeFromNode(body, out); err != nil {
+		return fmt.Errorf("%s:%s", path, configErrorText(err, refs))
 	}
 	return nil
 }
 
-// configErrorText renders a decoding error as "line:col: message".
-func configErrorText(err error) string {
+// configErrorText renders a decoding error as "line:col: message", the
+// position in the file as written, and messages quoting a value with its
+// references as written.
+func configErrorText(err error, refs envRefs) string {
 	var perr *positionedError
 	if errors.As(err, &perr) {
 		return perr.Error()
 	}
 	var yerr yaml.Error
 	if errors.As(err, &yerr) {
+		msg := refs.restore(yerr.GetMessage())
 		if tok := yerr.GetToken(); tok != nil && tok.Position != nil {
-			return fmt.Sprintf("%d:%d: %s", tok.Position.Line, tok.Position.Column, yerr.GetMessage())
+			return fmt.Sprintf("%d:%d: %s", tok.Position.Line, refs.fileCol(tok.Position.Line, tok.Position.Column), msg)
 		}
-		return " " + yerr.GetMessage()
+		return " " + msg
 	}
-	return " " + err.Error()
+	return " " + refs.restore(err.Error())
 }

@@ -16,6 +16,7 @@ type batch struct {
 	stepList  []*Step
 	workers   map[*Worker]struct{}
 	workerLst []*Worker
+	fires     []TriggerFire
 
 	logs       []jobLine
 	logMasks   map[string]*secretSet // secrets of ended jobs that log here (see maskAs)
@@ -72,7 +73,7 @@ func (b *batch) dirtyWorker(w *Worker) {
 }
 
 func (b *batch) empty() bool {
-	return len(b.jobList) == 0 && len(b.stepList) == 0 && len(b.workerLst) == 0
+	return len(b.jobList) == 0 && len(b.stepList) == 0 && len(b.workerLst) == 0 && len(b.fires) == 0
 }
 
 // maskAs masks the lines this batch logs for js's job with js's secrets:

@@ -124,6 +124,9 @@ func (e *Engine) Commits() int64 { return e.commits.Load() }
 func (e *Engine) CreateJob(ctx context.Context, req CreateJob) (*Job, error) {
 	// Resolving the workspace and the input is pure: it runs here, in the
 	// caller's goroutine, so the loop only links and promotes.
+	if req.Fire != nil {
+		return nil, fmt.Errorf("%w: only a triggered job records a trigger fire", ErrInvalid)
+	}
 	var old []*Step
 	if req.Rerun != nil {
 		var err error

@@ -16,8 +16,12 @@ const maxWorkerSteps = 50
 // Job returns a job and its steps, as last committed.
 func (e *Engine) Job(ctx context.Context, id string) (*Job, []*Step, error) {
 	j, err := e.cfg.Store.Job(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		// The store's error may name the job already: say it once.
+		return nil, nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("job %s: %w", id, err)
+		return nil, nil, fmt.Errorf("read job %s: %w", id, err)
 	}
 	steps, err := e.cfg.Store.Steps(ctx, id)
 	if err != nil {
@@ -62,8 +66,11 @@ func (e *Engine) Workers(ctx context.Context, limit, offset int) ([]*Worker, int
 // Worker returns a worker with its most recent steps (at most 50) and their total.
 func (e *Engine) Worker(ctx context.Context, id string) (*Worker, []*WorkerStep, int, error) {
 	w, err := e.cfg.Store.Worker(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil, 0, fmt.Errorf("worker %s: %w", id, ErrNotFound)
+	}
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("worker %s: %w", id, err)
+		return nil, nil, 0, fmt.Errorf("read worker %s: %w", id, err)
 	}
 	steps, total, err := e.cfg.Store.WorkerSteps(ctx, id, maxWorkerSteps)
 	if err != nil {

@@ -36,12 +36,24 @@ func (e *Engine) CreateTriggered(ctx context.Context, req CreateJob, concurrency
 	default:
 		return nil, fmt.Errorf("%w: unknown concurrency %q (one of: allow, skip, cancel_previous)", ErrInvalid, concurrency)
 	}
+	var fire *TriggerFire
+	if req.Fire != nil {
+		if req.SourceType != SourceTrigger || req.Fire.Workspace == "" || req.Fire.Trigger == "" {
+			return nil, fmt.Errorf("%w: a trigger fire needs a trigger job, a workspace and a trigger name", ErrInvalid)
+		}
+		f := *req.Fire
+		f.At = f.At.UTC()
+		fire = &f
+	}
 	js, err := e.buildJobBounded(req)
 	if err != nil {
 		return nil, err
 	}
 	source := *req.SourceID
 	v, err := e.do(ctx, func(b *batch) (any, error) {
+		if fire != nil {
+			b.fires = append(b.fires, *fire)
+		}
 		if concurrency == "" || concurrency == ConcurrencyAllow {
 			return e.insertJob(b, js), nil
 		}

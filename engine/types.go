@@ -240,6 +240,11 @@ type CreateJob struct {
 	// naming them): set for input a person typed, as on the execute
 	// endpoint; input the server builds (webhooks, triggers) is not strict.
 	Strict bool
+	// Fire, for a scheduler trigger's job (CreateTriggered only), is the
+	// fire it records in the same commit that creates the job (or its
+	// skipped record): a crash can lose neither without the other, so a
+	// restart never fires a slot twice nor forgets one.
+	Fire *TriggerFire
 	// Rerun makes the job a re-run of another: of its task, on the current
 	// revision, with its input unless Input is given (then Strict applies
 	// as for any input a person typed). Workspace and Task are taken from
@@ -277,11 +282,21 @@ type JobFilter struct {
 	Visible func(workspace, task string) bool
 }
 
+// TriggerFire is a scheduler trigger's fire: the last fire time a Store
+// keeps per workspace and trigger name.
+type TriggerFire struct {
+	Workspace string
+	Trigger   string
+	At        time.Time
+}
+
 // Batch is every record one group commit writes.
 type Batch struct {
 	Jobs    []*Job
 	Steps   []*Step
 	Workers []*Worker
+	// Fires set triggers' last fire times, atomically with the jobs.
+	Fires []TriggerFire
 }
 
 // Store persists the engine's records. Commit must be durable (fsync'd)

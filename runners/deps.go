@@ -14,9 +14,13 @@ import (
 )
 
 // withDependencies installs a script's dependencies into a cache directory
-// keyed by a hash of the list (installing only on first use) and returns env
-// pointing the interpreter at it.
-func (l *Local) withDependencies(ctx context.Context, lang, interp string, deps []string, env []string, log func(stream, line string)) ([]string, error) {
+// keyed by the workspace revision and a hash of the list (installing only on
+// first use: once per revision, so a new revision picks up new releases of
+// unpinned packages) and returns env pointing the interpreter at it. Before
+// installing, it checks that the package index answers, and fails at once
+// naming it when it does not, rather than after the installer's minutes of
+// retries.
+func (l *Local) withDependencies(ctx context.Context, step *Step, lang, interp string, deps []string, env []string, log func(stream, line string)) ([]string, error) {
 	var install func(dir string) []string
 	var pathVar, sub string
 	switch lang {
@@ -32,7 +36,7 @@ func (l *Local) withDependencies(ctx context.Context, lang, interp string, deps 
 		return nil, fmt.Errorf("%s: dependencies are not supported (use a go.mod in the workspace)", lang)
 	}
 
-	h := sha256.Sum256([]byte(lang + "\x00" + strings.Join(deps, "\x00")))
+	h := sha256.Sum256([]byte(step.Workspace + "\x00" + step.Revision + "\x00" + lang + "\x00" + strings.Join(deps, "\x00")))
 	key := lang + "-" + hex.EncodeToString(h[:8])
 	dir := filepath.Join(l.cfg.DepsDir, key)
 
@@ -40,6 +44,13 @@ func (l *Local) withDependencies(ctx context.Context, lang, interp string, deps 
 	lock.Lock()
 	defer lock.Unlock()
 	if _, err := os.Stat(dir); err != nil {
+		if args := install(dir); len(args) > 0 {
+			if index := packageIndex(lang, args[0], deps, env); index != "" {
+				if err := checkIndex(ctx, index, env, l.indexTimeout); err != nil {
+					return nil, fmt.Errorf("%s: dependencies %s: %w; set the index in the worker's environment (e.g. PIP_INDEX_URL, npm_config_registry) or install them into the image", lang, strings.Join(deps, " "), err)
+				}
+			}
+		}
 		if err := l.installInto(ctx, dir, install, env, log); err != nil {
 			return nil, fmt.Errorf("%s: install dependencies %s: %w", lang, strings.Join(deps, " "), err)
 		}

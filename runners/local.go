@@ -41,6 +41,8 @@ type Local struct {
 
 	mu       sync.Mutex
 	installs map[string]*sync.Mutex // dependency cache key -> its install lock
+
+	indexTimeout time.Duration // how long a package index has to answer
 }
 
 // NewLocal returns the local process runner.
@@ -66,7 +68,7 @@ func NewLocal(cfg LocalConfig) *Local {
 	}
 	paths := newPathCache(cfg.LookPath)
 	cfg.LookPath = paths.LookPath
-	return &Local{cfg: cfg, paths: paths, installs: map[string]*sync.Mutex{}}
+	return &Local{cfg: cfg, paths: paths, installs: map[string]*sync.Mutex{}, indexTimeout: indexTimeout}
 }
 
 // Run executes the step's script or source file with its language's
@@ -131,7 +133,7 @@ func (l *Local) Run(ctx context.Context, step *Step) (int, error) {
 		return 0, err
 	}
 	if len(a.Dependencies) > 0 {
-		if env, err = l.withDependencies(ctx, lang, interp, a.Dependencies, env, step.Log); err != nil {
+		if env, err = l.withDependencies(ctx, step, lang, interp, a.Dependencies, env, step.Log); err != nil {
 			return 0, err
 		}
 	}

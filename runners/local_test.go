@@ -360,9 +360,7 @@ func TestLongLinesAreSplitNotDropped(t *testing.T) {
 }
 
 func TestJavaScriptRunsWithNode(t *testing.T) {
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node is not installed")
-	}
+	requireNode(t)
 	res, _ := runLocal(t, testContext(t), "", &workflow.Action{Language: "javascript",
 		Script: `console.log("OUTPUT: " + JSON.stringify({sum: 1 + Number(process.env.INPUT_N)}))`}, map[string]any{"n": 41})
 	if res.Error != nil || res.Output["sum"] != 42.0 {

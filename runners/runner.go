@@ -22,6 +22,7 @@ type Step struct {
 	JobID     string
 	Name      string
 	Workspace string
+	Revision  string // of the workspace; caches (dependencies) are per revision
 	Dir       string // local directory holding the workspace's files
 	Action    *workflow.Action
 	Input     map[string]any

@@ -100,6 +100,7 @@ func (w *Worker) execute(ctx context.Context, a *Assignment, sink func(stream, l
 		JobID:     a.JobID,
 		Name:      a.StepName,
 		Workspace: a.Workspace,
+		Revision:  a.Revision,
 		Dir:       dir,
 		Action:    a.ActionSpec,
 		Input:     a.Input,

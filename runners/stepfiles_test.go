@@ -2,7 +2,6 @@ package runners
 
 import (
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -48,9 +47,7 @@ func TestStepLeavesNoFilesBehind(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.action.Language == "javascript" {
-				if _, err := exec.LookPath("node"); err != nil {
-					t.Skip("node is not installed")
-				}
+				requireNode(t)
 			}
 			tmp := t.TempDir()
 			l := NewLocal(LocalConfig{TempDir: tmp, DepsDir: t.TempDir(), KillGrace: time.Second})

@@ -39,6 +39,10 @@ func (db *DB) Commit(ctx context.Context, b *engine.Batch) error {
 	if err != nil {
 		return err
 	}
+	fires, err := encodeFires(b.Fires)
+	if err != nil {
+		return fmt.Errorf("commit batch: %w", err)
+	}
 	err = db.bolt.Update(func(tx *bolt.Tx) error {
 		for _, e := range jobs {
 			if err := putJob(tx, e.rec, e.val); err != nil {
@@ -52,6 +56,11 @@ func (db *DB) Commit(ctx context.Context, b *engine.Batch) error {
 		}
 		for _, e := range workers {
 			if err := putWorker(tx, e.rec, e.val); err != nil {
+				return err
+			}
+		}
+		for _, f := range fires {
+			if err := putFire(tx, f.key, f.val); err != nil {
 				return err
 			}
 		}

@@ -52,16 +52,41 @@ func (db *DB) SetLastFire(ws, trigger string, t time.Time) error {
 	if err != nil {
 		return err
 	}
-	val := []byte(t.UTC().Format(time.RFC3339Nano))
 	err = db.bolt.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(bucketTriggers)
-		if err != nil {
-			return fmt.Errorf("create bucket %s: %w", bucketTriggers, err)
-		}
-		return b.Put(key, val)
+		return putFire(tx, key, fireValue(t))
 	})
 	if err != nil {
 		return fmt.Errorf("record last fire of trigger %s/%s: %w", ws, trigger, err)
+	}
+	return nil
+}
+
+// encodedFire is a trigger fire ready for putFire.
+type encodedFire struct{ key, val []byte }
+
+// encodeFires checks and encodes a batch's trigger fires before the write
+// transaction starts.
+func encodeFires(fires []engine.TriggerFire) ([]encodedFire, error) {
+	out := make([]encodedFire, 0, len(fires))
+	for _, f := range fires {
+		key, err := triggerKey(f.Workspace, f.Trigger)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, encodedFire{key: key, val: fireValue(f.At)})
+	}
+	return out, nil
+}
+
+func fireValue(t time.Time) []byte { return []byte(t.UTC().Format(time.RFC3339Nano)) }
+
+func putFire(tx *bolt.Tx, key, val []byte) error {
+	b, err := tx.CreateBucketIfNotExists(bucketTriggers)
+	if err != nil {
+		return fmt.Errorf("create bucket %s: %w", bucketTriggers, err)
+	}
+	if err := b.Put(key, val); err != nil {
+		return fmt.Errorf("put trigger fire: %w", err)
 	}
 	return nil
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/appliance-sh/appliance/engine"
 )
@@ -16,16 +18,21 @@ import (
 type MemStore struct {
 	mu        sync.Mutex
 	jobs      map[string][]byte
-	jobOrder  []string                     // creation order
+	jobOrder  []string                     // by creation time, then id
 	steps     map[string]map[string][]byte // job id -> step name -> record
 	workers   map[string][]byte
-	workerIDs []string             // registration order
-	claims    map[string][]stepKey // worker id -> steps it held, oldest first
+	workerIDs []string             // by registration time, then id
+	claims    map[string][]stepKey // worker id -> steps it holds, oldest claim first
+	holders   map[stepKey]string   // step -> the worker in whose claims it is
 	commits   int
 	jobReads  int // Job and Steps calls
 	before    func(*engine.Batch)
 	failNext  error
+	failWhen  func(*engine.Batch) error
+	fires     map[fireKey]time.Time // trigger -> last fire
 }
+
+type fireKey struct{ ws, trigger string }
 
 type stepKey struct{ job, step string }
 
@@ -36,6 +43,8 @@ func NewMemStore() *MemStore {
 		steps:   map[string]map[string][]byte{},
 		workers: map[string][]byte{},
 		claims:  map[string][]stepKey{},
+		holders: map[stepKey]string{},
+		fires:   map[fireKey]time.Time{},
 	}
 }
 
@@ -67,6 +76,34 @@ func (s *MemStore) FailNextCommit(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failNext = err
+}
+
+// FailCommitsWhen makes every Commit for which f returns an error fail
+// with it, writing nothing (nil f stops failing): a crash between a
+// decision and its commit, on demand.
+func (s *MemStore) FailCommitsWhen(f func(*engine.Batch) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failWhen = f
+}
+
+// LastFire returns when a trigger last fired, and false when it never has.
+func (s *MemStore) LastFire(ws, trigger string) (time.Time, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.fires[fireKey{ws, trigger}]
+	return t, ok, nil
+}
+
+// SetLastFire records when a trigger last fired.
+func (s *MemStore) SetLastFire(ws, trigger string, t time.Time) error {
+	if ws == "" || trigger == "" {
+		return fmt.Errorf("trigger state needs a workspace and a trigger name, got %q and %q: %w", ws, trigger, engine.ErrInvalid)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fires[fireKey{ws, trigger}] = t.UTC()
+	return nil
 }
 
 // Commit writes a batch atomically.
@@ -103,6 +140,12 @@ func (s *MemStore) Commit(ctx context.Context, b *engine.Batch) error {
 		workers[i] = data
 	}
 
+	for _, f := range b.Fires {
+		if f.Workspace == "" || f.Trigger == "" {
+			return fmt.Errorf("trigger state needs a workspace and a trigger name, got %q and %q: %w", f.Workspace, f.Trigger, engine.ErrInvalid)
+		}
+	}
+
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.commits++
@@ -110,9 +153,20 @@ func (s *MemStore) Commit(ctx context.Context, b *engine.Batch) error {
 		s.failNext = nil
 		return err
 	}
+	if s.failWhen != nil {
+		if err := s.failWhen(b); err != nil {
+			return err
+		}
+	}
+	for _, f := range b.Fires {
+		s.fires[fireKey{f.Workspace, f.Trigger}] = f.At.UTC()
+	}
 	for i, j := range b.Jobs {
 		if _, ok := s.jobs[j.ID]; !ok {
-			s.jobOrder = append(s.jobOrder, j.ID)
+			s.jobs[j.ID] = jobs[i]
+			s.jobOrder = s.insertSorted(s.jobOrder, j.ID, func(id string) (time.Time, string) {
+				return decode[engine.Job](s.jobs[id]).CreatedAt, id
+			})
 		}
 		s.jobs[j.ID] = jobs[i]
 	}
@@ -122,28 +176,50 @@ func (s *MemStore) Commit(ctx context.Context, b *engine.Batch) error {
 			m = map[string][]byte{}
 			s.steps[st.JobID] = m
 		}
-		if st.WorkerID != nil && !s.held(*st.WorkerID, st.JobID, st.Name) {
-			s.claims[*st.WorkerID] = append(s.claims[*st.WorkerID], stepKey{st.JobID, st.Name})
+		if st.WorkerID != nil {
+			s.hold(*st.WorkerID, stepKey{st.JobID, st.Name})
 		}
 		m[st.Name] = steps[i]
 	}
 	for i, w := range b.Workers {
 		if _, ok := s.workers[w.ID]; !ok {
-			s.workerIDs = append(s.workerIDs, w.ID)
+			s.workers[w.ID] = workers[i]
+			s.workerIDs = s.insertSorted(s.workerIDs, w.ID, func(id string) (time.Time, string) {
+				return decode[engine.Worker](s.workers[id]).RegisteredAt, id
+			})
 		}
 		s.workers[w.ID] = workers[i]
 	}
 	return nil
 }
 
-func (s *MemStore) held(workerID, jobID, step string) bool {
-	for _, k := range s.claims[workerID] {
-		if k.job == jobID && k.step == step {
-			return true
-		}
-	}
-	return false
+// insertSorted adds id to ids kept in (time, id) order, as the bbolt
+// store's time-keyed indexes keep them.
+func (s *MemStore) insertSorted(ids []string, id string, key func(string) (time.Time, string)) []string {
+	t, _ := key(id)
+	i := sort.Search(len(ids), func(i int) bool {
+		ti, idi := key(ids[i])
+		return ti.After(t) || ti.Equal(t) && idi > id
+	})
+	return slices.Insert(ids, i, id)
 }
+
+// hold lists a step in its holder's claims; a step claimed again by
+// another worker (after recovery) moves to the new holder's list.
+func (s *MemStore) hold(workerID string, k stepKey) {
+	prev, ok := s.holders[k]
+	if ok && prev == workerID {
+		return
+	}
+	if ok {
+		s.claims[prev] = slices.DeleteFunc(s.claims[prev], func(c stepKey) bool { return c == k })
+	}
+	s.holders[k] = workerID
+	s.claims[workerID] = append(s.claims[workerID], k)
+}
+
+// defaultLimit is the page size when a list asks for none (limit <= 0).
+const defaultLimit = 50
 
 // LoadActive returns every non-terminal job, and every terminal one with
 // hooks pending, with its steps, and all workers.
@@ -198,6 +274,15 @@ func (s *MemStore) stepsOf(jobID string) []*engine.Step {
 
 // Jobs lists jobs newest first, filtered, with the total that matched.
 func (s *MemStore) Jobs(ctx context.Context, f engine.JobFilter) ([]*engine.Job, int, error) {
+	if f.TaskName != "" && f.Workspace == "" {
+		return nil, 0, fmt.Errorf("list jobs: task filter %q needs a workspace: %w", f.TaskName, engine.ErrInvalid)
+	}
+	if f.Offset < 0 {
+		return nil, 0, fmt.Errorf("list jobs: negative offset %d: %w", f.Offset, engine.ErrInvalid)
+	}
+	if f.Limit <= 0 {
+		f.Limit = defaultLimit
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []*engine.Job
@@ -228,6 +313,12 @@ func (s *MemStore) Worker(ctx context.Context, id string) (*engine.Worker, error
 
 // Workers lists workers in registration order with their total.
 func (s *MemStore) Workers(ctx context.Context, limit, offset int) ([]*engine.Worker, int, error) {
+	if offset < 0 {
+		return nil, 0, fmt.Errorf("list workers: negative offset %d: %w", offset, engine.ErrInvalid)
+	}
+	if limit <= 0 {
+		limit = defaultLimit
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []*engine.Worker
@@ -241,6 +332,9 @@ func (s *MemStore) Workers(ctx context.Context, limit, offset int) ([]*engine.Wo
 
 // WorkerSteps returns the newest steps a worker held, at most limit, and their total.
 func (s *MemStore) WorkerSteps(ctx context.Context, workerID string, limit int) ([]*engine.WorkerStep, int, error) {
+	if limit <= 0 {
+		limit = defaultLimit
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	keys := s.claims[workerID]

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/adhocore/gronx"
+	"github.com/appliance-sh/appliance/engine/schedule/cronexpr"
 )
 
 // fuzzZones are the zones a fuzzed schedule runs in: UTC, and zones whose
@@ -97,7 +97,6 @@ func FuzzNextRuns(f *testing.F) {
 }
 
 // matches reports whether the wall clock of at in loc is due for expr.
-func matches(expr string, at time.Time, loc *time.Location) bool {
-	due, err := gronx.New().IsDue(expr, wallClock(at, loc))
-	return err == nil && due
+func matches(expr cronexpr.Expr, at time.Time, loc *time.Location) bool {
+	return expr.Matches(wallClock(at, loc))
 }

@@ -190,11 +190,13 @@ type call struct {
 	at          time.Time
 }
 
-// fakeJobs records the jobs asked for; fail, when set, decides per call
-// (numbered from 1) whether it fails.
+// fakeJobs records the jobs asked for, and their fires in state as the
+// engine's commit would; fail, when set, decides per call (numbered from 1)
+// whether it fails (and records nothing).
 type fakeJobs struct {
 	mu    sync.Mutex
 	clock *fakeClock
+	state *memState
 	calls []call
 	fail  func(n int) error
 }
@@ -205,6 +207,11 @@ func (j *fakeJobs) CreateTriggered(_ context.Context, req engine.CreateJob, conc
 	j.calls = append(j.calls, call{req: req, concurrency: concurrency, at: j.clock.Now()})
 	if j.fail != nil {
 		if err := j.fail(len(j.calls)); err != nil {
+			return nil, err
+		}
+	}
+	if f := req.Fire; f != nil && j.state != nil {
+		if err := j.state.SetLastFire(f.Workspace, f.Trigger, f.At); err != nil {
 			return nil, err
 		}
 	}

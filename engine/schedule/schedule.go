@@ -2,14 +2,14 @@
 package schedule
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	_ "time/tzdata" // zones resolve even on hosts without a zoneinfo database
 
 	"github.com/adhocore/gronx"
+
+	"github.com/appliance-sh/appliance/engine/schedule/cronexpr"
 )
 
 // maxSteps bounds the search for fire times: each step finds one wall-clock
@@ -25,7 +25,7 @@ func Parse(cron, timezone string) (*time.Location, error) {
 }
 
 // NextRuns returns the next n fire times of a 5-field (minute) or 6-field
-// (leading seconds) cron expression in an IANA time zone ("" = UTC), strictly
+// (leading seconds) cron expression (see cronexpr.Parse for the forms) in an IANA time zone ("" = UTC), strictly
 // after `after`, in UTC. The expression is matched against wall-clock time:
 // a wall time skipped by a DST gap fires at the first instant after the gap;
 // a wall time repeated by a DST overlap fires once, at its first occurrence.
@@ -46,12 +46,16 @@ func NextRuns(cron, timezone string, after time.Time, n int) ([]time.Time, error
 	wall := wallClock(after, loc)
 	runs := make([]time.Time, 0, n)
 	for range maxSteps {
-		next, err := gronx.NextTickAfter(expr, wall, false)
+		next, err := gronx.NextTickAfter(expr.Gronx, wall, false)
 		if err != nil {
 			return nil, fmt.Errorf("cron %q: no fire time after %s: %w", cron, wall.Format(time.DateTime), err)
 		}
 		if !next.After(wall) {
 			return nil, fmt.Errorf("cron %q: schedule does not advance past %s", cron, wall.Format(time.DateTime))
+		}
+		if expr.Day != nil && !expr.Day(next) {
+			wall = nextDay(next) // no time of this day can match
+			continue
 		}
 		wall = next
 		at := resolve(next, loc)
@@ -68,26 +72,16 @@ func NextRuns(cron, timezone string, after time.Time, n int) ([]time.Time, error
 	return nil, fmt.Errorf("cron %q: found only %d fire times", cron, len(runs))
 }
 
-// normalize validates the expression and rewrites it for gronx, which reads
-// a 6th field of four digits as a year; the interface's 6th field is always
-// the day of week after leading seconds, so the year is spelled out.
-func normalize(cron string) (string, error) {
-	fields := strings.Fields(cron)
-	var expr string
-	switch len(fields) {
-	case 5:
-		expr = strings.Join(fields, " ")
-	case 6:
-		expr = strings.Join(fields, " ") + " *"
-	case 0:
-		return "", errors.New("cron expression is empty")
-	default:
-		return "", fmt.Errorf("cron %q: want 5 fields (minute hour day month weekday) or 6 (with leading seconds), got %d", cron, len(fields))
-	}
-	if !gronx.IsValid(expr) {
-		return "", fmt.Errorf("cron %q: invalid expression", cron)
-	}
-	return expr, nil
+// normalize checks the expression (see cronexpr.Parse) and returns what
+// gronx evaluates, with the day-of-month rule gronx cannot express.
+func normalize(cron string) (cronexpr.Expr, error) {
+	return cronexpr.Parse(cron)
+}
+
+// nextDay is the last second before the day after wall's: the search goes
+// on from there when wall's day fails a day rule.
+func nextDay(wall time.Time) time.Time {
+	return time.Date(wall.Year(), wall.Month(), wall.Day()+1, 0, 0, 0, 0, time.UTC).Add(-time.Second)
 }
 
 // location loads a case-sensitive IANA zone; "" means UTC.

@@ -147,6 +147,47 @@ func TestNextRunsFollowsWallClockAcrossDST(t *testing.T) {
 	}
 }
 
+// The cron forms beyond gronx's own: L-n, LW, wrap-around name ranges,
+// macros; each against a calendar.
+func TestNextRunsAcceptsExtendedForms(t *testing.T) {
+	tests := []struct {
+		cron, after string
+		want        []string
+	}{
+		{"0 0 L * *", "2025-01-10T12:00:00Z", []string{"2025-01-31", "2025-02-28", "2025-03-31"}},
+		{"0 0 L-2 * *", "2025-01-10T12:00:00Z", []string{"2025-01-29", "2025-02-26", "2025-03-29"}},
+		{"0 0 L-30 * *", "2025-01-10T12:00:00Z", []string{"2025-03-01", "2025-05-01", "2025-07-01"}},   // never in 30-day months or February
+		{"0 0 LW * *", "2025-04-01T00:00:00Z", []string{"2025-04-30", "2025-05-30", "2025-06-30"}},     // May 31 is a Saturday
+		{"0 0 lw * ?", "2025-08-01T00:00:00Z", []string{"2025-08-29", "2025-09-30", "2025-10-31"}},     // Aug 31 is a Sunday
+		{"30 0 0 L-1 * *", "2024-02-01T00:00:00Z", []string{"2024-02-28", "2024-03-30", "2024-04-29"}}, // leap year; seconds field
+		{"0 0 15W * *", "2025-02-01T00:00:00Z", []string{"2025-02-14", "2025-03-14", "2025-04-15"}},
+		{"0 0 * * SAT-SUN", "2025-01-10T12:00:00Z", []string{"2025-01-11", "2025-01-12", "2025-01-18"}},
+		{"0 0 * * FRI-MON", "2025-01-08T12:00:00Z", []string{"2025-01-10", "2025-01-11", "2025-01-12", "2025-01-13", "2025-01-17"}},
+		{"0 0 * * sun-sat/3", "2025-01-08T12:00:00Z", []string{"2025-01-11", "2025-01-12", "2025-01-15"}}, // Sun, Wed, Sat
+		{"0 0 1 JAN-MAR *", "2025-01-10T12:00:00Z", []string{"2025-02-01", "2025-03-01", "2026-01-01"}},
+		{"0 0 1 NOV-FEB *", "2025-01-10T12:00:00Z", []string{"2025-02-01", "2025-11-01", "2025-12-01", "2026-01-01"}},
+		{"0 0 * * 5L", "2025-01-10T12:00:00Z", []string{"2025-01-31", "2025-02-28", "2025-03-28"}},
+		{"0 0 * * FRI#2", "2025-01-20T12:00:00Z", []string{"2025-02-14", "2025-03-14"}},
+		{"@monthly", "2025-01-10T12:00:00Z", []string{"2025-02-01", "2025-03-01"}},
+		{"@weekly", "2025-01-10T12:00:00Z", []string{"2025-01-12", "2025-01-19"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cron, func(t *testing.T) {
+			got, err := NextRuns(tt.cron, "", utc(tt.after), len(tt.want))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var days []string
+			for _, g := range got {
+				days = append(days, g.Format(time.DateOnly))
+			}
+			if strings.Join(days, " ") != strings.Join(tt.want, " ") {
+				t.Errorf("runs %v, want %v", days, tt.want)
+			}
+		})
+	}
+}
+
 func TestNextRunsRejectsBadInput(t *testing.T) {
 	tests := []struct {
 		name, cron, tz, wantErr string
@@ -154,9 +195,21 @@ func TestNextRunsRejectsBadInput(t *testing.T) {
 		{"empty expression", "", "", "empty"},
 		{"too few fields", "* * *", "", "got 3"},
 		{"too many fields", "0 0 0 1 1 * 2030", "", "got 7"},
-		{"year in the sixth field", "0 0 1 1 * 2030", "", "invalid expression"},
-		{"minute out of range", "61 * * * *", "", "invalid expression"},
-		{"garbage", "every day at noon please", "", "invalid expression"},
+		{"year in the sixth field", "0 0 1 1 * 2030", "", "weekday 2030 is out of range 0-7"},
+		{"minute out of range", "61 * * * *", "", "minute 61 is out of range 0-59"},
+		{"garbage", "every day at noon please", "", `minute "every": want a number from 0 to 59`},
+		{"L-n past the month", "0 0 L-31 * *", "", "day of month L-31: want L-1 to L-30"},
+		{"L-n with a weekday", "0 0 L-2 * MON", "", "day of month L-2 needs * or ? as the weekday"},
+		{"L in the hour", "0 L * * *", "", "L, W and # are only for the day of month"},
+		{"L alone as the weekday", "0 0 * * L", "", `weekday "L"`},
+		{"W alone", "0 0 W * *", "", "day of month W: want nW with n from 1 to 31"},
+		{"nW past 31", "0 0 32W * *", "", "want nW with n from 1 to 31"},
+		{"d#k past 5", "0 0 * * MON#6", "", "want d#k with k from 1 to 5"},
+		{"unknown month name", "0 0 1 JANUARY *", "", `month "JANUARY": want a number from 1 to 12 or a name (JAN-DEC)`},
+		{"wrapping hours", "0 22-2 * * *", "", "hour 22-2: range runs backwards (write 22-23,0-2)"},
+		{"wrapping range with a step", "0 0 * * FRI-MON/2", "", "a range that wraps round cannot take a step"},
+		{"zero step", "*/0 * * * *", "", "step"},
+		{"unknown macro", "@fortnightly", "", "unknown macro"},
 		{"unknown zone", "0 * * * *", "Mars/Olympus", "unknown IANA zone"},
 		{"Local is not a zone name", "0 * * * *", "Local", "IANA zone name"},
 	}

@@ -19,14 +19,16 @@ type Workspaces interface {
 	Changed() <-chan struct{}
 }
 
-// Jobs creates the jobs triggers fire; *engine.Engine implements it.
+// Jobs creates the jobs triggers fire; *engine.Engine implements it. The
+// request carries the fire (engine.CreateJob.Fire): the job and the record
+// of its fire are one commit, so a crash never leaves one without the other.
 type Jobs interface {
 	CreateTriggered(ctx context.Context, req engine.CreateJob, concurrency string) (*engine.Job, error)
 }
 
-// State persists each trigger's last fire time; *store.DB implements it.
-//
-// Besides real fires, the scheduler records the time it starts scheduling
+// State reads each trigger's last fire time; *store.DB implements it. A
+// fire is recorded by Jobs with its job; SetLastFire is only for the
+// scheduler's own bookkeeping: it records the time it starts scheduling
 // a new or changed trigger: that is the point its next fire is computed
 // from, so a fire missed while the server is down is found at start-up
 // even for a trigger that never fired before.
@@ -203,7 +205,8 @@ func (s *Scheduler) fireDue(ctx context.Context) {
 	}
 }
 
-// fire creates the trigger's job, records the fire and computes the next.
+// fire creates the trigger's job and records the fire in the same commit,
+// then computes the next.
 // The fire time is the later of the slot and now: a late fire (after
 // downtime) counts for every slot it missed, and a timer that woke early by
 // the wall clock can never fire the same slot twice.
@@ -223,17 +226,17 @@ func (s *Scheduler) fire(ctx context.Context, e *entry, now time.Time) {
 		Input:      t.Input,
 		SourceType: engine.SourceTrigger,
 		SourceID:   &source,
+		Fire:       &engine.TriggerFire{Workspace: k.ws, Trigger: k.name, At: at},
 	}, t.Concurrency)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return // shutting down: unrecorded, so it fires again at start-up
 	case err != nil:
-		// Not recorded as fired (a restart retries it once), but the
-		// schedule moves on rather than retrying in a loop.
+		// Neither the job nor the fire was committed (a restart fires it
+		// once), but the schedule moves on rather than retrying in a loop.
 		s.log.Error("trigger fired but its job was not created", "workspace", k.ws, "trigger", k.name, "task", t.Task, "err", err)
 	default:
 		s.log.Info("trigger fired", "workspace", k.ws, "trigger", k.name, "job", job.ID, "status", job.Status)
-		s.record(k, at)
 	}
 	next, err := nextAfter(t, at)
 	if err != nil {

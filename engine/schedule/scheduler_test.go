@@ -75,8 +75,8 @@ func TestSchedulerFiresAtEachCronTimeAcrossDST(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := newClock(at(tt.start))
-			jobs := &fakeJobs{clock: clock}
 			state := newState()
+			jobs := &fakeJobs{clock: clock, state: state}
 			start(t, schedule.Config{
 				Workspaces: newWorkspaces(loadWS(t, "ops", fmt.Sprintf(opsWorkflow, tt.cron, tt.tz))),
 				Jobs:       jobs, State: state, Clock: clock,
@@ -99,7 +99,8 @@ func TestSchedulerFiresAtEachCronTimeAcrossDST(t *testing.T) {
 				}, func() bool { return state.get("ops/t").Equal(due) })
 			}
 			c := jobs.made()[0]
-			want := engine.CreateJob{Workspace: "ops", Task: "job", Input: map[string]any{"k": "v"}, SourceType: engine.SourceTrigger, SourceID: ptr("ops/t")}
+			want := engine.CreateJob{Workspace: "ops", Task: "job", Input: map[string]any{"k": "v"}, SourceType: engine.SourceTrigger, SourceID: ptr("ops/t"),
+				Fire: &engine.TriggerFire{Workspace: "ops", Trigger: "t", At: at(tt.want[0])}}
 			if !reflect.DeepEqual(c.req, want) || c.concurrency != engine.ConcurrencySkip {
 				t.Errorf("job request = %+v (source id %s) under %q, want %+v under skip", c.req, deref(c.req.SourceID), c.concurrency, want)
 			}
@@ -154,8 +155,8 @@ func TestSchedulerFiresAMissedTriggerOnceAtStartUp(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := newClock(at(tt.now))
-			jobs := &fakeJobs{clock: clock}
 			state := newState()
+			jobs := &fakeJobs{clock: clock, state: state}
 			if tt.last != "" {
 				state.last["ops/five"] = at(tt.last)
 			}
@@ -180,8 +181,8 @@ func TestSchedulerFiresAMissedTriggerOnceAtStartUp(t *testing.T) {
 
 func TestSchedulerRestartFiresWhatFellDueWhileItWasDown(t *testing.T) {
 	clock := newClock(at("2025-01-01T10:01:00Z"))
-	jobs := &fakeJobs{clock: clock}
 	state := newState()
+	jobs := &fakeJobs{clock: clock, state: state}
 	cfg := schedule.Config{Workspaces: newWorkspaces(loadWS(t, "ops", everyFive)), Jobs: jobs, State: state, Clock: clock}
 
 	stop := start(t, cfg)
@@ -235,8 +236,8 @@ triggers:
 
 func TestSchedulerPicksUpHotReloadedTriggers(t *testing.T) {
 	clock := newClock(at("2025-01-01T10:10:00Z"))
-	jobs := &fakeJobs{clock: clock}
 	state := newState()
+	jobs := &fakeJobs{clock: clock, state: state}
 	wss := newWorkspaces(loadWS(t, "ops", reloadBefore))
 	start(t, schedule.Config{Workspaces: wss, Jobs: jobs, State: state, Clock: clock})
 
@@ -288,13 +289,13 @@ func TestSchedulerPicksUpHotReloadedTriggers(t *testing.T) {
 
 func TestSchedulerKeepsGoingWhenAJobCannotBeCreated(t *testing.T) {
 	clock := newClock(at("2025-01-01T10:01:00Z"))
-	jobs := &fakeJobs{clock: clock, fail: func(n int) error {
+	state := newState()
+	jobs := &fakeJobs{clock: clock, state: state, fail: func(n int) error {
 		if n == 1 {
 			return fmt.Errorf("task %q: %w", "job", engine.ErrNotFound)
 		}
 		return nil
 	}}
-	state := newState()
 	start(t, schedule.Config{Workspaces: newWorkspaces(loadWS(t, "ops", everyFive)), Jobs: jobs, State: state, Clock: clock})
 
 	due, seq := clock.armed(t, 0)

@@ -51,7 +51,11 @@ func singleOutput(root *nodes.Template) *nodes.Output {
 // variables; such templates render on a copy of them.
 //
 // gonja keeps some bodies in unexported fields, so the walk goes through
-// reflection and reaches an Output only through its own pointer.
+// reflection and reaches an Output only through its own pointer. gonja has
+// no public way in: nodes.Walk descends only Template and Wrapper nodes
+// (any other node is an error), and control structures (set, macro, call,
+// with, filter) expose neither their bodies nor their expressions. The
+// "gonja:" cases of TestGonjaCanaries pin every field this relies on.
 func prepare(root *nodes.Template) (assigns bool) {
 	w := walker{seen: map[uintptr]bool{}}
 	w.walk(reflect.ValueOf(root))

@@ -2,10 +2,13 @@ package workflow
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/token"
 
 	"github.com/appliance-sh/appliance/engine/template"
 )
@@ -43,6 +46,7 @@ func (l *loader) decodeSections() {
 	for _, e := range l.raw["triggers"] {
 		if t := l.trigger(e.key, e.v); t != nil {
 			l.ws.Triggers[e.key] = t
+			l.ws.TriggerOrder = append(l.ws.TriggerOrder, e.key)
 		}
 	}
 	for _, n := range l.hooks["on_success"] {
@@ -92,8 +96,57 @@ func (l *loader) parseTemplate(n node, s string) {
 		return
 	}
 	if _, err := l.ws.Templates.Parse(s); err != nil {
-		n.errorf("invalid template: %v", err)
+		l.addErr(n.templatePos(err), n.path, fmt.Sprintf("invalid template: %v", err))
 	}
+}
+
+// templateLineCol finds where in its source gonja's parser failed.
+var templateLineCol = regexp.MustCompile(`\(Line: (\d+) Col: (\d+)`)
+
+// templatePos is where in the file a template's parse error is: inside a
+// one-line scalar or a literal block (`|`), at the failing line and column;
+// elsewhere (folded or multi-line flow scalars, whose lines are joined) at
+// the scalar itself.
+func (n node) templatePos(err error) pos {
+	p := n.pos()
+	m := templateLineCol.FindStringSubmatch(err.Error())
+	if m == nil || p.line == 0 {
+		return p
+	}
+	line, _ := strconv.Atoi(m[1])
+	col, _ := strconv.Atoi(m[2])
+	switch v := n.n.(type) {
+	case *ast.StringNode:
+		if line != 1 || v.Token == nil || strings.ContainsAny(v.Value, "\n\r") {
+			return p
+		}
+		quoted := v.Token.Type == token.DoubleQuoteType || v.Token.Type == token.SingleQuoteType
+		if quoted && strings.ContainsAny(v.Token.Origin, "\\'") {
+			return p // escapes shift columns: stay at the scalar
+		}
+		p.col += col - 1
+		if quoted {
+			p.col++
+		}
+	case *ast.LiteralNode:
+		if v.Start == nil || !strings.HasPrefix(v.Start.Value, "|") || v.Value == nil || v.Value.Token == nil {
+			return p
+		}
+		lines := strings.Split(v.Value.Token.Origin, "\n")
+		if line > len(lines) {
+			return p
+		}
+		indent := 0
+		for _, l := range lines {
+			if t := strings.TrimLeft(l, " "); t != "" {
+				indent = len(l) - len(t)
+				break
+			}
+		}
+		p.line = v.Start.Position.Line + line
+		p.col = indent + col
+	}
+	return p
 }
 
 // templatesIn parses every string found in n, at any depth.

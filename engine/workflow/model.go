@@ -39,8 +39,11 @@ type Workspace struct {
 	Actions         map[string]*Action         `json:"actions,omitempty"`
 	Tasks           map[string]*Task           `json:"tasks,omitempty"`
 	Triggers        map[string]*Trigger        `json:"triggers,omitempty"`
-	OnSuccess       []*Hook                    `json:"on_success,omitempty"`
-	OnError         []*Hook                    `json:"on_error,omitempty"`
+	// TriggerOrder is the trigger names in declaration order: files by
+	// path, then as written in each. Webhook names are matched in it.
+	TriggerOrder []string `json:"-"`
+	OnSuccess    []*Hook  `json:"on_success,omitempty"`
+	OnError      []*Hook  `json:"on_error,omitempty"`
 
 	// Templates holds every template string of the workspace, parsed once
 	// per revision; render through it instead of parsing again.

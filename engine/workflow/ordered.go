@@ -26,6 +26,10 @@ func (t *Task) FlowJSON() (json.RawMessage, error) {
 // was built by hand without FlowOrder).
 func (t *Task) StepOrder() []string { return orderedKeys(t.FlowOrder, t.Flow) }
 
+// TriggerNames is the workspace's trigger names in declaration order
+// (sorted when the workspace was built by hand without TriggerOrder).
+func (ws *Workspace) TriggerNames() []string { return orderedKeys(ws.TriggerOrder, ws.Triggers) }
+
 // orderedKeys is order when it names every key of m, else m's keys sorted.
 func orderedKeys[V any](order []string, m map[string]V) []string {
 	if len(order) == len(m) {

@@ -348,14 +348,14 @@ func TestValidationRules(t *testing.T) {
 			    type: scheduler
 			    cron: "61 * * * *"
 			    task: t
-			` + okFlow, []string{`.workflows/main.yaml:4:11: triggers.tick.cron: invalid cron expression "61 * * * *"`}},
+			` + okFlow, []string{`.workflows/main.yaml:4:11: triggers.tick.cron: invalid cron expression "61 * * * *": minute 61 is out of range 0-59`}},
 		{"cron with four fields", `
 			triggers:
 			  tick:
 			    type: scheduler
 			    cron: "* * * *"
 			    task: t
-			` + okFlow, []string{`.workflows/main.yaml:4:11: triggers.tick.cron: cron expression "* * * *" must have 5 fields (minute hour day month weekday) or 6 (with leading seconds)`}},
+			` + okFlow, []string{`.workflows/main.yaml:4:11: triggers.tick.cron: invalid cron expression "* * * *": want 5 fields (minute hour day month weekday) or 6 (with leading seconds), got 4`}},
 		{"timezone that is not an IANA name", `
 			triggers:
 			  tick:
@@ -397,7 +397,7 @@ func TestValidationRules(t *testing.T) {
 			    type: webhook
 			    name: deploy
 			    task: t
-			` + okFlow, []string{`.workflows/main.yaml:8:11: triggers.two.name: webhook name "deploy" is already used by trigger "one"`}},
+			` + okFlow, []string{`.workflows/main.yaml:8:11: triggers.two.name: webhook name "deploy" is already used by trigger "one" at .workflows/main.yaml:4:11`}},
 		{"webhook timeout_secs out of range", `
 			triggers:
 			  hook:
@@ -494,7 +494,7 @@ func TestValidationRules(t *testing.T) {
 			      a:
 			        script: echo
 			        when: "{{ input.x "
-			`, []string{`.workflows/main.yaml:6:15: tasks.t.flow.a.when: invalid template: `}},
+			`, []string{`.workflows/main.yaml:6:27: tasks.t.flow.a.when: invalid template: `}},
 		{"template in a nested step input that does not parse", `
 			tasks:
 			  t:

@@ -8,8 +8,7 @@ import (
 	// a system zoneinfo database.
 	_ "time/tzdata"
 
-	"github.com/adhocore/gronx"
-
+	"github.com/appliance-sh/appliance/engine/schedule/cronexpr"
 	"github.com/appliance-sh/appliance/engine/template"
 )
 
@@ -99,16 +98,11 @@ func (l *loader) scheduler(o obj, t *Trigger) {
 	t.Concurrency = oneOf(o, "concurrency", "allow", concurrencies)
 }
 
-// cronProblem explains what is wrong with a cron expression, or returns "".
+// cronProblem explains what is wrong with a cron expression, or returns "";
+// the scheduler reads expressions with the same parser.
 func cronProblem(expr string) string {
-	expr = strings.TrimSpace(expr)
-	if !strings.HasPrefix(expr, "@") {
-		if n := len(strings.Fields(expr)); n != 5 && n != 6 {
-			return "cron expression " + quote(expr) + " must have 5 fields (minute hour day month weekday) or 6 (with leading seconds)"
-		}
-	}
-	if !gronx.IsValid(expr) {
-		return "invalid cron expression " + quote(expr)
+	if _, err := cronexpr.Parse(expr); err != nil {
+		return "invalid cron expression " + strings.TrimPrefix(err.Error(), "cron ")
 	}
 	return ""
 }

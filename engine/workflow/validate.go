@@ -22,8 +22,10 @@ func (l *loader) validate() {
 		l.validateTask(name, l.ws.Tasks[name])
 	}
 	l.checkRefs()
+	// In declaration order: the first trigger to claim a webhook name keeps
+	// it, and the error is at the later one.
 	webhooks := map[string]string{}
-	for _, name := range sortedKeys(l.ws.Triggers) {
+	for _, name := range l.ws.TriggerNames() {
 		t := l.ws.Triggers[name]
 		base := "triggers." + name
 		if t.Task != "" {
@@ -34,7 +36,11 @@ func (l *loader) validate() {
 		}
 		if t.Type == TriggerWebhook && t.WebhookName != "" {
 			if prev, dup := webhooks[t.WebhookName]; dup {
-				l.errAt(base+".name", fmt.Sprintf("webhook name %q is already used by trigger %q", t.WebhookName, prev))
+				at := ""
+				if n, ok := l.nodes["triggers."+prev+".name"]; ok {
+					at = " at " + n.pos().String()
+				}
+				l.errAt(base+".name", fmt.Sprintf("webhook name %q is already used by trigger %q%s", t.WebhookName, prev, at))
 			} else {
 				webhooks[t.WebhookName] = name
 			}
