@@ -324,6 +324,12 @@ func TestBrowserUserChangesTheirPasswordAndManagesAPIKeys(t *testing.T) {
 	if eval[bool](b, `document.querySelector('#user-menu').open`) {
 		t.Error("the user menu stays open after going to a page")
 	}
+	b.do("open the menu and close it by clicking elsewhere",
+		chromedp.Click(chromedp.CSS(`#user-menu summary`)),
+		chromedp.WaitVisible(chromedp.CSS(`#sign-out`)),
+		chromedp.Click(chromedp.CSS(`main h1`)),
+		until(`!document.querySelector('#user-menu').open`),
+	)
 	change := func(current, next, again string) chromedp.Action[chromedp.Void] {
 		return chromedp.Steps(
 			chromedp.SetValue(chromedp.CSS(`#current-password`), current),
