@@ -448,6 +448,10 @@ func TestBrowserOffersRunControlsOnlyToUsersWhoMayRun(t *testing.T) {
 	controls := `[...document.querySelectorAll('main button')].map((b) => b.textContent).join(',')`
 
 	b.signIn(s.url, "viewer@example.com", "viewers password")
+	b.do("see the task marked view only on the dashboard",
+		chromedp.WaitVisible(chromedp.CSS(`a[href="/tasks/main/ship"]`)),
+		until(`document.querySelector('a[href="/tasks/main/ship"]').parentElement.innerText.includes('view only')`),
+	)
 	b.do("open the task as the viewer",
 		chromedp.Navigate(s.url+"/tasks/main/ship"),
 		chromedp.WaitVisible(chromedp.CSS(`.view-only`)),
@@ -469,6 +473,12 @@ func TestBrowserOffersRunControlsOnlyToUsersWhoMayRun(t *testing.T) {
 	}
 
 	b.signIn(s.url, "runner@example.com", "runners password")
+	b.do("see the task on the dashboard, not marked view only",
+		chromedp.WaitVisible(chromedp.CSS(`a[href="/tasks/main/ship"]`)),
+	)
+	if eval[bool](b, `document.querySelector('main').innerText.includes('view only')`) {
+		t.Fatal("the runner's dashboard marks a task view only")
+	}
 	b.do("open the task as the runner",
 		chromedp.Navigate(s.url+"/tasks/main/ship"),
 		chromedp.WaitVisible(chromedp.CSS(`form.run-form button[type="submit"]`)),
