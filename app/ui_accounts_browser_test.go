@@ -499,3 +499,25 @@ func TestBrowserOffersRunControlsOnlyToUsersWhoMayRun(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#job-status .status-completed`)),
 	)
 }
+
+// Without auth there are no accounts: no user menu, no admin link, and the
+// account pages say why they are empty; every task is offered to run.
+func TestBrowserAccountPagesWithoutAuthSaySo(t *testing.T) {
+	b := newBrowser(t)
+	f := startFixture(t, map[string]string{"examples": "../examples"}, 0)
+	b.do("open the users page",
+		chromedp.Navigate(f.url+"/admin"),
+		pageText("runs without authentication"),
+	)
+	if eval[bool](b, present(`#user-menu`)) || !eval[bool](b, `document.querySelector('#nav-admin').hidden`) {
+		t.Fatal("an auth-off server shows a user menu or the admin link")
+	}
+	b.do("open the API keys page",
+		chromedp.Navigate(f.url+"/account/api-keys"),
+		pageText("there is no account to manage"),
+	)
+	b.do("open a task",
+		chromedp.Navigate(f.url+"/tasks/examples/hello-world"),
+		chromedp.WaitVisible(chromedp.CSS(`form.run-form button[type="submit"]`)),
+	)
+}
