@@ -53,6 +53,16 @@ func (s *server) permission(c echo.Context, ws *workflow.Workspace, workspace, t
 	return s.cfg.ACL.Permission(u, workspace, taskPath(ws, task))
 }
 
+// permissionField is a permission as task and job answers report it:
+// "view" or "run" when the ACL is on (the UI offers only what the caller
+// may do), "" (the field is absent) when it is off.
+func (s *server) permissionField(perm accounts.Action) string {
+	if s.cfg.ACL == nil || s.auth == nil {
+		return ""
+	}
+	return perm.String()
+}
+
 // permissionByName looks the workspace up for the task's folder.
 func (s *server) permissionByName(c echo.Context, workspace, task string) accounts.Action {
 	if _, ok := s.restricted(c); !ok {

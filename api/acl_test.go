@@ -389,3 +389,42 @@ func TestWorkerDetailHidesStepsOfHiddenTasks(t *testing.T) {
 		t.Fatalf("denied user sees %s", got)
 	}
 }
+
+// Task lists, task details and job details say what the caller may do
+// with the task when the ACL is on (the UI offers only that), and say
+// nothing when it is off.
+func TestACLAnswersSayThePermission(t *testing.T) {
+	f := newACLFixture(t)
+	job := f.run("hello")
+	want := [roleCount]string{"run", "run", "view"}
+	for r := range roleDeny {
+		tok := f.tokens[r]
+		var got []string
+		for _, it := range f.as(tok, "GET", "/api/workspaces/main/tasks", nil).expect(200).array() {
+			if it["name"] == "hello" {
+				got = append(got, fmt.Sprint(it["permission"]))
+			}
+		}
+		got = append(got,
+			fmt.Sprint(f.as(tok, "GET", "/api/workspaces/main/tasks/hello", nil).expect(200).object()["permission"]),
+			fmt.Sprint(f.as(tok, "GET", "/api/jobs/"+job, nil).expect(200).object()["permission"]))
+		if w := want[r]; fmt.Sprint(got) != fmt.Sprint([]string{w, w, w}) {
+			t.Errorf("%s: permission in task list, task, job = %v, want %s everywhere", roleNames[r], got, w)
+		}
+	}
+
+	// Auth on but no ACL: everyone may do everything, and the answers do
+	// not say so.
+	plain := newAuthFixture(t, nil)
+	plain.addUser("ada@example.com", "long enough password", false)
+	tok, _ := plain.login("ada@example.com", "long enough password")
+	run := plain.as(tok, "POST", "/api/workspaces/main/tasks/hello/execute", map[string]any{"input": map[string]any{"name": "x"}}).expect(200).object()
+	answers := append(plain.as(tok, "GET", "/api/workspaces/main/tasks", nil).expect(200).array(),
+		plain.as(tok, "GET", "/api/workspaces/main/tasks/hello", nil).expect(200).object(),
+		plain.as(tok, "GET", "/api/jobs/"+run["job_id"].(string), nil).expect(200).object())
+	for _, m := range answers {
+		if p, ok := m["permission"]; ok {
+			t.Errorf("without an ACL %v says permission %v", m["name"], p)
+		}
+	}
+}

@@ -53,7 +53,9 @@ func (s *server) getJob(c echo.Context) error {
 	if err != nil && !errors.Is(err, engine.ErrNotFound) {
 		return err
 	}
-	return c.JSON(http.StatusOK, jobDetailOf(job, steps).masked(secrets))
+	d := jobDetailOf(job, steps).masked(secrets)
+	d.Permission = s.permissionField(s.permissionByName(c, job.Workspace, job.TaskName))
+	return c.JSON(http.StatusOK, d)
 }
 
 func (s *server) cancelJob(c echo.Context) error {

@@ -34,6 +34,9 @@ type jobDetail struct {
 	Input  map[string]any `json:"input"`
 	Output map[string]any `json:"output"`
 	Steps  []stepView     `json:"steps"`
+	// Beyond the interface: the caller's permission on the job's task
+	// when the ACL is on ("view" or "run").
+	Permission string `json:"permission,omitempty"`
 }
 
 type stepView struct {

@@ -32,6 +32,8 @@ type taskSummary struct {
 	Mode        string `json:"mode"`
 	HasTriggers bool   `json:"has_triggers"`
 	Folder      string `json:"folder,omitempty"`
+	// Beyond the interface: the caller's permission when the ACL is on.
+	Permission string `json:"permission,omitempty"`
 }
 
 type taskDetail struct {
@@ -42,6 +44,7 @@ type taskDetail struct {
 	Input       *workflow.Inputs `json:"input"`
 	Flow        json.RawMessage  `json:"flow"` // steps in file order
 	Triggers    []triggerView    `json:"triggers"`
+	Permission  string           `json:"permission,omitempty"` // as in taskSummary
 }
 
 // triggerView is a trigger as the API shows it: never its secret.
@@ -134,7 +137,8 @@ func (s *server) listTasks(c echo.Context) error {
 	items := []taskSummary{}
 	if ws != nil {
 		for name, t := range ws.Tasks {
-			if s.permission(c, ws, ws.Name, name) == accounts.Deny {
+			perm := s.permission(c, ws, ws.Name, name)
+			if perm == accounts.Deny {
 				continue
 			}
 			items = append(items, taskSummary{
@@ -143,6 +147,7 @@ func (s *server) listTasks(c echo.Context) error {
 				Mode:        t.Mode,
 				HasTriggers: len(s.triggersOf(c, ws, name, true)) > 0,
 				Folder:      t.Folder,
+				Permission:  s.permissionField(perm),
 			})
 		}
 	}
@@ -171,6 +176,7 @@ func (s *server) getTask(c echo.Context) error {
 		Input:       input,
 		Flow:        flow,
 		Triggers:    s.triggersOf(c, ws, c.Param("name"), false),
+		Permission:  s.permissionField(s.permission(c, ws, ws.Name, c.Param("name"))),
 	})
 }
 

@@ -48,7 +48,7 @@ func TestBrowserSignsInWithAPasswordRenewsBeforeExpiryAndSignsOut(t *testing.T) 
 		chromedp.SetValue(chromedp.CSS(`#login-password`), "first-password"),
 		chromedp.Click(chromedp.CSS(`form button[type="submit"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`a[href="/tasks/main/hello"]`)),
-		pageText("Sign out"),
+		chromedp.WaitVisible(chromedp.CSS(`#user-menu summary`)),
 	)
 	b.screenshot("signed-in")
 
@@ -84,7 +84,8 @@ func TestBrowserSignsInWithAPasswordRenewsBeforeExpiryAndSignsOut(t *testing.T) 
 
 	refresh := b.localStorage("appliance.refresh_token")
 	b.do("sign out",
-		chromedp.Click(chromedp.CSS(`#session button`)),
+		chromedp.Click(chromedp.CSS(`#user-menu summary`)),
+		chromedp.Click(chromedp.CSS(`#sign-out`)),
 		chromedp.WaitVisible(chromedp.CSS(`#login-email`)),
 	)
 	if b.localStorage("appliance.access_token") != "" || b.localStorage("appliance.refresh_token") != "" {
@@ -138,7 +139,7 @@ func TestBrowserSignsInThroughAnOIDCProvider(t *testing.T) {
 	signInAtProvider("grace@example.com")
 	b.do("land on the dashboard",
 		chromedp.WaitVisible(chromedp.CSS(`a[href="/tasks/main/hello"]`)),
-		pageText("Sign out"),
+		chromedp.WaitVisible(chromedp.CSS(`#user-menu summary`)),
 	)
 	b.screenshot("signed-in-through-oidc")
 	if path, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`location.pathname + location.hash`)); err != nil || path != "/" {

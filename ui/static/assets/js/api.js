@@ -30,6 +30,11 @@ function claims(token) {
   }
 }
 
+// tokenSubject is the user id of the stored access token ('' without one).
+export function tokenSubject() {
+  return tokens.access ? String(claims(tokens.access).sub || '') : '';
+}
+
 // Renewal ahead of expiry: a third of the token's life before it ends, at
 // most 30 s, so a live log stream (whose token rides in its URL) and the
 // next request both find a valid token.

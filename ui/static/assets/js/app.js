@@ -1,13 +1,16 @@
 // Starts the UI: reads the server's config, routes paths to pages and
 // keeps the header's session controls current.
-import { api, onUnauthorized, scheduleRefresh, tokens } from './api.js';
+import { api, onUnauthorized, scheduleRefresh, tokenSubject, tokens } from './api.js';
 import { h, replace } from './dom.js';
+import { apiKeysPage, passwordPage } from './pages/account.js';
+import { userPage, usersPage } from './pages/admin.js';
 import { dashboard } from './pages/dashboard.js';
 import { jobPage } from './pages/job.js';
 import { jobsPage } from './pages/jobs.js';
 import { loginCallback, loginPage } from './pages/login.js';
 import { taskPage } from './pages/task.js';
 import { workerPage, workersPage } from './pages/workers.js';
+import { userMenu } from './usermenu.js';
 
 const routes = [
   [/^\/$/, dashboard],
@@ -18,10 +21,30 @@ const routes = [
   [/^\/jobs\/([^/]+)$/, jobPage],
   [/^\/workers$/, workersPage],
   [/^\/workers\/([^/]+)$/, workerPage],
+  [/^\/admin$/, usersPage],
+  [/^\/admin\/users\/([^/]+)$/, userPage],
+  [/^\/account\/password$/, passwordPage],
+  [/^\/account\/api-keys$/, apiKeysPage],
 ];
 
 let config = { auth_required: false, has_internal_auth: false, oidc_providers: [], version: '' };
 let current = null;
+// me is the signed-in user (GET /api/auth/me), null when auth is off or
+// nobody is signed in; fetched again when the token's user changes.
+let me = null;
+
+async function loadMe() {
+  if (!config.auth_required || !tokens.access) {
+    me = null;
+    return;
+  }
+  if (me && me.user_id === tokenSubject()) return;
+  try {
+    me = await api('/api/auth/me');
+  } catch {
+    me = null;
+  }
+}
 
 export function navigate(to, { replace: replaceState = false } = {}) {
   history[replaceState ? 'replaceState' : 'pushState'](null, '', to);
@@ -38,13 +61,16 @@ async function render() {
   const { signal } = current;
   const main = document.getElementById('main');
   const { pathname } = location;
-  renderSession();
   if (needsLogin() && !pathname.startsWith('/login')) {
+    renderSession();
     navigate('/login', { replace: true });
     return;
   }
+  if (!pathname.startsWith('/login')) await loadMe();
+  if (signal.aborted) return;
+  renderSession();
   const ctx = {
-    main, signal, config, navigate,
+    main, signal, config, navigate, me,
     query: new URLSearchParams(location.search),
     // show replaces the page, unless the user has moved on meanwhile.
     show(...nodes) {
@@ -72,16 +98,20 @@ async function render() {
 function renderSession() {
   const el = document.getElementById('session');
   const version = config.version ? h('span', { class: 'muted' }, `v${config.version}`) : null;
+  // The admin pages are linked for admins only (the server refuses the
+  // others anyway).
+  document.getElementById('nav-admin').hidden = !me?.is_admin;
   if (!config.auth_required || !tokens.access) {
     replace(el, version);
     return;
   }
-  replace(el, version, h('button', { type: 'button', class: 'link', onclick: signOut }, 'Sign out'));
+  replace(el, version, userMenu(me, signOut));
 }
 
 async function signOut() {
   const refreshToken = tokens.refresh;
   tokens.clear();
+  me = null;
   if (refreshToken) {
     // The session ends here either way; revoking is a courtesy.
     await api('/api/auth/logout', { method: 'POST', body: { refresh_token: refreshToken }, auth: false }).catch(() => {});

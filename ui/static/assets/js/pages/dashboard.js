@@ -66,6 +66,7 @@ function folderItems(workspace, node) {
   const tasks = node.tasks.map((t) =>
     h('li', { class: 'task' },
       link(path('tasks', workspace, t.name), t.name),
-      t.has_triggers ? h('span', { class: 'tag', title: 'Started by a trigger too' }, 'triggered') : null));
+      t.has_triggers ? h('span', { class: 'tag', title: 'Started by a trigger too' }, 'triggered') : null,
+      t.permission === 'view' ? h('span', { class: 'tag', title: 'You may see this task and its jobs but not run them' }, 'view only') : null));
   return [...folders, ...tasks];
 }

@@ -6,6 +6,7 @@ import { api } from '../api.js';
 import { h, link, path, replace } from '../dom.js';
 import { duration, isLive, json, jobLink, shortId, status, taskLink, time } from '../format.js';
 import { follow, logView } from '../logview.js';
+import { runOnly } from '../permission.js';
 
 // POLL is how often a live job's record is fetched again: approvals and
 // status changes carry no log line to notice them by.
@@ -73,7 +74,7 @@ export async function jobPage(ctx) {
       h('div', { class: 'title-row' },
         h('h1', {}, `${job.task_name} `, h('code', { class: 'muted', title: job.job_id }, shortId(job.job_id))),
         h('span', { id: 'job-status' }, status(job.status)),
-        h('div', { class: 'actions' }, cancel, rerun, rerunFailed)),
+        runOnly(job, h('div', { class: 'actions' }, cancel, rerun, rerunFailed), 'cancel or re-run this job')),
       actionError);
     replace(facts,
       h('dl', { class: 'facts' },
@@ -145,8 +146,8 @@ export async function jobPage(ctx) {
     reject.addEventListener('click', act(reject, () => api(base, { method: 'POST', body: { approved: false, rejection_reason: reason.value } })));
     return h('div', { class: 'approval' },
       s.message ? h('blockquote', {}, s.message) : h('p', {}, 'This step waits for approval.'),
-      h('div', { class: 'actions' }, approve, reject,
-        h('label', { for: reasonID }, 'Reason'), reason));
+      runOnly(job, h('div', { class: 'actions' }, approve, reject,
+        h('label', { for: reasonID }, 'Reason'), reason), 'approve or reject this step'));
   }
 
   paint();

@@ -4,6 +4,7 @@ import { api } from '../api.js';
 import { h, link, path } from '../dom.js';
 import { jobsTable, table, time } from '../format.js';
 import { runForm } from '../form.js';
+import { runOnly } from '../permission.js';
 
 export async function taskPage(ctx) {
   const [ws, name] = ctx.params;
@@ -24,7 +25,7 @@ export async function taskPage(ctx) {
       task.folder ? ` / ${task.folder}` : ''),
     h('h1', {}, name),
     task.description ? h('p', { class: 'lead' }, task.description) : null,
-    h('section', { class: 'card', 'aria-labelledby': 'run-h' }, h('h2', { id: 'run-h' }, 'Run'), form),
+    h('section', { class: 'card', 'aria-labelledby': 'run-h' }, h('h2', { id: 'run-h' }, 'Run'), runOnly(task, form, 'run this task')),
     h('section', { 'aria-labelledby': 'steps-h' }, h('h2', { id: 'steps-h' }, 'Steps'), flowTable(task.flow || {})),
     h('section', { 'aria-labelledby': 'triggers-h' }, h('h2', { id: 'triggers-h' }, 'Triggers'), triggersTable(task.triggers || [])),
     h('section', { 'aria-labelledby': 'recent-h' },
