@@ -53,6 +53,10 @@ type stepView struct {
 	Message    string `json:"message,omitempty"`
 	ChildJobID string `json:"child_job_id,omitempty"`
 	ReusedFrom string `json:"reused_from,omitempty"`
+	// The steps this one waits for (flow steps only), and when it became
+	// ready to run: the UI draws the graph and the queue wait from them.
+	DependsOn []string   `json:"depends_on,omitempty"`
+	ReadyAt   *time.Time `json:"ready_at,omitempty"`
 }
 
 type workerItem struct {
@@ -143,6 +147,8 @@ func jobDetailOf(j *engine.Job, steps []*engine.Step) jobDetail {
 			Message:      s.Message,
 			ChildJobID:   s.ChildJobID,
 			ReusedFrom:   s.ReusedFrom,
+			DependsOn:    s.DependsOn,
+			ReadyAt:      utcPtr(s.ReadyAt),
 		}
 	}
 	return d
