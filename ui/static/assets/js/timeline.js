@@ -27,9 +27,18 @@ export function timeline(job, now = Date.now()) {
   const width = LABEL + CHART + TAIL;
   const height = AXIS + top.length * ROW + 4;
 
-  const axis = [0, 1, 2, 3, 4].map((i) => {
-    const ms = (span * i) / 4;
-    const gx = LABEL + (CHART * i) / 4;
+  // Gridlines at a round step: 1, 2 or 5 times a power of ten, at most 6.
+  let step = 10 ** Math.floor(Math.log10(span / 6));
+  for (const k of [1, 2, 5, 10]) {
+    if (span / (step * k) <= 6) {
+      step *= k;
+      break;
+    }
+  }
+  const ticks = [];
+  for (let ms = 0; ms <= span; ms += step) ticks.push(ms);
+  const axis = ticks.map((ms, i) => {
+    const gx = LABEL + (ms / span) * CHART;
     return svg('g', { class: 'tick' },
       svg('line', { x1: gx, x2: gx, y1: AXIS - 4, y2: height }),
       svg('text', { x: gx, y: 13, 'text-anchor': i === 0 ? 'start' : 'middle' }, i === 0 ? '0' : `+${length(ms)}`));

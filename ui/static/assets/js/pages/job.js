@@ -164,10 +164,15 @@ export async function jobPage(ctx) {
   // paintFailures names the failed steps with their errors and last log
   // lines, fetching the lines it does not have yet.
   function paintFailures() {
-    const failed = job.steps.filter((s) => s.status === 'failed');
+    // A for_each step's own record logs nothing: its failed instances
+    // have the lines, and come first.
+    const { instances } = splitSteps(job.steps);
+    const failed = job.steps.filter((s) => s.status === 'failed')
+      .sort((a, b) => instances.has(a.step_name) - instances.has(b.step_name));
     failures.hidden = failed.length === 0;
     if (!failed.length) return;
     for (const s of failed) {
+      if (instances.has(s.step_name)) continue;
       const key = `${s.step_name}\u0000${isLive(job.status)}`;
       if (tails.get(s.step_name)?.key === key) continue;
       tails.set(s.step_name, { key, lines: tails.get(s.step_name)?.lines ?? null });
@@ -191,13 +196,18 @@ export async function jobPage(ctx) {
       h('h2', { id: 'failures-h' }, failed.length === 1 ? '1 step failed' : `${failed.length} steps failed`),
       failed.map((s) => {
         const lines = tails.get(s.step_name)?.lines;
+        let log;
+        if (instances.has(s.step_name)) log = null;
+        else if (!lines) log = h('p', { class: 'muted small' }, 'Loading its log…');
+        else if (!lines.length) log = h('p', { class: 'muted small' }, 'It wrote no log lines.');
+        else log = [h('p', { class: 'muted small' }, lines.length === 1 ? 'Its last log line:' : `Its last ${lines.length} log lines:`), h('pre', { class: 'log-tail' }, lines.join('\n'))];
         return h('div', { class: 'failure', 'data-step': s.step_name },
           h('h3', {}, h('code', {}, s.step_name)),
           s.error_message ? h('pre', { class: 'error-text' }, s.error_message) : h('p', { class: 'muted' }, 'No error message.'),
-          lines === null || lines === undefined ? h('p', { class: 'muted' }, 'Loading its log…')
-            : lines.length ? [h('p', { class: 'muted small' }, `Last ${lines.length} log lines:`), h('pre', { class: 'log-tail' }, lines.join('\n'))]
-              : h('p', { class: 'muted' }, 'It wrote no log lines.'));
+          log);
       }));
+    // The last lines matter most: show the end of each tail.
+    for (const pre of failures.querySelectorAll('pre.log-tail')) pre.scrollTop = pre.scrollHeight;
   }
 
   function paintApprovals() {
@@ -252,7 +262,7 @@ export async function jobPage(ctx) {
   }
 
   paint();
-  ctx.show(head, failures, approvals, facts, graphSection, timelineSection, stepsBox, logs.el);
+  ctx.show(head, failures, approvals, graphSection, timelineSection, facts, stepsBox, logs.el);
 
   const timer = setInterval(() => {
     if (isLive(job.status)) refresh();
