@@ -81,11 +81,16 @@ func TestBrowserJobPageDrawsTheGraphAndFollowsTheJob(t *testing.T) {
 	}
 	f := startFixture(t, map[string]string{"demo": dir}, 2)
 	id := f.execute("demo", "release-train", map[string]any{"version": "1.4"})
-	f.waitJob(id, "prepare running", func(j jobView) bool { return j.step("prepare").Status == "running" })
+	// Its worker has reported the start: the record has its started_at.
+	f.waitJob(id, "prepare started", func(j jobView) bool {
+		return j.step("prepare").Status == "running" && j.step("prepare").StartedAt != nil
+	})
 
 	b.do("open the job while prepare runs",
 		chromedp.Navigate(f.url+"/jobs/"+id),
 		chromedp.WaitVisible(chromedp.CSS(`svg.dag .node[data-step="prepare"][data-status="running"]`)),
+		chromedp.Poll[chromedp.Void](`!!document.querySelector('svg.dag .node[data-step="prepare"] .time[data-tick-from]')`,
+			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0)),
 	)
 
 	// The graph is the DAG: one node per flow step, one edge per depends_on.
@@ -150,6 +155,7 @@ func TestBrowserJobPageDrawsTheGraphAndFollowsTheJob(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`svg.dag .node[data-step="prepare"].status-completed`)),
 		chromedp.WaitVisible(chromedp.CSS(`svg.dag .node[data-step="lint"].status-failed`)),
 		chromedp.WaitVisible(chromedp.CSS(`svg.dag .node.foreach[data-step="build"][data-total="12"][data-done="11"][data-failed="1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`svg.dag .node[data-step="build"].status-failed`)),
 		chromedp.WaitVisible(chromedp.CSS(`svg.dag .node[data-step="approve"][data-status="waiting"]`)),
 	)
 	b.eval(fill, &doneFill)
