@@ -239,6 +239,15 @@ func TestBrowserJobPageDrawsTheGraphAndFollowsTheJob(t *testing.T) {
 	b.instancePage(`11–12 of 12`, "build[10]", "build[11]", 2)
 	b.do("page back", chromedp.Click(chromedp.CSS(`.instances[data-step="build"] button.prev`)))
 	b.instancePage(`1–10 of 12`, "build[0]", "build[9]", 10)
+	b.do("close it from the keyboard",
+		chromedp.Focus(chromedp.CSS(`svg.dag .node.foreach[data-step="build"]`)),
+		chromedp.KeyEvent("\r"),
+		chromedp.Poll[chromedp.Void](`!document.querySelector('.instances[data-step="build"]')`+
+			` && document.activeElement.dataset.step === 'build' && document.activeElement.getAttribute('aria-expanded') === 'false'`,
+			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0)),
+		chromedp.KeyEvent("\r"),
+		chromedp.WaitVisible(chromedp.CSS(`.instances[data-step="build"] tbody tr`)),
+	)
 	var failedRow string
 	b.eval(`document.querySelector('.instances[data-step="build"] tr[data-step="build[7]"]').innerText`, &failedRow)
 	if !strings.Contains(failedRow, "failed") || !strings.Contains(failedRow, "no toolchain for target 8") {

@@ -96,6 +96,7 @@ export function graph(steps, { expanded = new Set(), onToggle = () => {} } = {})
   const dagre = globalThis.dagre;
   const { top, instances } = splitSteps(steps);
   if (!dagre) return h('p', { class: 'muted' }, 'The graph needs vendor/dagre.min.js, which did not load.');
+  if (!top.length) return h('p', { class: 'muted' }, 'No steps.');
   const known = new Set(top.map((s) => s.step_name));
   const g = new dagre.graphlib.Graph();
   g.setGraph({ rankdir: 'LR', nodesep: 18, ranksep: 48, marginx: 6, marginy: 6 });
