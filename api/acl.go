@@ -101,7 +101,7 @@ func allowTask(perm, need accounts.Action, workspace, task string) error {
 // jobNotFound is the answer for a job the caller may not see, worded as
 // for a job that does not exist.
 func jobNotFound(id string) error {
-	return fmt.Errorf("job %s: job %s: %w", id, id, engine.ErrNotFound)
+	return fmt.Errorf("job %s: %w", id, engine.ErrNotFound)
 }
 
 // allowedJob loads the job of the `id` path parameter if the caller has

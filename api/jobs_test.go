@@ -37,7 +37,8 @@ func TestExecuteCreatesAPIJobWithDefaults(t *testing.T) {
 		t.Fatalf("steps = %v", steps)
 	}
 	say := steps[0].(map[string]any)
-	assertKeys(t, "step record", say, "step_name", "action_name", "action_type", "runner", "input", "output", "status", "worker_id", "started_at", "completed_at", "error_message", "attempt", "retry_at")
+	// Beyond the interface's keys: when it became ready (the UI's queue wait).
+	assertKeys(t, "step record", say, "step_name", "action_name", "action_type", "runner", "input", "output", "status", "worker_id", "started_at", "completed_at", "error_message", "attempt", "retry_at", "ready_at")
 	if say["step_name"] != "say" || say["action_name"] != "greet" || say["action_type"] != "script" || say["runner"] != "local" || say["status"] != "ready" || say["worker_id"] != nil {
 		t.Fatalf("say = %v", say)
 	}
@@ -46,6 +47,13 @@ func TestExecuteCreatesAPIJobWithDefaults(t *testing.T) {
 	}
 	if after := steps[1].(map[string]any); after["step_name"] != "after" || after["status"] != "pending" {
 		t.Fatalf("after = %v", after)
+	}
+	// The edges of the graph: each flow step names what it waits for.
+	if deps := steps[1].(map[string]any)["depends_on"]; fmt.Sprint(deps) != "[say]" {
+		t.Fatalf("after.depends_on = %v, want [say]", deps)
+	}
+	if deps, ok := say["depends_on"]; ok {
+		t.Fatalf("say.depends_on = %v, want it absent", deps)
 	}
 }
 

@@ -60,6 +60,10 @@ type stepView struct {
 	// waits to be retried, when the next one starts.
 	Attempt int        `json:"attempt"`
 	RetryAt *time.Time `json:"retry_at"`
+	// The steps this one waits for (flow steps only), and when it became
+	// ready to run: the UI draws the graph and the queue wait from them.
+	DependsOn []string   `json:"depends_on,omitempty"`
+	ReadyAt   *time.Time `json:"ready_at,omitempty"`
 }
 
 type workerItem struct {
@@ -152,6 +156,8 @@ func jobDetailOf(j *engine.Job, steps []*engine.Step) jobDetail {
 			ReusedFrom:   s.ReusedFrom,
 			Attempt:      s.AttemptNumber(),
 			RetryAt:      utcPtr(s.RetryAt),
+			DependsOn:    s.DependsOn,
+			ReadyAt:      utcPtr(s.ReadyAt),
 		}
 	}
 	return d

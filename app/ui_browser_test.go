@@ -264,13 +264,13 @@ func TestBrowserApprovesAWaitingStepFromTheJobPage(t *testing.T) {
 
 	b.do("open the waiting job",
 		chromedp.Navigate(f.url+"/jobs/"+id),
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-step="ask"] .approval button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#approvals .approval[data-step="ask"] button`)),
 		pageText("Ship 2.5?"),
 	)
 	b.screenshot("approval")
 
 	b.do("approve it",
-		chromedp.Click(chromedp.CSS(`tr[data-step="ask"] .approval button:not(.danger)`)),
+		chromedp.Click(chromedp.CSS(`#approvals .approval[data-step="ask"] button:not(.danger)`)),
 		chromedp.WaitVisible(chromedp.CSS(`#job-status .status-completed`)),
 		pageText("shipping 2.5"),
 	)

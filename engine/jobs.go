@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -107,6 +108,7 @@ func (e *Engine) buildJobOf(ctx context.Context, ws *workflow.Workspace, task *w
 				JobID:        job.ID,
 				Name:         name,
 				FlowStep:     name,
+				DependsOn:    slices.Clone(fs.DependsOn),
 				Index:        -1,
 				Seq:          k * seqStride,
 				ActionName:   actionName(name, fs),

@@ -107,6 +107,7 @@ type Step struct {
 	JobID        string         `json:"job_id"`
 	Name         string         `json:"step_name"`
 	FlowStep     string         `json:"flow_step"`              // the flow step this record belongs to
+	DependsOn    []string       `json:"depends_on,omitempty"`   // a flow step's depends_on, as its job was created
 	Index        int            `json:"index"`                  // for_each instance index, -1 otherwise
 	Item         any            `json:"item,omitempty"`         // for_each instance item: `each.item` in its templates
 	ChildJobID   string         `json:"child_job_id,omitempty"` // the job a task step runs

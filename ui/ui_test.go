@@ -1,6 +1,8 @@
 package ui
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"io/fs"
 	"net/http"
@@ -269,4 +271,29 @@ func TestABrokenBuildFailsRequestsWithA500InsteadOfPanicking(t *testing.T) {
 
 func pathJoin(from, rel string) string {
 	return path.Join(path.Dir(from), rel)
+}
+
+// The vendored dagre is the Debian package's file, byte for byte, as its
+// README says: anyone can check it against the package.
+func TestVendoredDagreIsTheDebianFile(t *testing.T) {
+	js, err := fs.ReadFile(static, "static/assets/vendor/dagre.min.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := fs.ReadFile(static, "static/assets/vendor/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(js)
+	if want := "sha256: `" + hex.EncodeToString(sum[:]) + "`"; !strings.Contains(string(readme), want) {
+		t.Errorf("vendor/README.md does not record the file's %s", want)
+	}
+	if !strings.Contains(string(readme), "0.8.8+really0.8.5+dfsg-6") || !strings.Contains(string(js), `version:"0.8.5"`) {
+		t.Error("vendor/README.md and dagre.min.js disagree on the version")
+	}
+	index := body(t, get(t, Handler(), "GET", "/", nil))
+	// A classic script before the module: the module finds the global.
+	if i, j := strings.Index(index, "vendor/dagre.min.js"), strings.Index(index, "js/app.js"); i < 0 || i > j {
+		t.Errorf("index.html must load vendor/dagre.min.js before js/app.js:\n%s", index)
+	}
 }

@@ -1,16 +1,27 @@
-// One job: status, input and output, its steps (for_each instances under
-// their step, approvals with their buttons, child jobs linked), the live log
-// a Cancel button while it runs, and Re-run buttons (the whole job, or,
-// for a failed or cancelled one, only the steps that did not complete).
+// One job: a panel naming its failed steps (their errors and last log
+// lines), the approvals that wait with their buttons, status, input and
+// output, the graph of its steps (coloured by status, for_each steps
+// counting their instances), a timeline of their waits and runs, the steps
+// table (child jobs linked), the live log, a Cancel button while it runs,
+// and Re-run buttons (the whole job, or, for a failed or cancelled one, only
+// the steps that did not complete). Running durations tick every second.
 import { api } from '../api.js';
 import { h, link, path, replace } from '../dom.js';
 import { duration, isLive, json, jobLink, shortId, status, taskLink, time } from '../format.js';
+import { counts, countsText, graph, splitSteps, tick, ticking } from '../graph.js';
 import { follow, logView } from '../logview.js';
 import { runOnly } from '../permission.js';
+import { timeline } from '../timeline.js';
 
 // POLL is how often a live job's record is fetched again: approvals and
 // status changes carry no log line to notice them by.
 const POLL = 1000;
+
+// FAILED_LINES is how much of a failed step's log its panel shows.
+const FAILED_LINES = 20;
+
+// INSTANCES is how many for_each instances a page of the list shows.
+const INSTANCES = 10;
 
 export async function jobPage(ctx) {
   const [id] = ctx.params;
@@ -21,6 +32,22 @@ export async function jobPage(ctx) {
   const head = h('div');
   const facts = h('div');
   const stepsBox = h('section', { 'aria-labelledby': 'steps-h' });
+  const failures = h('section', { id: 'failures', class: 'panel failures', 'aria-labelledby': 'failures-h', hidden: true });
+  const approvals = h('section', { id: 'approvals', class: 'panel approvals', 'aria-labelledby': 'approvals-h', hidden: true });
+  const graphBox = h('div', { class: 'graph' });
+  const instancesBox = h('div', { class: 'instances-box' });
+  const timelineBox = h('div', { class: 'timeline' });
+  const graphSection = h('section', { 'aria-labelledby': 'graph-h' }, h('h2', { id: 'graph-h' }, 'Graph'), graphBox, instancesBox);
+  const timelineSection = h('section', { 'aria-labelledby': 'timeline-h' },
+    h('h2', { id: 'timeline-h' }, 'Timeline'),
+    h('p', { class: 'legend muted small' }, h('span', { class: 'key wait' }), ' waiting for a worker ', h('span', { class: 'key run' }), ' running'),
+    timelineBox);
+  // Open for_each steps and the page of instances each shows.
+  const expanded = new Set();
+  const pages = new Map();
+  // The last lines of each failed step's log, by step: fetched once the
+  // step has failed, and again when the job ends (late lines).
+  const tails = new Map();
   const actionError = h('p', { class: 'error', role: 'alert' });
   const logs = logView();
   let painted = '';
@@ -90,26 +117,113 @@ export async function jobPage(ctx) {
         h('section', { 'aria-labelledby': 'output-h' }, h('h2', { id: 'output-h' }, 'Output'),
           job.output ? json(job.output) : h('p', { class: 'muted' }, isLive(job.status) ? 'Not yet.' : 'None.'))));
     replace(stepsBox, h('h2', { id: 'steps-h' }, 'Steps'), stepsTable(job.steps));
+    paintFailures();
+    paintApprovals();
+    paintGraph();
+    replace(timelineBox, timeline(job));
+  }
+
+  function paintGraph() {
+    const toggle = (name) => {
+      if (expanded.has(name)) expanded.delete(name);
+      else expanded.add(name);
+      paintGraph();
+      graphBox.querySelector(`.node.foreach[data-step="${CSS.escape(name)}"]`)?.focus();
+    };
+    replace(graphBox, graph(job.steps, { expanded, onToggle: toggle }));
+    const { top, instances } = splitSteps(job.steps);
+    replace(instancesBox, top.filter((s) => expanded.has(s.step_name) && instances.has(s.step_name))
+      .map((s) => instanceList(s, instances.get(s.step_name))));
+  }
+
+  // instanceList is a page of a for_each step's instances.
+  function instanceList(parent, kids) {
+    const name = parent.step_name;
+    const pageCount = Math.max(1, Math.ceil(kids.length / INSTANCES));
+    const pg = Math.min(pages.get(name) || 0, pageCount - 1);
+    const shown = kids.slice(pg * INSTANCES, (pg + 1) * INSTANCES);
+    const go = (to) => () => {
+      pages.set(name, to);
+      paintGraph();
+    };
+    const prev = h('button', { type: 'button', class: 'secondary prev', disabled: pg === 0, onclick: go(pg - 1) }, 'Previous');
+    const next = h('button', { type: 'button', class: 'secondary next', disabled: pg >= pageCount - 1, onclick: go(pg + 1) }, 'Next');
+    const headID = `instances-h-${name.replace(/[^\w-]/g, '_')}`;
+    return h('section', { class: 'instances', 'data-step': name, 'aria-labelledby': headID },
+      h('h3', { id: headID }, h('code', {}, name), ` — ${countsText(counts(kids))}`),
+      h('table', {},
+        h('thead', {}, h('tr', {}, ['Instance', 'Status', 'Duration', 'Error'].map((x) => h('th', { scope: 'col' }, x)))),
+        h('tbody', {}, shown.map((k) => h('tr', { 'data-step': k.step_name },
+          h('th', { scope: 'row' }, h('code', {}, k.step_name)),
+          h('td', {}, status(k.status)),
+          h('td', {}, ticking(h('span'), k.started_at, k.completed_at)),
+          h('td', {}, k.error_message ? h('pre', { class: 'error-text' }, k.error_message) : ''))))),
+      h('div', { class: 'pager' }, prev,
+        h('span', { class: 'range' }, `${pg * INSTANCES + 1}–${pg * INSTANCES + shown.length} of ${kids.length}`), next));
+  }
+
+  // paintFailures names the failed steps with their errors and last log
+  // lines, fetching the lines it does not have yet.
+  function paintFailures() {
+    // A for_each step's own record logs nothing: its failed instances
+    // have the lines, and come first.
+    const { instances } = splitSteps(job.steps);
+    const failed = job.steps.filter((s) => s.status === 'failed')
+      .sort((a, b) => instances.has(a.step_name) - instances.has(b.step_name));
+    failures.hidden = failed.length === 0;
+    if (!failed.length) return;
+    for (const s of failed) {
+      if (instances.has(s.step_name)) continue;
+      const key = `${s.step_name}\u0000${isLive(job.status)}`;
+      if (tails.get(s.step_name)?.key === key) continue;
+      tails.set(s.step_name, { key, lines: tails.get(s.step_name)?.lines ?? null });
+      api(`${path('api', 'jobs', id, 'steps', s.step_name, 'logs')}?tail=${FAILED_LINES}`, { signal })
+        .then((r) => {
+          const lines = String(r.logs || '').split('\n').filter((l) => l.trim()).map((l) => {
+            try {
+              return JSON.parse(l).line;
+            } catch {
+              return l;
+            }
+          });
+          tails.set(s.step_name, { key, lines });
+          paintFailures();
+        })
+        .catch((err) => {
+          if (!signal.aborted) tails.set(s.step_name, { key, lines: [`(could not load the log: ${err.message})`] });
+        });
+    }
+    replace(failures,
+      h('h2', { id: 'failures-h' }, failed.length === 1 ? '1 step failed' : `${failed.length} steps failed`),
+      failed.map((s) => {
+        const lines = tails.get(s.step_name)?.lines;
+        let log;
+        if (instances.has(s.step_name)) log = null;
+        else if (!lines) log = h('p', { class: 'muted small' }, 'Loading its log…');
+        else if (!lines.length) log = h('p', { class: 'muted small' }, 'It wrote no log lines.');
+        else log = [h('p', { class: 'muted small' }, lines.length === 1 ? 'Its last log line:' : `Its last ${lines.length} log lines:`), h('pre', { class: 'log-tail' }, lines.join('\n'))];
+        return h('div', { class: 'failure', 'data-step': s.step_name },
+          h('h3', {}, h('code', {}, s.step_name)),
+          s.error_message ? h('pre', { class: 'error-text' }, s.error_message) : h('p', { class: 'muted' }, 'No error message.'),
+          log);
+      }));
+    // The last lines matter most: show the end of each tail.
+    for (const pre of failures.querySelectorAll('pre.log-tail')) pre.scrollTop = pre.scrollHeight;
+  }
+
+  function paintApprovals() {
+    const waiting = job.steps.filter((s) => s.action_type === 'approval' && s.status === 'waiting');
+    approvals.hidden = waiting.length === 0;
+    replace(approvals, waiting.length ? h('h2', { id: 'approvals-h' }, 'Waiting for approval') : null, waiting.map(approval));
   }
 
   function stepsTable(steps) {
     // for_each instances `name[i]` go under their step's row.
-    const instances = new Map();
-    const top = [];
-    for (const s of steps) {
-      const m = /^(.*)\[(\d+)\]$/.exec(s.step_name);
-      if (m && steps.some((p) => p.step_name === m[1])) {
-        if (!instances.has(m[1])) instances.set(m[1], []);
-        instances.get(m[1]).push(s);
-      } else {
-        top.push(s);
-      }
-    }
+    const { top, instances } = splitSteps(steps);
     const rows = [];
     for (const s of top) {
       rows.push(stepRow(s, false));
-      const kids = (instances.get(s.step_name) || []).sort((a, b) => index(a) - index(b));
-      for (const k of kids) rows.push(stepRow(k, true));
+      for (const k of instances.get(s.step_name) || []) rows.push(stepRow(k, true));
     }
     return h('table', { class: 'steps' },
       h('thead', {}, h('tr', {}, ['Step', 'Status', 'Worker', 'Started', 'Duration', 'Details'].map((x) => h('th', { scope: 'col' }, x)))),
@@ -120,18 +234,17 @@ export async function jobPage(ctx) {
     return h('tr', { class: instance ? 'instance' : null, 'data-step': s.step_name },
       h('th', { scope: 'row' }, h('code', {}, s.step_name),
         h('div', { class: 'muted small' }, [s.action_type, s.action_name && s.action_name !== s.step_name.replace(/\[\d+\]$/, '') ? s.action_name : ''].filter(Boolean).join(' · '))),
-      h('td', {}, status(s.status),
+      h('td', {}, status(s.status), s.status === 'waiting' && s.action_type === 'approval' ? h('div', { class: 'muted small' }, 'for approval, above') : null,
         s.reused_from ? [' ', h('span', { class: 'reused', title: `Reused from job ${s.reused_from}: not run again` }, 'reused')] : null,
         s.attempt > 1 ? [' ', h('span', { class: 'attempt', title: 'This step was retried after a failed attempt' }, `attempt ${s.attempt}`)] : null,
         s.retry_at ? h('div', { class: 'muted small retry-at' }, 'retry at ', time(s.retry_at)) : null),
       h('td', {}, s.worker_id ? link(path('workers', s.worker_id), h('code', { title: s.worker_id }, shortId(s.worker_id))) : ''),
       h('td', {}, time(s.started_at)),
-      h('td', {}, duration(s.started_at, s.completed_at)),
+      h('td', {}, ticking(h('span'), s.started_at, s.completed_at)),
       h('td', { class: 'details' },
         s.error_message ? h('pre', { class: 'error-text' }, s.error_message) : null,
         s.child_job_id ? h('div', {}, 'Child job ', jobLink(s.child_job_id)) : null,
         s.reused_from ? h('div', {}, 'Output reused from job ', jobLink(s.reused_from)) : null,
-        s.action_type === 'approval' && s.status === 'waiting' ? approval(s) : null,
         s.output ? h('details', {}, h('summary', {}, 'Output'), json(s.output)) : null,
         Object.keys(s.input || {}).length ? h('details', {}, h('summary', {}, 'Input'), json(s.input)) : null));
   }
@@ -144,23 +257,30 @@ export async function jobPage(ctx) {
     const reject = h('button', { type: 'button', class: 'danger' }, 'Reject');
     approve.addEventListener('click', act(approve, () => api(base, { method: 'POST', body: { approved: true } })));
     reject.addEventListener('click', act(reject, () => api(base, { method: 'POST', body: { approved: false, rejection_reason: reason.value } })));
-    return h('div', { class: 'approval' },
+    return h('div', { class: 'approval', 'data-step': s.step_name },
+      h('h3', {}, h('code', {}, s.step_name), ' ', status('waiting'), ' ', h('span', { class: 'muted small' }, 'for ', ticking(h('span'), s.started_at))),
       s.message ? h('blockquote', {}, s.message) : h('p', {}, 'This step waits for approval.'),
       runOnly(job, h('div', { class: 'actions' }, approve, reject,
         h('label', { for: reasonID }, 'Reason'), reason), 'approve or reject this step'));
   }
 
   paint();
-  ctx.show(head, facts, stepsBox, logs.el);
+  ctx.show(head, failures, approvals, graphSection, timelineSection, facts, stepsBox, logs.el);
 
   const timer = setInterval(() => {
     if (isLive(job.status)) refresh();
     else clearInterval(timer);
   }, POLL);
-  signal.addEventListener('abort', () => clearInterval(timer));
+  // Running durations and the timeline's bars advance every second
+  // between fetches, from the times already known.
+  const clock = setInterval(() => {
+    if (!isLive(job.status)) return;
+    tick(document.getElementById('main'));
+    replace(timelineBox, timeline(job));
+  }, 1000);
+  signal.addEventListener('abort', () => {
+    clearInterval(timer);
+    clearInterval(clock);
+  });
   follow(id, logs, signal, { isLive: () => isLive(job.status), onEnd: refresh });
-}
-
-function index(s) {
-  return Number(/\[(\d+)\]$/.exec(s.step_name)?.[1] ?? 0);
 }
