@@ -21,6 +21,7 @@ type MemStore struct {
 	workers   map[string][]byte
 	workerIDs []string             // registration order
 	claims    map[string][]stepKey // worker id -> steps it held, oldest first
+	claimed   map[claimKey]bool    // the pairs in claims, for an O(1) held
 	commits   int
 	jobReads  int // Job and Steps calls
 	before    func(*engine.Batch)
@@ -29,6 +30,11 @@ type MemStore struct {
 
 type stepKey struct{ job, step string }
 
+type claimKey struct {
+	worker string
+	stepKey
+}
+
 // NewMemStore returns an empty store.
 func NewMemStore() *MemStore {
 	return &MemStore{
@@ -36,6 +42,7 @@ func NewMemStore() *MemStore {
 		steps:   map[string]map[string][]byte{},
 		workers: map[string][]byte{},
 		claims:  map[string][]stepKey{},
+		claimed: map[claimKey]bool{},
 	}
 }
 
@@ -124,6 +131,7 @@ func (s *MemStore) Commit(ctx context.Context, b *engine.Batch) error {
 		}
 		if st.WorkerID != nil && !s.held(*st.WorkerID, st.JobID, st.Name) {
 			s.claims[*st.WorkerID] = append(s.claims[*st.WorkerID], stepKey{st.JobID, st.Name})
+			s.claimed[claimKey{*st.WorkerID, stepKey{st.JobID, st.Name}}] = true
 		}
 		m[st.Name] = steps[i]
 	}
@@ -137,12 +145,7 @@ func (s *MemStore) Commit(ctx context.Context, b *engine.Batch) error {
 }
 
 func (s *MemStore) held(workerID, jobID, step string) bool {
-	for _, k := range s.claims[workerID] {
-		if k.job == jobID && k.step == step {
-			return true
-		}
-	}
-	return false
+	return s.claimed[claimKey{workerID, stepKey{jobID, step}}]
 }
 
 // LoadActive returns every non-terminal job, and every terminal one with
