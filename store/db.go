@@ -38,7 +38,9 @@ var (
 	bucketWorkerSteps = []byte("idx_wsteps")  // worker id \0 time job id \0 step -> steps key
 	bucketWorkerOrder = []byte("idx_workers") // registered time id
 	bucketCounts      = []byte("counts")      // counter name -> uint64
-	allBuckets        = [][]byte{bucketJobs, bucketSteps, bucketWorkers, bucketByTime, bucketByWorkspace, bucketByTask, bucketActive, bucketWorkerSteps, bucketWorkerOrder, bucketCounts}
+	bucketByStatus    = []byte("idx_status")  // status \0 time id -> facets
+	bucketBySource    = []byte("idx_source")  // source type \0 time id -> facets
+	allBuckets        = [][]byte{bucketJobs, bucketSteps, bucketWorkers, bucketByTime, bucketByWorkspace, bucketByTask, bucketActive, bucketWorkerSteps, bucketWorkerOrder, bucketCounts, bucketByStatus, bucketBySource}
 )
 
 // DB is the bbolt implementation of engine.Store.
@@ -64,10 +66,16 @@ func Open(path string) (*DB, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	err = b.Update(func(tx *bolt.Tx) error {
+		// A database from before the status and source indexes has jobs
+		// but not those buckets: they are built from the jobs once.
+		rebuild := tx.Bucket(bucketByStatus) == nil || tx.Bucket(bucketBySource) == nil
 		for _, name := range slices.Concat(allBuckets, authBuckets) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
+		}
+		if rebuild {
+			return rebuildListIndexes(tx)
 		}
 		return nil
 	})

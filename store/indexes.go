@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -33,7 +34,28 @@ func jobIndexes(j *engine.Job) []indexEntry {
 		{bucket: bucketByWorkspace, key: joinKey(workspacePrefix(j.Workspace), tid), count: countWorkspace(j.Workspace)},
 		{bucket: bucketByTask, key: joinKey(taskPrefix(j.Workspace, j.TaskName), tid), count: countTask(j.Workspace, j.TaskName)},
 		{bucket: bucketActive, key: active},
+		{bucket: bucketByStatus, key: joinKey(statusPrefix(j.Status), tid), val: jobFacets(j), count: countStatus(j.Status)},
+		{bucket: bucketBySource, key: joinKey(sourcePrefix(j.SourceType), tid), val: jobFacets(j), count: countSource(j.SourceType)},
 	}
+}
+
+// rebuildListIndexes fills the status and source indexes, and their
+// counters, from the jobs bucket: the migration of a database made before
+// they existed.
+func rebuildListIndexes(tx *bolt.Tx) error {
+	return tx.Bucket(bucketJobs).ForEach(func(_, v []byte) error {
+		var j engine.Job
+		if err := json.Unmarshal(v, &j); err != nil {
+			return fmt.Errorf("rebuild list indexes: %w", err)
+		}
+		var added []indexEntry
+		for _, e := range jobIndexes(&j) {
+			if bytes.Equal(e.bucket, bucketByStatus) || bytes.Equal(e.bucket, bucketBySource) {
+				added = append(added, e)
+			}
+		}
+		return moveIndexes(tx, nil, added)
+	})
 }
 
 // moveIndexes turns the old entries into the new ones, touching only those

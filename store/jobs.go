@@ -60,65 +60,6 @@ func jobSteps(tx *bolt.Tx, jobID string) ([]*engine.Step, error) {
 	return steps, nil
 }
 
-// Jobs returns a page of jobs, newest first, and the total matching the
-// filter. It walks one index and decodes only the jobs of the page; the
-// total is a maintained counter.
-func (db *DB) Jobs(ctx context.Context, f engine.JobFilter) ([]*engine.Job, int, error) {
-	if f.TaskName != "" && f.Workspace == "" {
-		return nil, 0, fmt.Errorf("list jobs: task filter %q needs a workspace: %w", f.TaskName, engine.ErrInvalid)
-	}
-	if f.Offset < 0 {
-		return nil, 0, fmt.Errorf("list jobs: negative offset %d: %w", f.Offset, engine.ErrInvalid)
-	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = defaultLimit
-	}
-	bucket, prefix, counter := bucketByTime, []byte(nil), []byte(countJobs)
-	switch {
-	case f.TaskName != "":
-		bucket, prefix, counter = bucketByTask, taskPrefix(f.Workspace, f.TaskName), countTask(f.Workspace, f.TaskName)
-	case f.Workspace != "":
-		bucket, prefix, counter = bucketByWorkspace, workspacePrefix(f.Workspace), countWorkspace(f.Workspace)
-	}
-	var (
-		jobs  []*engine.Job
-		total int
-	)
-	err := db.view(ctx, func(tx *bolt.Tx) error {
-		total = int(readCount(tx.Bucket(bucketCounts), counter))
-		ids := newestIDs(tx.Bucket(bucket).Cursor(), prefix, f.Offset, limit)
-		jobs = make([]*engine.Job, 0, len(ids))
-		for _, id := range ids {
-			j, err := getJob(tx, id)
-			if err != nil {
-				return err
-			}
-			jobs = append(jobs, j)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("list jobs: %w", err)
-	}
-	return jobs, total, nil
-}
-
-// newestIDs walks the keys under prefix (each prefix + time + id) from the
-// newest, skips offset of them and returns the ids of the next limit.
-func newestIDs(c *bolt.Cursor, prefix []byte, offset, limit int) []string {
-	var ids []string
-	k, _ := seekLast(c, prefix)
-	for ; k != nil && bytes.HasPrefix(k, prefix) && len(ids) < limit; k, _ = c.Prev() {
-		if offset > 0 {
-			offset--
-			continue
-		}
-		ids = append(ids, idAfterTime(k, len(prefix)))
-	}
-	return ids
-}
-
 // seekLast positions c on the last key with the prefix (or on a key before
 // it when there is none; callers check the prefix).
 func seekLast(c *bolt.Cursor, prefix []byte) (key, value []byte) {

@@ -65,6 +65,20 @@ func idAfterTime(key []byte, prefixLen int) string {
 }
 
 func workspacePrefix(ws string) []byte  { return strPrefix(ws) }
+func statusPrefix(status string) []byte { return strPrefix(status) }
+func sourcePrefix(source string) []byte { return strPrefix(source) }
+
+// jobFacets is the value of a job's status and source index entries: what
+// a list query filters on beside the index's own key.
+func jobFacets(j *engine.Job) []byte { return strPrefix(j.Workspace, j.TaskName, j.SourceType) }
+
+func parseFacets(v []byte) (ws, task, source string, ok bool) {
+	parts := bytes.Split(v, []byte{sep})
+	if len(parts) != 4 {
+		return "", "", "", false
+	}
+	return string(parts[0]), string(parts[1]), string(parts[2]), true
+}
 func taskPrefix(ws, task string) []byte { return strPrefix(ws, task) }
 
 func sourceID(j *engine.Job) string {
@@ -121,3 +135,5 @@ const (
 func countWorkspace(ws string) []byte         { return strPrefix("ws", ws) }
 func countTask(ws, task string) []byte        { return strPrefix("task", ws, task) }
 func countWorkerSteps(workerID string) []byte { return strPrefix("wsteps", workerID) }
+func countStatus(status string) []byte        { return strPrefix("status", status) }
+func countSource(source string) []byte        { return strPrefix("source", source) }

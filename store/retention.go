@@ -34,6 +34,7 @@ type sweptJob struct {
 	Workspace    string     `json:"workspace"`
 	TaskName     string     `json:"task_name"`
 	Status       string     `json:"status"`
+	SourceType   string     `json:"source_type"`
 	CreatedAt    time.Time  `json:"created_at"`
 	CompletedAt  *time.Time `json:"completed_at"`
 	HooksPending bool       `json:"hooks_pending"`
@@ -198,7 +199,7 @@ func deleteJob(tx *bolt.Tx, j *sweptJob, budget int, deltas map[string]int64) (s
 	if more {
 		return len(keys), false, nil
 	}
-	job := &engine.Job{ID: j.ID, Workspace: j.Workspace, TaskName: j.TaskName, Status: j.Status, CreatedAt: j.CreatedAt}
+	job := &engine.Job{ID: j.ID, Workspace: j.Workspace, TaskName: j.TaskName, Status: j.Status, SourceType: j.SourceType, CreatedAt: j.CreatedAt}
 	if err := dropIndexes(tx, jobIndexes(job), deltas); err != nil {
 		return 0, false, err
 	}
