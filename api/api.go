@@ -180,6 +180,7 @@ func New(cfg Config) *echo.Echo {
 	a.GET("/workspaces/:ws/triggers", s.listTriggers)
 	a.GET("/jobs", s.listJobs)
 	a.GET("/jobs/:id", s.getJob)
+	a.GET("/jobs/:id/steps", s.listSteps)
 	a.POST("/jobs/:id/cancel", s.cancelJob)
 	a.POST("/jobs/:id/rerun", s.rerunJob)
 	a.POST("/jobs/:id/steps/:step/approve", s.approveStep)

@@ -1,0 +1,162 @@
+package api
+
+import (
+	"bufio"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/workflow"
+)
+
+// detailStepCap is the most step records a job detail lists. A job with
+// more (a big for_each) lists its flow steps only, each for_each parent
+// with its aggregated output; `steps_omitted` counts the instances left
+// out, which GET /api/jobs/{id}/steps pages. A job within the cap shows
+// every step, as the interface says.
+const detailStepCap = 1000
+
+// jobHead is the job detail without its steps, which writeJobDetail
+// streams after it.
+type jobHead struct {
+	jobItem
+	Input  map[string]any `json:"input"`
+	Output map[string]any `json:"output"`
+	// Beyond the interface: the count of step records per status, and how
+	// many for_each instances a big job's detail leaves out.
+	StepsSummary map[string]int `json:"steps_summary"`
+	StepsOmitted int            `json:"steps_omitted,omitempty"`
+}
+
+// isInstance reports whether a step record is a for_each instance.
+func isInstance(s *engine.Step) bool { return s.FlowStep != "" && s.FlowStep != s.Name }
+
+// stepsSummary counts step records per status.
+func stepsSummary(steps []*engine.Step) map[string]int {
+	out := map[string]int{}
+	for _, s := range steps {
+		out[s.Status]++
+	}
+	return out
+}
+
+// writeJobDetail streams the job detail: the head, then one step view at
+// a time into a buffered writer, with no slice of views in between.
+func writeJobDetail(c echo.Context, j *engine.Job, steps []*engine.Step, secrets []string) error {
+	head := jobHead{jobItem: jobItemOf(j), Input: object(j.Input), Output: j.Output, StepsSummary: stepsSummary(steps)}
+	omit := len(steps) > detailStepCap
+	for _, s := range steps {
+		if omit && isInstance(s) {
+			head.StepsOmitted++
+		}
+	}
+	if len(secrets) > 0 {
+		head.Input = engine.MaskMap(head.Input, secrets)
+		for _, s := range steps {
+			// A sink approval step's output is the job's too.
+			if out, ok := head.Output[s.Name]; ok && s.ActionType == workflow.TypeApproval {
+				head.Output = maps.Clone(head.Output)
+				head.Output[s.Name] = maskedApproval(out, secrets)
+			}
+		}
+	}
+	b, err := json.Marshal(head)
+	if err != nil {
+		return err
+	}
+	r := c.Response()
+	r.Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	r.WriteHeader(http.StatusOK)
+	w := bufio.NewWriterSize(r, 64<<10)
+	w.Write(b[:len(b)-1]) // the head's closing brace comes after the steps
+	w.WriteString(`,"steps":[`)
+	enc := json.NewEncoder(w)
+	first := true
+	for _, s := range steps {
+		if omit && isInstance(s) {
+			continue
+		}
+		if !first {
+			w.WriteByte(',')
+		}
+		first = false
+		if err := enc.Encode(stepViewOf(s).masked(secrets)); err != nil {
+			return err // the status is sent: the broken body tells the client
+		}
+	}
+	w.WriteString("]}\n")
+	return w.Flush()
+}
+
+// stepList is a page of a job's steps in the job's order (flow steps each
+// followed by its for_each instances), the total matching the filter, and
+// the next page's cursor (null on the last).
+type stepList struct {
+	Items      []stepView `json:"items"`
+	Total      int        `json:"total"`
+	NextCursor *string    `json:"next_cursor"`
+}
+
+// listSteps pages a job's steps: GET /api/jobs/{id}/steps with `status`
+// (comma-separated), `cursor` and `limit` (DESIGN.md "Lists: filters and
+// cursors"). A cursor is the position (the step's sequence number) of the
+// last step of a page: instances a for_each adds meanwhile keep their place.
+func (s *server) listSteps(c echo.Context) error {
+	limit, _, err := page(c)
+	if err != nil {
+		return err
+	}
+	statuses, err := statusesParam(c, validStepStatus)
+	if err != nil {
+		return err
+	}
+	after := -1
+	if v := c.QueryParam("cursor"); v != "" {
+		if after, err = strconv.Atoi(v); err != nil || after < 0 {
+			return badRequest("malformed cursor %q", v)
+		}
+	}
+	job, steps, err := s.job(c)
+	if err != nil {
+		return err
+	}
+	secrets, err := s.secretsOf(job, steps)
+	if err != nil {
+		return err
+	}
+	out := stepList{Items: []stepView{}}
+	lastSeq, more := 0, false
+	for _, st := range steps {
+		if len(statuses) > 0 && !slices.Contains(statuses, st.Status) {
+			continue
+		}
+		out.Total++
+		switch {
+		case st.Seq <= after:
+		case len(out.Items) == limit:
+			more = true
+		default:
+			out.Items = append(out.Items, stepViewOf(st).masked(secrets))
+			lastSeq = st.Seq
+		}
+	}
+	if more {
+		next := strconv.Itoa(lastSeq)
+		out.NextCursor = &next
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func validStepStatus(s string) bool {
+	switch s {
+	case engine.StepPending, engine.StepReady, engine.StepRunning, engine.StepWaiting,
+		engine.StepCompleted, engine.StepFailed, engine.StepSkipped, engine.StepCancelled:
+		return true
+	}
+	return false
+}
