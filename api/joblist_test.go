@@ -1,11 +1,16 @@
 package api_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 )
 
 // pageJobs follows next_cursor from the first page of query, returning the
@@ -170,4 +175,51 @@ func TestBigJobDetailSummarizesAndStepsPage(t *testing.T) {
 	f.api("GET", "/api/jobs/"+id+"/steps?status=bogus", nil).expectError(400, `unknown status "bogus"`)
 	f.api("GET", "/api/jobs/"+id+"/steps?cursor=x", nil).expectError(400, "malformed cursor")
 	f.api("GET", "/api/jobs/no-such-job/steps", nil).expectError(404, "")
+}
+
+// BenchmarkLogPushes pushes log lines for one instance of a running job
+// of 1 and of 10,000 instances, as a worker does: a push must not cost in
+// proportion to the job's size.
+func BenchmarkLogPushes(b *testing.B) {
+	for _, n := range []int{1, 10000} {
+		b.Run(fmt.Sprintf("instances=%d", n), func(b *testing.B) { benchLogPushes(b, n) })
+	}
+}
+
+func benchLogPushes(b *testing.B, n int) {
+	tmp := b.TempDir()
+	dir := filepath.Join(tmp, "big")
+	writeFile(b, filepath.Join(dir, ".workflows", "main.yaml"), fanWorkflow, 0o644)
+	f := startAPI(b, tmp, map[string]string{"big": dir})
+	id := f.api("POST", "/api/workspaces/big/tasks/fan/execute", map[string]any{"input": map[string]any{"n": n}}).expect(200).object()["job_id"].(string)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		d := f.api("GET", "/api/jobs/"+id, nil).expect(200).object()
+		if d["steps_summary"].(map[string]any)["ready"] == float64(n) {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("instances never became ready")
+		}
+	}
+	w := f.register("w")
+	f.claimStep(w, id, "fan[0]")
+	f.worker("POST", "/worker/jobs/"+id+"/steps/fan[0]/start", map[string]any{"worker_id": w}).expect(200)
+	body, _ := json.Marshal(logPush(w, "fan[0]", "a line of output", "another line"))
+	client := &http.Client{}
+	b.ResetTimer()
+	for b.Loop() {
+		req, _ := http.NewRequest("POST", f.url+"/worker/jobs/"+id+"/logs", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+workerToken)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("push: %d", resp.StatusCode)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pushes/s")
 }
