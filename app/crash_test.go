@@ -43,7 +43,7 @@ func binary(t testing.TB) string {
 	return bin
 }
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -56,7 +56,7 @@ func freePort(t *testing.T) string {
 // startProcess runs `appliance serve` as a real process and waits until it
 // answers. args must name a --data-dir: the default log directory lives
 // under $TMPDIR, which is kept beside the data so a restart finds its logs.
-func startProcess(t *testing.T, bin, addr string, args ...string) *exec.Cmd {
+func startProcess(t testing.TB, bin, addr string, args ...string) *exec.Cmd {
 	t.Helper()
 	tmp := ""
 	for i, a := range args {
@@ -169,7 +169,7 @@ func TestKillNineLosesNoAcknowledgedJob(t *testing.T) {
 // binaryServer is `appliance serve` running as a real process on a
 // workspace of its own, restartable on the same data dir and port.
 type binaryServer struct {
-	t    *testing.T
+	t    testing.TB
 	bin  string
 	addr string
 	args []string
@@ -178,7 +178,7 @@ type binaryServer struct {
 
 // startBinaryServer runs `appliance serve` on workspaceYAML (as workspace
 // "ws") with the given in-process worker slots; args are added to its flags.
-func startBinaryServer(t *testing.T, workspaceYAML string, workers int, args ...string) *binaryServer {
+func startBinaryServer(t testing.TB, workspaceYAML string, workers int, args ...string) *binaryServer {
 	t.Helper()
 	bin := binary(t)
 	dir := t.TempDir()
