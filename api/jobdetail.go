@@ -33,28 +33,12 @@ type jobHead struct {
 	StepsOmitted int            `json:"steps_omitted,omitempty"`
 }
 
-// isInstance reports whether a step record is a for_each instance.
-func isInstance(s *engine.Step) bool { return s.FlowStep != "" && s.FlowStep != s.Name }
-
-// stepsSummary counts step records per status.
-func stepsSummary(steps []*engine.Step) map[string]int {
-	out := map[string]int{}
-	for _, s := range steps {
-		out[s.Status]++
-	}
-	return out
-}
-
 // writeJobDetail streams the job detail: the head, then one step view at
 // a time into a buffered writer, with no slice of views in between.
-func writeJobDetail(c echo.Context, j *engine.Job, steps []*engine.Step, secrets []string) error {
-	head := jobHead{jobItem: jobItemOf(j), Input: object(j.Input), Output: j.Output, StepsSummary: stepsSummary(steps)}
-	omit := len(steps) > detailStepCap
-	for _, s := range steps {
-		if omit && isInstance(s) {
-			head.StepsOmitted++
-		}
-	}
+// omitted is the count of for_each instances steps leaves out (0: steps is
+// every step record).
+func writeJobDetail(c echo.Context, j *engine.Job, steps []*engine.Step, summary map[string]int, omitted int, secrets []string) error {
+	head := jobHead{jobItem: jobItemOf(j), Input: object(j.Input), Output: j.Output, StepsSummary: summary, StepsOmitted: omitted}
 	if len(secrets) > 0 {
 		head.Input = engine.MaskMap(head.Input, secrets)
 		for _, s := range steps {
@@ -78,9 +62,6 @@ func writeJobDetail(c echo.Context, j *engine.Job, steps []*engine.Step, secrets
 	enc := json.NewEncoder(w)
 	first := true
 	for _, s := range steps {
-		if omit && isInstance(s) {
-			continue
-		}
 		if !first {
 			w.WriteByte(',')
 		}
@@ -121,7 +102,20 @@ func (s *server) listSteps(c echo.Context) error {
 			return badRequest("malformed cursor %q", v)
 		}
 	}
-	job, steps, err := s.job(c)
+	ctx := c.Request().Context()
+	id, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	job, err := s.cfg.Engine.JobRecord(ctx, id)
+	if err != nil {
+		return err
+	}
+	summary, err := s.cfg.Engine.StepSummary(ctx, id)
+	if err != nil {
+		return err
+	}
+	steps, err := s.cfg.Engine.StepsPage(ctx, id, engine.StepQuery{Statuses: statuses, After: after, Limit: limit + 1})
 	if err != nil {
 		return err
 	}
@@ -129,25 +123,19 @@ func (s *server) listSteps(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := stepList{Items: []stepView{}}
-	lastSeq, more := 0, false
-	for _, st := range steps {
-		if len(statuses) > 0 && !slices.Contains(statuses, st.Status) {
-			continue
-		}
-		out.Total++
-		switch {
-		case st.Seq <= after:
-		case len(out.Items) == limit:
-			more = true
-		default:
-			out.Items = append(out.Items, stepViewOf(st).masked(secrets))
-			lastSeq = st.Seq
+	out := stepList{Items: make([]stepView, 0, min(len(steps), limit))}
+	for st, n := range summary {
+		if len(statuses) == 0 || slices.Contains(statuses, st) {
+			out.Total += n
 		}
 	}
-	if more {
-		next := strconv.Itoa(lastSeq)
+	if len(steps) > limit {
+		steps = steps[:limit]
+		next := strconv.Itoa(steps[limit-1].Seq)
 		out.NextCursor = &next
+	}
+	for _, st := range steps {
+		out.Items = append(out.Items, stepViewOf(st).masked(secrets))
 	}
 	return c.JSON(http.StatusOK, out)
 }

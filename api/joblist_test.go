@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -222,4 +223,39 @@ func benchLogPushes(b *testing.B, n int) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pushes/s")
+}
+
+// BenchmarkJobDetailRequest10k is GET /api/jobs/{id} of a live job of
+// 10,000 instances, end to end: the store read of every step record, the
+// summary and the streamed answer.
+func BenchmarkJobDetailRequest10k(b *testing.B) {
+	tmp := b.TempDir()
+	dir := filepath.Join(tmp, "big")
+	writeFile(b, filepath.Join(dir, ".workflows", "main.yaml"), fanWorkflow, 0o644)
+	f := startAPI(b, tmp, map[string]string{"big": dir})
+	id := f.api("POST", "/api/workspaces/big/tasks/fan/execute", map[string]any{"input": map[string]any{"n": 10000}}).expect(200).object()["job_id"].(string)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		d := f.api("GET", "/api/jobs/"+id, nil).expect(200).object()
+		if d["steps_summary"].(map[string]any)["ready"] == 10000.0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("instances never became ready")
+		}
+	}
+	for _, path := range []string{"/api/jobs/" + id, "/api/jobs/" + id + "/steps?limit=200&cursor=5000"} {
+		b.Run(strings.TrimPrefix(strings.SplitN(path, "?", 2)[0], "/api/jobs/"+id), func(b *testing.B) {
+			for b.Loop() {
+				resp, err := http.Get(f.url + path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					b.Fatalf("GET %s: %d", path, resp.StatusCode)
+				}
+			}
+		})
+	}
 }

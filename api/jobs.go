@@ -107,7 +107,27 @@ func (s *server) job(c echo.Context) (*engine.Job, []*engine.Step, error) {
 // streamed step by step (writeJobDetail); a big job's detail leaves its
 // for_each instances to GET /api/jobs/{id}/steps.
 func (s *server) getJob(c echo.Context) error {
-	job, steps, err := s.job(c)
+	id, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	job, err := s.cfg.Engine.JobRecord(ctx, id)
+	if err != nil {
+		return err
+	}
+	summary, err := s.cfg.Engine.StepSummary(ctx, id)
+	if err != nil {
+		return err
+	}
+	total := 0
+	for _, n := range summary {
+		total += n
+	}
+	// A big job's detail reads its flow steps only: the store passes over
+	// the instances' records without decoding them.
+	q := engine.StepQuery{After: -1, Limit: total + detailStepCap, FlowOnly: total > detailStepCap}
+	steps, err := s.cfg.Engine.StepsPage(ctx, id, q)
 	if err != nil {
 		return err
 	}
@@ -115,7 +135,11 @@ func (s *server) getJob(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return writeJobDetail(c, job, steps, secrets)
+	omitted := 0
+	if q.FlowOnly {
+		omitted = max(1, total-len(steps))
+	}
+	return writeJobDetail(c, job, steps, summary, omitted, secrets)
 }
 
 // secretsOf is the job's secret values. A job whose workspace is no

@@ -40,7 +40,8 @@ var (
 	bucketCounts      = []byte("counts")      // counter name -> uint64
 	bucketByStatus    = []byte("idx_status")  // status \0 time id -> facets
 	bucketBySource    = []byte("idx_source")  // source type \0 time id -> facets
-	allBuckets        = [][]byte{bucketJobs, bucketSteps, bucketWorkers, bucketByTime, bucketByWorkspace, bucketByTask, bucketActive, bucketWorkerSteps, bucketWorkerOrder, bucketCounts, bucketByStatus, bucketBySource}
+	bucketStepStatus  = []byte("idx_sstatus") // job id \0 status \0 seq name -> steps key
+	allBuckets        = [][]byte{bucketJobs, bucketSteps, bucketWorkers, bucketByTime, bucketByWorkspace, bucketByTask, bucketActive, bucketWorkerSteps, bucketWorkerOrder, bucketCounts, bucketByStatus, bucketBySource, bucketStepStatus}
 )
 
 // DB is the bbolt implementation of engine.Store.
@@ -69,13 +70,19 @@ func Open(path string) (*DB, error) {
 		// A database from before the status and source indexes has jobs
 		// but not those buckets: they are built from the jobs once.
 		rebuild := tx.Bucket(bucketByStatus) == nil || tx.Bucket(bucketBySource) == nil
+		rebuildSteps := tx.Bucket(bucketStepStatus) == nil
 		for _, name := range slices.Concat(allBuckets, authBuckets) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
 		}
 		if rebuild {
-			return rebuildListIndexes(tx)
+			if err := rebuildListIndexes(tx); err != nil {
+				return err
+			}
+		}
+		if rebuildSteps {
+			return rebuildStepStatusIndex(tx)
 		}
 		return nil
 	})

@@ -97,8 +97,25 @@ func stepIndexes(s *engine.Step) []indexEntry {
 		count = countWorkerSteps(*s.WorkerID)
 	}
 	// The entry's value is the step's key, so WorkerSteps fetches the record
-	// without scanning the job's steps.
-	return []indexEntry{{bucket: bucketWorkerSteps, key: workerStepKey(s), val: stepKey(s.JobID, s.Seq, s.Name), count: count}}
+	// without scanning the job's steps. The status entry and its per-job
+	// counter serve steps_summary and a status page of a big job's steps.
+	sk := stepKey(s.JobID, s.Seq, s.Name)
+	return []indexEntry{
+		{bucket: bucketWorkerSteps, key: workerStepKey(s), val: sk, count: count},
+		{bucket: bucketStepStatus, key: stepStatusKey(s), val: sk, count: countStepStatus(s.JobID, s.Status)},
+	}
+}
+
+// rebuildStepStatusIndex fills the step status index and its counters
+// from the steps bucket: the migration of a database made before it.
+func rebuildStepStatusIndex(tx *bolt.Tx) error {
+	return tx.Bucket(bucketSteps).ForEach(func(_, v []byte) error {
+		var s engine.Step
+		if err := json.Unmarshal(v, &s); err != nil {
+			return fmt.Errorf("rebuild step status index: %w", err)
+		}
+		return moveIndexes(tx, nil, stepIndexes(&s)[1:])
+	})
 }
 
 func workerIndexes(w *engine.Worker) []indexEntry {

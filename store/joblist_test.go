@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 
@@ -181,4 +182,86 @@ func TestOpenRebuildsListIndexesOfAnOlderDatabase(t *testing.T) {
 		t.Errorf("after reopen: %v of %d, %v; want 5 of 30 from %s", jobIDs(jobs), total, err, ids[29])
 	}
 	assertCountsMatchIndexes(t, db)
+}
+
+// TestStepsPageAndSummaryFollowStatusChanges pages a job's steps by
+// position, by statuses and flow steps only, and counts them per status
+// from counters that move with each status change; a database without the
+// step status index gets it rebuilt at open.
+func TestStepsPageAndSummaryFollowStatusChanges(t *testing.T) {
+	db, path := openTemp(t)
+	ctx := context.Background()
+	job := newJob("j", "alpha", "build", 0)
+	steps := []*engine.Step{newStep("j", "fan", 0)}
+	for i := range 6 {
+		in := newStep("j", fmt.Sprintf("fan[%d]", i), 1+i)
+		in.FlowStep = "fan"
+		steps = append(steps, in)
+	}
+	steps = append(steps, newStep("j", "after", 100))
+	commit(t, db, &engine.Batch{Jobs: []*engine.Job{job}, Steps: steps})
+	for _, i := range []int{1, 4} {
+		steps[1+i].Status = engine.StepFailed
+	}
+	steps[0].Status = engine.StepRunning
+	commit(t, db, &engine.Batch{Steps: []*engine.Step{steps[0], steps[2], steps[5]}})
+
+	names := func(q engine.StepQuery) []string {
+		t.Helper()
+		page, err := db.StepsPage(ctx, "j", q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, s := range page {
+			out = append(out, s.Name)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		q    engine.StepQuery
+		want []string
+	}{
+		{engine.StepQuery{After: -1, Limit: 3}, []string{"fan", "fan[0]", "fan[1]"}},
+		{engine.StepQuery{After: 2, Limit: 3}, []string{"fan[2]", "fan[3]", "fan[4]"}},
+		{engine.StepQuery{After: -1, Limit: 10, FlowOnly: true}, []string{"fan", "after"}},
+		{engine.StepQuery{After: -1, Limit: 10, Statuses: []string{engine.StepFailed, engine.StepRunning}}, []string{"fan", "fan[1]", "fan[4]"}},
+		{engine.StepQuery{After: 2, Limit: 10, Statuses: []string{engine.StepFailed, engine.StepRunning}}, []string{"fan[4]"}},
+		{engine.StepQuery{After: -1, Limit: 2, Statuses: []string{engine.StepPending}}, []string{"fan[0]", "fan[2]"}},
+	} {
+		if got := names(tc.q); !slices.Equal(got, tc.want) {
+			t.Errorf("%+v: %v, want %v", tc.q, got, tc.want)
+		}
+	}
+	want := map[string]int{engine.StepPending: 5, engine.StepFailed: 2, engine.StepRunning: 1}
+	if got, err := db.StepSummary(ctx, "j"); err != nil || !maps.Equal(got, want) {
+		t.Errorf("summary = %v, %v; want %v", got, err, want)
+	}
+	assertCountsMatchIndexes(t, db)
+
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucketStepStatus); err != nil {
+			return err
+		}
+		for st := range want {
+			if err := tx.Bucket(bucketCounts).Delete(countStepStatus("j", st)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if db, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if got, err := db.StepSummary(ctx, "j"); err != nil || !maps.Equal(got, want) {
+		t.Errorf("summary after the rebuild = %v, %v; want %v", got, err, want)
+	}
+	if got := names(engine.StepQuery{After: -1, Limit: 10, Statuses: []string{engine.StepFailed}}); !slices.Equal(got, []string{"fan[1]", "fan[4]"}) {
+		t.Errorf("failed steps after the rebuild = %v", got)
+	}
 }

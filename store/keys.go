@@ -52,6 +52,15 @@ func stepKey(jobID string, seq int, name string) []byte {
 
 func stepsPrefix(jobID string) []byte { return strPrefix(jobID) }
 
+// stepStatusKey orders a job's steps of one status by Seq, as the steps
+// bucket does.
+func stepStatusKey(s *engine.Step) []byte {
+	seq := orderedInt(int64(s.Seq))
+	return joinKey(stepStatusPrefix(s.JobID, s.Status), seq[:], []byte(s.Name))
+}
+
+func stepStatusPrefix(jobID, status string) []byte { return strPrefix(jobID, status) }
+
 // jobTimeID is the suffix shared by every job index: newest-first iteration
 // walks it backwards, and the job id is what follows the 8 time bytes.
 func jobTimeID(j *engine.Job) []byte {
@@ -137,3 +146,7 @@ func countTask(ws, task string) []byte        { return strPrefix("task", ws, tas
 func countWorkerSteps(workerID string) []byte { return strPrefix("wsteps", workerID) }
 func countStatus(status string) []byte        { return strPrefix("status", status) }
 func countSource(source string) []byte        { return strPrefix("source", source) }
+func countStepStatus(jobID, status string) []byte {
+	return strPrefix("jsteps", jobID, status)
+}
+func countStepStatusPrefix(jobID string) []byte { return strPrefix("jsteps", jobID) }

@@ -435,6 +435,10 @@ func assertCountsMatchIndexes(t *testing.T, db *DB) {
 			st, _, _ := bytes.Cut(k, []byte{sep})
 			return countStatus(string(st))
 		})
+		walk(bucketStepStatus, func(k []byte) []byte {
+			parts := bytes.SplitN(k, []byte{sep}, 3)
+			return countStepStatus(string(parts[0]), string(parts[1]))
+		})
 		walk(bucketBySource, func(k []byte) []byte {
 			src, _, _ := bytes.Cut(k, []byte{sep})
 			return countSource(string(src))
