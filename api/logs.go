@@ -17,7 +17,12 @@ import (
 // read, so a big log costs the server a buffer, not its size.
 
 func (s *server) jobLogs(c echo.Context) error {
-	job, _, err := s.job(c)
+	id, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	// The record alone says the job exists: a big job's steps stay unread.
+	job, err := s.cfg.Engine.JobRecord(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
