@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"maps"
 	"net/http"
@@ -59,16 +60,19 @@ func writeJobDetail(c echo.Context, j *engine.Job, steps []*engine.Step, summary
 	w := bufio.NewWriterSize(r, 64<<10)
 	w.Write(b[:len(b)-1]) // the head's closing brace comes after the steps
 	w.WriteString(`,"steps":[`)
-	enc := json.NewEncoder(w)
-	first := true
-	for _, s := range steps {
-		if !first {
+	// One step at a time through a reused buffer: the answer stays one
+	// line, as an encoded value would be.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for i, s := range steps {
+		if i > 0 {
 			w.WriteByte(',')
 		}
-		first = false
+		buf.Reset()
 		if err := enc.Encode(stepViewOf(s).masked(secrets)); err != nil {
 			return err // the status is sent: the broken body tells the client
 		}
+		w.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 	}
 	w.WriteString("]}\n")
 	return w.Flush()
