@@ -112,13 +112,22 @@ func (s *server) allowedJob(c echo.Context, need accounts.Action) (*engine.Job, 
 	if err != nil {
 		return nil, nil, err
 	}
-	switch perm := s.permissionByName(c, job.Workspace, job.TaskName); {
-	case perm == accounts.Deny:
-		return nil, nil, jobNotFound(job.ID)
-	case perm < need:
-		return nil, nil, forbidden("you may view job %s of task %q but not cancel, approve or rerun it (ask an admin for the run permission)", job.ID, job.TaskName)
+	if err := allowJob(s.permissionByName(c, job.Workspace, job.TaskName), need, job); err != nil {
+		return nil, nil, err
 	}
 	return job, steps, nil
+}
+
+// allowJob answers a job of a denied task as unknown and, when need is
+// Run, a job the caller may only view with 403.
+func allowJob(perm, need accounts.Action, job *engine.Job) error {
+	switch {
+	case perm == accounts.Deny:
+		return jobNotFound(job.ID)
+	case perm < need:
+		return forbidden("you may view job %s of task %q but not cancel, approve or rerun it (ask an admin for the run permission)", job.ID, job.TaskName)
+	}
+	return nil
 }
 
 // checkJob is allowedJob for handlers that do not need the job: it costs
@@ -127,8 +136,22 @@ func (s *server) checkJob(c echo.Context, need accounts.Action) error {
 	if _, ok := s.restricted(c); !ok {
 		return nil
 	}
-	_, _, err := s.allowedJob(c, need)
+	_, err := s.allowedJobRecord(c, need)
 	return err
+}
+
+// allowedJobRecord is allowedJob without the steps: the record alone says
+// the job exists, so a big job's steps stay unread.
+func (s *server) allowedJobRecord(c echo.Context, need accounts.Action) (*engine.Job, error) {
+	id, err := jobIDParam(c)
+	if err != nil {
+		return nil, err
+	}
+	job, err := s.cfg.Engine.JobRecord(c.Request().Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	return job, allowJob(s.permissionByName(c, job.Workspace, job.TaskName), need, job)
 }
 
 // triggerVisible: a trigger is listed to those who may view every task it

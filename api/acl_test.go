@@ -152,6 +152,7 @@ var aclRouteTable = map[string]routeCase{
 	"POST /api/jobs/{id}/rerun":                      {onNewJob("/rerun", nil), runJob},
 	"POST /api/jobs/{id}/steps/{step}/approve":       {onNewJob("/steps/say/approve", map[string]any{"approved": true}), [roleCount]int{409, 409, 403, 404}},
 	"GET /api/jobs/{id}/logs":                        {onNewJob("/logs", nil), readJob},
+	"GET /api/jobs/{id}/steps":                       {onNewJob("/steps", nil), readJob},
 	"GET /api/jobs/{id}/steps/{step}/logs":           {onNewJob("/steps/say/logs", nil), readJob},
 	"GET /api/jobs/{id}/logs/stream":                 {onNewJob("/logs/stream", nil), [roleCount]int{426, 426, 426, 404}},
 	"GET /api/workers":                               {fixed("/api/workers", nil), all200},

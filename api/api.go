@@ -31,6 +31,11 @@ type Orchestrator interface {
 	// store itself.
 	AppendLog(jobID string, lines []engine.LogLine) error
 	Jobs(ctx context.Context, f engine.JobFilter) ([]*engine.Job, int, error)
+	// JobRecord, StepSummary and StepsPage serve a big job's detail and
+	// steps without reading every step record.
+	JobRecord(ctx context.Context, id string) (*engine.Job, error)
+	StepSummary(ctx context.Context, jobID string) (map[string]int, error)
+	StepsPage(ctx context.Context, jobID string, q engine.StepQuery) ([]*engine.Step, error)
 	JobDone(ctx context.Context, jobID string) (<-chan struct{}, error)
 
 	RegisterWorker(ctx context.Context, name string, tags []string, inProcess bool) (string, error)
@@ -184,6 +189,7 @@ func New(cfg Config) *echo.Echo {
 	a.GET("/workspaces/:ws/triggers", s.listTriggers)
 	a.GET("/jobs", s.listJobs)
 	a.GET("/jobs/:id", s.getJob)
+	a.GET("/jobs/:id/steps", s.listSteps)
 	a.POST("/jobs/:id/cancel", s.cancelJob)
 	a.POST("/jobs/:id/rerun", s.rerunJob)
 	a.POST("/jobs/:id/steps/:step/approve", s.approveStep)

@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -10,25 +11,88 @@ import (
 	"github.com/appliance-sh/appliance/engine"
 )
 
+// jobList is a page of jobs: the interface's items and total, and the
+// cursor of the next page (null on the last).
+type jobList struct {
+	Items      []jobItem `json:"items"`
+	Total      int       `json:"total"`
+	NextCursor *string   `json:"next_cursor"`
+}
+
 func (s *server) listJobs(c echo.Context) error {
-	limit, offset, err := page(c)
+	f, err := jobFilterOf(c)
 	if err != nil {
 		return err
 	}
-	f := engine.JobFilter{Workspace: c.QueryParam("workspace"), TaskName: c.QueryParam("task_name"), Limit: limit, Offset: offset,
-		Visible: s.jobVisibility(c)}
-	if f.TaskName != "" && f.Workspace == "" {
-		return badRequest("task_name requires workspace")
-	}
+	f.Visible = s.jobVisibility(c)
+	limit := f.Limit
+	f.Limit++ // one more tells whether a next page exists
 	jobs, total, err := s.cfg.Engine.Jobs(c.Request().Context(), f)
 	if err != nil {
 		return err
 	}
-	out := list[jobItem]{Items: make([]jobItem, len(jobs)), Total: total}
+	out := jobList{Total: total}
+	if len(jobs) > limit {
+		jobs = jobs[:limit]
+		next := engine.CursorOf(jobs[limit-1])
+		out.NextCursor = &next
+	}
+	out.Items = make([]jobItem, len(jobs))
 	for i, j := range jobs {
 		out.Items[i] = jobItemOf(j)
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// jobFilterOf reads the list query: the interface's workspace, task_name,
+// limit and offset, and our status (comma-separated), source_type and
+// cursor (DESIGN.md "Lists: filters and cursors").
+func jobFilterOf(c echo.Context) (engine.JobFilter, error) {
+	limit, offset, err := page(c)
+	if err != nil {
+		return engine.JobFilter{}, err
+	}
+	f := engine.JobFilter{
+		Workspace:  c.QueryParam("workspace"),
+		TaskName:   c.QueryParam("task_name"),
+		SourceType: c.QueryParam("source_type"),
+		Limit:      limit,
+		Offset:     offset,
+	}
+	if f.TaskName != "" && f.Workspace == "" {
+		return f, badRequest("task_name requires workspace")
+	}
+	if f.Statuses, err = statusesParam(c, engine.ValidJobStatus); err != nil {
+		return f, err
+	}
+	if f.SourceType != "" && !engine.ValidSourceType(f.SourceType) {
+		return f, badRequest("unknown source_type %q", f.SourceType)
+	}
+	if v := c.QueryParam("cursor"); v != "" {
+		cur, err := engine.ParseJobCursor(v)
+		if err != nil {
+			return f, badRequest("malformed cursor %q", v)
+		}
+		f.Cursor = &cur
+	}
+	return f, nil
+}
+
+// statusesParam reads a comma-separated `status` query parameter.
+func statusesParam(c echo.Context, valid func(string) bool) ([]string, error) {
+	v := c.QueryParam("status")
+	if v == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, st := range strings.Split(v, ",") {
+		st = strings.TrimSpace(st)
+		if !valid(st) {
+			return nil, badRequest("unknown status %q", st)
+		}
+		out = append(out, st)
+	}
+	return out, nil
 }
 
 // job loads the job named by the `id` path parameter.
@@ -41,21 +105,58 @@ func (s *server) job(c echo.Context) (*engine.Job, []*engine.Step, error) {
 }
 
 // getJob shows a job with its secret values masked as in its log (the
-// interface: secret inputs are masked in the UI, which shows this).
+// interface: secret inputs are masked in the UI, which shows this). It is
+// streamed step by step (writeJobDetail); a big job's detail leaves its
+// for_each instances to GET /api/jobs/{id}/steps.
 func (s *server) getJob(c echo.Context) error {
-	job, steps, err := s.allowedJob(c, accounts.View)
+	id, err := jobIDParam(c)
 	if err != nil {
 		return err
 	}
-	// A job whose workspace is no longer loaded has no definitions to say
-	// what is secret; it shows as stored (its log was masked when written).
-	secrets, err := s.cfg.Engine.SecretsOf(job, steps)
-	if err != nil && !errors.Is(err, engine.ErrNotFound) {
+	ctx := c.Request().Context()
+	job, err := s.cfg.Engine.JobRecord(ctx, id)
+	if err != nil {
 		return err
 	}
-	d := jobDetailOf(job, steps).masked(secrets)
-	d.Permission = s.permissionField(s.permissionByName(c, job.Workspace, job.TaskName))
-	return c.JSON(http.StatusOK, d)
+	perm := s.permissionByName(c, job.Workspace, job.TaskName)
+	if err := allowJob(perm, accounts.View, job); err != nil {
+		return err
+	}
+	summary, err := s.cfg.Engine.StepSummary(ctx, id)
+	if err != nil {
+		return err
+	}
+	total := 0
+	for _, n := range summary {
+		total += n
+	}
+	// A big job's detail reads its flow steps only: the store passes over
+	// the instances' records without decoding them.
+	q := engine.StepQuery{After: -1, Limit: total + detailStepCap, FlowOnly: total > detailStepCap}
+	steps, err := s.cfg.Engine.StepsPage(ctx, id, q)
+	if err != nil {
+		return err
+	}
+	secrets, err := s.secretsOf(job, steps)
+	if err != nil {
+		return err
+	}
+	omitted := 0
+	if q.FlowOnly {
+		omitted = max(1, total-len(steps))
+	}
+	return writeJobDetail(c, job, steps, summary, omitted, secrets, s.permissionField(perm))
+}
+
+// secretsOf is the job's secret values. A job whose workspace is no
+// longer loaded has no definitions to say what is secret; it shows as
+// stored (its log was masked when written).
+func (s *server) secretsOf(job *engine.Job, steps []*engine.Step) ([]string, error) {
+	secrets, err := s.cfg.Engine.SecretsOf(job, steps)
+	if err != nil && !errors.Is(err, engine.ErrNotFound) {
+		return nil, err
+	}
+	return secrets, nil
 }
 
 func (s *server) cancelJob(c echo.Context) error {

@@ -18,7 +18,7 @@ func TestExecuteCreatesAPIJobWithDefaults(t *testing.T) {
 		steps, _ := m["steps"].([]any)
 		return len(steps) > 0 && steps[0].(map[string]any)["status"] != "pending"
 	})
-	assertKeys(t, "job detail", m, append(jobItemKeys, "input", "output", "steps")...)
+	assertKeys(t, "job detail", m, append(jobItemKeys, "input", "output", "steps", "steps_summary")...)
 	if m["job_id"] != id || m["workspace"] != "main" || m["task_name"] != "hello" || m["mode"] != "distributed" ||
 		m["source_type"] != "api" || m["source_id"] != nil || m["revision"] == "" || m["output"] != nil {
 		t.Fatalf("job = %v", m)
@@ -93,7 +93,7 @@ func TestJobListPagesNewestFirstAndFilters(t *testing.T) {
 	other := f.api("POST", "/api/workspaces/main/tasks/other/execute", nil).expect(200).object()["job_id"]
 
 	all := f.api("GET", "/api/jobs", nil).expect(200).object()
-	assertKeys(t, "job list", all, "items", "total")
+	assertKeys(t, "job list", all, "items", "total", "next_cursor")
 	items := all["items"].([]any)
 	if all["total"] != 4.0 || len(items) != 4 || items[0].(map[string]any)["job_id"] != other {
 		t.Fatalf("jobs = %v, want 4, newest (other) first", all)

@@ -18,7 +18,7 @@ import (
 // read, so a big log costs the server a buffer, not its size.
 
 func (s *server) jobLogs(c echo.Context) error {
-	job, _, err := s.allowedJob(c, accounts.View)
+	job, err := s.allowedJobRecord(c, accounts.View)
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ func (s *server) streamLogs(c echo.Context) error {
 	r := c.Request()
 	ctx := r.Context()
 	// Answer 404 as JSON before upgrading: a refused upgrade is just HTTP.
-	if _, _, err := s.allowedJob(c, accounts.View); err != nil {
+	if _, err := s.allowedJobRecord(c, accounts.View); err != nil {
 		return err
 	}
 	if !isWebSocketUpgrade(r) {
@@ -224,7 +224,7 @@ func (s *server) write(ctx context.Context, conn *websocket.Conn, data []byte) e
 
 // terminal reports whether the job has ended, as committed.
 func (s *server) terminal(ctx context.Context, id string) bool {
-	job, _, err := s.cfg.Engine.Job(ctx, id)
+	job, err := s.cfg.Engine.JobRecord(ctx, id)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			s.log.Warn("job state for log stream", "job", id, "err", err)

@@ -29,16 +29,6 @@ type jobItem struct {
 	RerunOf string `json:"rerun_of,omitempty"`
 }
 
-type jobDetail struct {
-	jobItem
-	Input  map[string]any `json:"input"`
-	Output map[string]any `json:"output"`
-	Steps  []stepView     `json:"steps"`
-	// Beyond the interface: the caller's permission on the job's task
-	// when the ACL is on ("view" or "run").
-	Permission string `json:"permission,omitempty"`
-}
-
 type stepView struct {
 	StepName     string         `json:"step_name"`
 	ActionName   string         `json:"action_name"`
@@ -136,62 +126,48 @@ func jobItemOf(j *engine.Job) jobItem {
 	}
 }
 
-func jobDetailOf(j *engine.Job, steps []*engine.Step) jobDetail {
-	d := jobDetail{jobItem: jobItemOf(j), Input: object(j.Input), Output: j.Output, Steps: make([]stepView, len(steps))}
-	for i, s := range steps {
-		d.Steps[i] = stepView{
-			StepName:     s.Name,
-			ActionName:   s.ActionName,
-			ActionType:   s.ActionType,
-			Runner:       s.Runner,
-			Input:        object(s.Input),
-			Output:       s.Output,
-			Status:       s.Status,
-			WorkerID:     s.WorkerID,
-			StartedAt:    utcPtr(s.StartedAt),
-			CompletedAt:  utcPtr(s.CompletedAt),
-			ErrorMessage: s.ErrorMessage,
-			Message:      s.Message,
-			ChildJobID:   s.ChildJobID,
-			ReusedFrom:   s.ReusedFrom,
-			Attempt:      s.AttemptNumber(),
-			RetryAt:      utcPtr(s.RetryAt),
-			DependsOn:    s.DependsOn,
-			ReadyAt:      utcPtr(s.ReadyAt),
-		}
+func stepViewOf(s *engine.Step) stepView {
+	return stepView{
+		StepName:     s.Name,
+		ActionName:   s.ActionName,
+		ActionType:   s.ActionType,
+		Runner:       s.Runner,
+		Input:        object(s.Input),
+		Output:       s.Output,
+		Status:       s.Status,
+		WorkerID:     s.WorkerID,
+		StartedAt:    utcPtr(s.StartedAt),
+		CompletedAt:  utcPtr(s.CompletedAt),
+		ErrorMessage: s.ErrorMessage,
+		Message:      s.Message,
+		ChildJobID:   s.ChildJobID,
+		ReusedFrom:   s.ReusedFrom,
+		Attempt:      s.AttemptNumber(),
+		RetryAt:      utcPtr(s.RetryAt),
+		DependsOn:    s.DependsOn,
+		ReadyAt:      utcPtr(s.ReadyAt),
 	}
-	return d
 }
 
-// masked replaces the job's secret values in what the detail shows a job or
-// step was given, and in its messages. Outputs are shown as the steps wrote
-// them: printing a secret in OUTPUT is the author's choice (its log line is
-// still masked). An approval's output is the server's, and its `input` is
-// what the approver gave: masked like any input.
-func (d jobDetail) masked(secrets []string) jobDetail {
+// masked replaces the job's secret values in what the step was given and
+// in its messages. Outputs are shown as the steps wrote them: printing a
+// secret in OUTPUT is the author's choice (its log line is still masked).
+// An approval's output is the server's, and its `input` is what the
+// approver gave: masked like any input.
+func (s stepView) masked(secrets []string) stepView {
 	if len(secrets) == 0 {
-		return d
+		return s
 	}
-	d.Input = engine.MaskMap(d.Input, secrets)
-	steps := make([]stepView, len(d.Steps))
-	for i, s := range d.Steps {
-		s.Input = engine.MaskMap(s.Input, secrets)
-		if s.ActionType == workflow.TypeApproval {
-			s.Output = maskedApproval(s.Output, secrets)
-			if out, ok := d.Output[s.StepName]; ok { // a sink step's output is the job's too
-				d.Output = maps.Clone(d.Output)
-				d.Output[s.StepName] = maskedApproval(out, secrets)
-			}
-		}
-		s.Message = engine.Mask(s.Message, secrets)
-		if s.ErrorMessage != nil {
-			m := engine.Mask(*s.ErrorMessage, secrets)
-			s.ErrorMessage = &m
-		}
-		steps[i] = s
+	s.Input = engine.MaskMap(s.Input, secrets)
+	if s.ActionType == workflow.TypeApproval {
+		s.Output = maskedApproval(s.Output, secrets)
 	}
-	d.Steps = steps
-	return d
+	s.Message = engine.Mask(s.Message, secrets)
+	if s.ErrorMessage != nil {
+		m := engine.Mask(*s.ErrorMessage, secrets)
+		s.ErrorMessage = &m
+	}
+	return s
 }
 
 // masked replaces the job's secret values in the step's error message.

@@ -432,3 +432,29 @@ func TestFollowExitCodesSayHowTheJobEnded(t *testing.T) {
 		}
 	}
 }
+
+// TestJobsPagesByCursorAndFiltersByStatus: a page with more prints the
+// --cursor of the next, which shows the rest; --status and --source filter.
+func TestJobsPagesByCursorAndFiltersByStatus(t *testing.T) {
+	f := startFixture(t, map[string]string{"examples": "../examples"}, 2)
+	ids := []string{runHello(t, f), runHello(t, f), runHello(t, f)}
+
+	code, out, errOut := f.client("jobs", "--limit", "2", "--status", "completed,failed")
+	m := regexp.MustCompile(`(?m)^jobs 1-2 of 3; next page: --cursor (\S+)$`).FindStringSubmatch(out)
+	if code != 0 || m == nil || !strings.Contains(out, ids[2]) || !strings.Contains(out, ids[1]) {
+		t.Fatalf("first page: exit %d, stderr %q, stdout:\n%s", code, errOut, out)
+	}
+	code, out, _ = f.client("jobs", "--limit", "2", "--status", "completed,failed", "--cursor", m[1])
+	if code != 0 || !strings.Contains(out, ids[0]) || strings.Contains(out, ids[1]) || strings.Contains(out, "next page") {
+		t.Errorf("second page: exit %d, stdout:\n%s", code, out)
+	}
+	if code, out, _ = f.client("jobs", "--status", "failed"); code != 0 || out != "no jobs\n" {
+		t.Errorf("--status failed: exit %d, stdout %q", code, out)
+	}
+	if code, out, _ = f.client("jobs", "--source", "webhook"); code != 0 || out != "no jobs\n" {
+		t.Errorf("--source webhook: exit %d, stdout %q", code, out)
+	}
+	if code, _, errOut = f.client("jobs", "--status", "done"); code == 0 || !strings.Contains(errOut, `unknown status "done"`) {
+		t.Errorf("--status done: exit %d, stderr %q", code, errOut)
+	}
+}

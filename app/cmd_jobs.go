@@ -14,11 +14,14 @@ func init() { commands["jobs"] = cmdJobs }
 
 // cmdJobs is `appliance jobs`: a page of jobs, newest first.
 func cmdJobs(args []string, stdout, stderr io.Writer) int {
-	cc := newClientCommand("jobs", "appliance jobs [--workspace WS] [--task T] [--limit N] [--offset N]", stdout, stderr)
+	cc := newClientCommand("jobs", "appliance jobs [--workspace WS] [--task T] [--status S,S] [--source TYPE] [--limit N] [--cursor C | --offset N]", stdout, stderr)
 	ws := cc.fs.String("workspace", "", "only jobs of this workspace")
 	task := cc.fs.String("task", "", "only jobs of this task (its workspace is found when --workspace is not given)")
 	limit := cc.fs.Int("limit", 50, "how many jobs to show")
 	offset := cc.fs.Int("offset", 0, "how many of the newest jobs to pass over")
+	status := cc.fs.String("status", "", "only jobs in one of these statuses (comma-separated: pending,running,completed,failed,cancelled,skipped)")
+	source := cc.fs.String("source", "", "only jobs of this source type (api, user, trigger, webhook, hook, task)")
+	cursor := cc.fs.String("cursor", "", "start after this cursor (printed under a page that has more)")
 	if _, code, ok := cc.parse(args, 0); !ok {
 		return code
 	}
@@ -39,7 +42,12 @@ func cmdJobs(args []string, stdout, stderr io.Writer) int {
 		if *task != "" {
 			q.Set("task_name", *task)
 		}
-		var page apiList[apiJob]
+		for k, v := range map[string]string{"status": *status, "source_type": *source, "cursor": *cursor} {
+			if v != "" {
+				q.Set(k, v)
+			}
+		}
+		var page jobPage
 		raw, err := c.get(ctx, "/api/jobs?"+q.Encode(), &page)
 		if err != nil {
 			return 1, err
@@ -48,16 +56,28 @@ func cmdJobs(args []string, stdout, stderr io.Writer) int {
 			cc.printJSON(raw)
 			return 0, nil
 		}
-		printJobs(stdout, page, *offset, time.Now())
+		printJobs(stdout, page, *offset, *cursor != "", time.Now())
 		return 0, nil
 	})
 }
 
-func printJobs(w io.Writer, page apiList[apiJob], offset int, now time.Time) {
+// jobPage is a page of the job list with the cursor of the next.
+type jobPage struct {
+	apiList[apiJob]
+	NextCursor *string `json:"next_cursor"`
+}
+
+// printJobs prints a page as a table; under it, where more pages are, the
+// range shown and the flag that shows the next page (a cursor, which no
+// job arriving meanwhile shifts).
+func printJobs(w io.Writer, page jobPage, offset int, afterCursor bool, now time.Time) {
 	if len(page.Items) == 0 {
-		if page.Total > 0 {
+		switch {
+		case afterCursor:
+			fmt.Fprintln(w, "no more jobs")
+		case page.Total > 0:
 			fmt.Fprintf(w, "no jobs past the first %d (of %d)\n", offset, page.Total)
-		} else {
+		default:
 			fmt.Fprintln(w, "no jobs")
 		}
 		return
@@ -68,7 +88,12 @@ func printJobs(w io.Writer, page apiList[apiJob], offset int, now time.Time) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.JobID, j.TaskName, j.Status, j.SourceType, shortTime(j.CreatedAt), j.duration(now))
 	}
 	tw.Flush()
-	if shown := offset + len(page.Items); offset > 0 || shown < page.Total {
-		fmt.Fprintf(w, "jobs %d-%d of %d (--limit, --offset for more)\n", offset+1, shown, page.Total)
+	switch {
+	case page.NextCursor != nil && !afterCursor:
+		fmt.Fprintf(w, "jobs %d-%d of %d; next page: --cursor %s\n", offset+1, offset+len(page.Items), page.Total, *page.NextCursor)
+	case page.NextCursor != nil:
+		fmt.Fprintf(w, "%d jobs of %d; next page: --cursor %s\n", len(page.Items), page.Total, *page.NextCursor)
+	case offset > 0 && !afterCursor:
+		fmt.Fprintf(w, "jobs %d-%d of %d\n", offset+1, offset+len(page.Items), page.Total)
 	}
 }

@@ -43,7 +43,7 @@ func binary(t testing.TB) string {
 	return bin
 }
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -57,7 +57,7 @@ func freePort(t *testing.T) string {
 // answers. args must name a --data-dir (the logs default to its "logs"
 // folder); $TMPDIR is kept beside it, so nothing the server or its steps
 // write lands outside the test's directory.
-func startProcess(t *testing.T, bin, addr string, args ...string) *exec.Cmd {
+func startProcess(t testing.TB, bin, addr string, args ...string) *exec.Cmd {
 	t.Helper()
 	tmp := ""
 	for i, a := range args {
@@ -170,7 +170,7 @@ func TestKillNineLosesNoAcknowledgedJob(t *testing.T) {
 // binaryServer is `appliance serve` running as a real process on a
 // workspace of its own, restartable on the same data dir and port.
 type binaryServer struct {
-	t    *testing.T
+	t    testing.TB
 	bin  string
 	addr string
 	args []string
@@ -179,7 +179,7 @@ type binaryServer struct {
 
 // startBinaryServer runs `appliance serve` on workspaceYAML (as workspace
 // "ws") with the given in-process worker slots; args are added to its flags.
-func startBinaryServer(t *testing.T, workspaceYAML string, workers int, args ...string) *binaryServer {
+func startBinaryServer(t testing.TB, workspaceYAML string, workers int, args ...string) *binaryServer {
 	t.Helper()
 	bin := binary(t)
 	dir := t.TempDir()

@@ -154,14 +154,15 @@ func checkAnswer(t testing.TB, req *http.Request, resp *http.Response, body []by
 
 // jobView is the job detail as the API returns it.
 type jobView struct {
-	JobID       string         `json:"job_id"`
-	Status      string         `json:"status"`
-	Revision    string         `json:"revision"`
-	Input       map[string]any `json:"input"`
-	CreatedAt   time.Time      `json:"created_at"`
-	CompletedAt *time.Time     `json:"completed_at"`
-	Steps       []stepView     `json:"steps"`
-	RerunOf     string         `json:"rerun_of"`
+	JobID        string         `json:"job_id"`
+	Status       string         `json:"status"`
+	Revision     string         `json:"revision"`
+	Input        map[string]any `json:"input"`
+	CreatedAt    time.Time      `json:"created_at"`
+	CompletedAt  *time.Time     `json:"completed_at"`
+	Steps        []stepView     `json:"steps"`
+	RerunOf      string         `json:"rerun_of"`
+	StepsSummary map[string]int `json:"steps_summary"`
 }
 
 type stepView struct {

@@ -144,3 +144,35 @@ func TestForEachEdgeCases(t *testing.T) {
 		})
 	}
 }
+
+// TestForEachAggregateNullsFailedInOrder finishes instances in reverse
+// order, some failing: the parent ends only with the last one, and its
+// output lists every instance in index order, null where one failed.
+func TestForEachAggregateNullsFailedInOrder(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`
+fan:
+  action: ok
+  for_each: [0, 1, 2, 3, 4]
+after: {action: ok, depends_on: [fan], continue_on_failure: true}`))
+	job := f.Execute("t", nil)
+	for i := 4; i >= 0; i-- {
+		if s := f.Step(job, "fan"); s.Status != engine.StepRunning {
+			t.Fatalf("fan is %s with fan[%d] still to end, want running", s.Status, i)
+		}
+		res := enginetest.Ok(map[string]any{"i": i})
+		if i%2 == 1 {
+			res = enginetest.Exit(1)
+		}
+		f.RunStep(fmt.Sprintf("fan[%d]", i), res)
+	}
+	fan := f.WaitStep(job, "fan", engine.StepFailed)
+	want := []any{map[string]any{"i": 0.0}, nil, map[string]any{"i": 2.0}, nil, map[string]any{"i": 4.0}}
+	if !reflect.DeepEqual(fan.Output, want) {
+		t.Errorf("fan output = %#v, want %#v", fan.Output, want)
+	}
+	if fan.ErrorMessage == nil || *fan.ErrorMessage != "2 of 5 for_each instances failed" {
+		t.Errorf("fan error = %v", fan.ErrorMessage)
+	}
+	f.RunStep("after", enginetest.Ok(nil))
+	f.WaitStatus(job, engine.JobFailed)
+}

@@ -38,6 +38,14 @@ func (e *Engine) Jobs(ctx context.Context, f JobFilter) ([]*Job, int, error) {
 	if f.Limit < 0 || f.Offset < 0 {
 		return nil, 0, fmt.Errorf("%w: limit and offset must not be negative", ErrInvalid)
 	}
+	for _, st := range f.Statuses {
+		if !ValidJobStatus(st) {
+			return nil, 0, fmt.Errorf("%w: unknown job status %q", ErrInvalid, st)
+		}
+	}
+	if f.SourceType != "" && !ValidSourceType(f.SourceType) {
+		return nil, 0, fmt.Errorf("%w: unknown source_type %q", ErrInvalid, f.SourceType)
+	}
 	if f.Limit == 0 {
 		f.Limit = DefaultPageSize
 	}

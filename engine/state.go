@@ -62,6 +62,7 @@ type stepState struct {
 	dependents []*stepState
 	parent     *stepState   // for_each parent of an instance
 	instances  []*stepState // for_each instances, by index
+	settled    int          // instances[:settled] are terminal (instanceDone)
 	timer      Timer        // step timeout while running
 	agent      *agentCall   // an agent step's call in flight
 

@@ -270,12 +270,18 @@ type Approval struct {
 	RejectionReason string
 }
 
-// JobFilter selects a page of jobs, newest first.
+// JobFilter selects a page of jobs, newest first. Every filter set must
+// hold (they compose); the zero value lists every job.
 type JobFilter struct {
-	Workspace string // optional
-	TaskName  string // optional; requires Workspace
-	Limit     int
-	Offset    int
+	Workspace  string   // optional
+	TaskName   string   // optional; requires Workspace
+	Statuses   []string // optional: any of these job statuses
+	SourceType string   // optional
+	// Cursor, when set, starts the page at the job just older than it
+	// (see CursorOf); Offset then skips from there.
+	Cursor *JobCursor
+	Limit  int
+	Offset int
 	// Visible, when set, keeps only the jobs of tasks it accepts (by
 	// workspace and task name): the store skips the others while paging,
 	// so pages stay full and the total counts only visible jobs. Access

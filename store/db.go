@@ -38,7 +38,10 @@ var (
 	bucketWorkerSteps = []byte("idx_wsteps")  // worker id \0 time job id \0 step -> steps key
 	bucketWorkerOrder = []byte("idx_workers") // registered time id
 	bucketCounts      = []byte("counts")      // counter name -> uint64
-	allBuckets        = [][]byte{bucketJobs, bucketSteps, bucketWorkers, bucketByTime, bucketByWorkspace, bucketByTask, bucketActive, bucketWorkerSteps, bucketWorkerOrder, bucketCounts}
+	bucketByStatus    = []byte("idx_status")  // status \0 time id -> facets
+	bucketBySource    = []byte("idx_source")  // source type \0 time id -> facets
+	bucketStepStatus  = []byte("idx_sstatus") // job id \0 status \0 seq name -> steps key
+	allBuckets        = [][]byte{bucketJobs, bucketSteps, bucketWorkers, bucketByTime, bucketByWorkspace, bucketByTask, bucketActive, bucketWorkerSteps, bucketWorkerOrder, bucketCounts, bucketByStatus, bucketBySource, bucketStepStatus}
 )
 
 // DB is the bbolt implementation of engine.Store.
@@ -67,13 +70,27 @@ func Open(path string) (*DB, error) {
 		// A database from before the refresh tokens' user index gets it
 		// built once, here.
 		indexUserRefresh := tx.Bucket(bucketUserRefresh) == nil && tx.Bucket(bucketRefresh) != nil
+		// A database from before the status and source indexes has jobs
+		// but not those buckets: they are built from the jobs once.
+		rebuild := tx.Bucket(bucketByStatus) == nil || tx.Bucket(bucketBySource) == nil
+		rebuildSteps := tx.Bucket(bucketStepStatus) == nil
 		for _, name := range slices.Concat(allBuckets, authBuckets) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
 		}
 		if indexUserRefresh {
-			return backfillUserRefresh(tx)
+			if err := backfillUserRefresh(tx); err != nil {
+				return err
+			}
+		}
+		if rebuild {
+			if err := rebuildListIndexes(tx); err != nil {
+				return err
+			}
+		}
+		if rebuildSteps {
+			return rebuildStepStatusIndex(tx)
 		}
 		return nil
 	})

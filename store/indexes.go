@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -33,7 +34,28 @@ func jobIndexes(j *engine.Job) []indexEntry {
 		{bucket: bucketByWorkspace, key: joinKey(workspacePrefix(j.Workspace), tid), count: countWorkspace(j.Workspace)},
 		{bucket: bucketByTask, key: joinKey(taskPrefix(j.Workspace, j.TaskName), tid), count: countTask(j.Workspace, j.TaskName)},
 		{bucket: bucketActive, key: active},
+		{bucket: bucketByStatus, key: joinKey(statusPrefix(j.Status), tid), val: jobFacets(j), count: countStatus(j.Status)},
+		{bucket: bucketBySource, key: joinKey(sourcePrefix(j.SourceType), tid), val: jobFacets(j), count: countSource(j.SourceType)},
 	}
+}
+
+// rebuildListIndexes fills the status and source indexes, and their
+// counters, from the jobs bucket: the migration of a database made before
+// they existed.
+func rebuildListIndexes(tx *bolt.Tx) error {
+	return tx.Bucket(bucketJobs).ForEach(func(_, v []byte) error {
+		var j engine.Job
+		if err := json.Unmarshal(v, &j); err != nil {
+			return fmt.Errorf("rebuild list indexes: %w", err)
+		}
+		var added []indexEntry
+		for _, e := range jobIndexes(&j) {
+			if bytes.Equal(e.bucket, bucketByStatus) || bytes.Equal(e.bucket, bucketBySource) {
+				added = append(added, e)
+			}
+		}
+		return moveIndexes(tx, nil, added)
+	})
 }
 
 // moveIndexes turns the old entries into the new ones, touching only those
@@ -75,8 +97,25 @@ func stepIndexes(s *engine.Step) []indexEntry {
 		count = countWorkerSteps(*s.WorkerID)
 	}
 	// The entry's value is the step's key, so WorkerSteps fetches the record
-	// without scanning the job's steps.
-	return []indexEntry{{bucket: bucketWorkerSteps, key: workerStepKey(s), val: stepKey(s.JobID, s.Seq, s.Name), count: count}}
+	// without scanning the job's steps. The status entry and its per-job
+	// counter serve steps_summary and a status page of a big job's steps.
+	sk := stepKey(s.JobID, s.Seq, s.Name)
+	return []indexEntry{
+		{bucket: bucketWorkerSteps, key: workerStepKey(s), val: sk, count: count},
+		{bucket: bucketStepStatus, key: stepStatusKey(s), val: sk, count: countStepStatus(s.JobID, s.Status)},
+	}
+}
+
+// rebuildStepStatusIndex fills the step status index and its counters
+// from the steps bucket: the migration of a database made before it.
+func rebuildStepStatusIndex(tx *bolt.Tx) error {
+	return tx.Bucket(bucketSteps).ForEach(func(_, v []byte) error {
+		var s engine.Step
+		if err := json.Unmarshal(v, &s); err != nil {
+			return fmt.Errorf("rebuild step status index: %w", err)
+		}
+		return moveIndexes(tx, nil, stepIndexes(&s)[1:])
+	})
 }
 
 func workerIndexes(w *engine.Worker) []indexEntry {

@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"container/heap"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -11,25 +10,34 @@ import (
 
 // Job lists under access control (engine.JobFilter.Visible). The per-task
 // counters name every (workspace, task) that has jobs, so the visible
-// tasks, and their total, come from the counters alone; the page is the
-// visible tasks' time indexes merged newest first, so hidden jobs are
-// skipped without being read and a page is as full as the visible jobs
-// allow. Cost: O(tasks with jobs) + O((offset + limit) log tasks).
+// tasks and their total come from the counters alone. A list filtered by
+// nothing else walks the visible tasks' time indexes merged newest first:
+// hidden jobs are skipped without being read, a page is as full as the
+// visible jobs allow, and it costs O(tasks with jobs + limit x visible
+// tasks). A list also filtered by status or source walks that index and
+// checks visibility on each entry's facets, counting its total by walking.
 
-// taskScope is one visible task: its key prefix in the task index and
-// its job count.
-type taskScope struct {
-	prefix []byte
-	count  int
+// restrictToVisible narrows the plan to the tasks f.Visible accepts, if
+// it hides any.
+func (p *jobPlan) restrictToVisible(tx *bolt.Tx) {
+	if p.f.Visible == nil {
+		return
+	}
+	ranges, hidden := visibleTaskRanges(tx, p.f)
+	if !hidden {
+		return
+	}
+	if len(p.f.Statuses) == 0 && p.f.SourceType == "" {
+		p.ranges, p.residual = ranges, false
+		return
+	}
+	p.residual = true
 }
 
-// visibleTasks lists the tasks within f's workspace and task filter that
-// f.Visible accepts; hidden reports whether it refused any. Without
-// f.Visible nothing is hidden.
-func visibleTasks(tx *bolt.Tx, f engine.JobFilter) (scopes []taskScope, hidden bool) {
-	if f.Visible == nil {
-		return nil, false
-	}
+// visibleTaskRanges lists the task-index ranges, with their counters, of
+// the tasks within f's workspace and task filter that f.Visible accepts;
+// hidden reports whether it refused any.
+func visibleTaskRanges(tx *bolt.Tx, f engine.JobFilter) (ranges []jobRange, hidden bool) {
 	counts := tx.Bucket(bucketCounts)
 	kind := strPrefix("task")
 	scan := kind
@@ -40,7 +48,7 @@ func visibleTasks(tx *bolt.Tx, f engine.JobFilter) (scopes []taskScope, hidden b
 		scan = strPrefix("task", f.Workspace)
 	}
 	c := counts.Cursor()
-	for k, v := c.Seek(scan); k != nil && bytes.HasPrefix(k, scan); k, v = c.Next() {
+	for k, _ := c.Seek(scan); k != nil && bytes.HasPrefix(k, scan); k, _ = c.Next() {
 		parts := bytes.Split(bytes.TrimSuffix(k[len(kind):], []byte{sep}), []byte{sep})
 		if len(parts) != 2 {
 			continue
@@ -50,64 +58,7 @@ func visibleTasks(tx *bolt.Tx, f engine.JobFilter) (scopes []taskScope, hidden b
 			hidden = true
 			continue
 		}
-		n := 0
-		if len(v) == 8 {
-			n = int(readCount(counts, k))
-		}
-		scopes = append(scopes, taskScope{prefix: taskPrefix(ws, task), count: n})
+		ranges = append(ranges, jobRange{bucketByTask, taskPrefix(ws, task), countTask(ws, task)})
 	}
-	return scopes, hidden
-}
-
-// mergedNewestIDs walks the task index under each scope's prefix from the
-// newest key, merged by (time, id) descending, skips offset and returns
-// the ids of the next limit.
-func mergedNewestIDs(b *bolt.Bucket, scopes []taskScope, offset, limit int) []string {
-	h := make(newestFirst, 0, len(scopes))
-	for _, sc := range scopes {
-		c := b.Cursor()
-		if k, _ := seekLast(c, sc.prefix); k != nil && bytes.HasPrefix(k, sc.prefix) {
-			h = append(h, &taskCursor{c: c, prefix: sc.prefix, key: k})
-		}
-	}
-	heap.Init(&h)
-	var ids []string
-	for len(h) > 0 && len(ids) < limit {
-		top := h[0]
-		if offset > 0 {
-			offset--
-		} else {
-			ids = append(ids, idAfterTime(top.key, len(top.prefix)))
-		}
-		if k, _ := top.c.Prev(); k != nil && bytes.HasPrefix(k, top.prefix) {
-			top.key = k
-			heap.Fix(&h, 0)
-		} else {
-			heap.Pop(&h)
-		}
-	}
-	return ids
-}
-
-// taskCursor is one task's position in its index.
-type taskCursor struct {
-	c      *bolt.Cursor
-	prefix []byte
-	key    []byte
-}
-
-func (t *taskCursor) timeID() []byte { return t.key[len(t.prefix):] }
-
-// newestFirst is a max-heap of cursors by the (time, id) under them.
-type newestFirst []*taskCursor
-
-func (h newestFirst) Len() int           { return len(h) }
-func (h newestFirst) Less(i, j int) bool { return bytes.Compare(h[i].timeID(), h[j].timeID()) > 0 }
-func (h newestFirst) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *newestFirst) Push(x any)        { *h = append(*h, x.(*taskCursor)) }
-func (h *newestFirst) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+	return ranges, hidden
 }

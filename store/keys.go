@@ -52,6 +52,15 @@ func stepKey(jobID string, seq int, name string) []byte {
 
 func stepsPrefix(jobID string) []byte { return strPrefix(jobID) }
 
+// stepStatusKey orders a job's steps of one status by Seq, as the steps
+// bucket does.
+func stepStatusKey(s *engine.Step) []byte {
+	seq := orderedInt(int64(s.Seq))
+	return joinKey(stepStatusPrefix(s.JobID, s.Status), seq[:], []byte(s.Name))
+}
+
+func stepStatusPrefix(jobID, status string) []byte { return strPrefix(jobID, status) }
+
 // jobTimeID is the suffix shared by every job index: newest-first iteration
 // walks it backwards, and the job id is what follows the 8 time bytes.
 func jobTimeID(j *engine.Job) []byte {
@@ -65,6 +74,20 @@ func idAfterTime(key []byte, prefixLen int) string {
 }
 
 func workspacePrefix(ws string) []byte  { return strPrefix(ws) }
+func statusPrefix(status string) []byte { return strPrefix(status) }
+func sourcePrefix(source string) []byte { return strPrefix(source) }
+
+// jobFacets is the value of a job's status and source index entries: what
+// a list query filters on beside the index's own key.
+func jobFacets(j *engine.Job) []byte { return strPrefix(j.Workspace, j.TaskName, j.SourceType) }
+
+func parseFacets(v []byte) (ws, task, source string, ok bool) {
+	parts := bytes.Split(v, []byte{sep})
+	if len(parts) != 4 {
+		return "", "", "", false
+	}
+	return string(parts[0]), string(parts[1]), string(parts[2]), true
+}
 func taskPrefix(ws, task string) []byte { return strPrefix(ws, task) }
 
 func sourceID(j *engine.Job) string {
@@ -121,3 +144,9 @@ const (
 func countWorkspace(ws string) []byte         { return strPrefix("ws", ws) }
 func countTask(ws, task string) []byte        { return strPrefix("task", ws, task) }
 func countWorkerSteps(workerID string) []byte { return strPrefix("wsteps", workerID) }
+func countStatus(status string) []byte        { return strPrefix("status", status) }
+func countSource(source string) []byte        { return strPrefix("source", source) }
+func countStepStatus(jobID, status string) []byte {
+	return strPrefix("jsteps", jobID, status)
+}
+func countStepStatusPrefix(jobID string) []byte { return strPrefix("jsteps", jobID) }

@@ -34,6 +34,7 @@ type sweptJob struct {
 	Workspace    string     `json:"workspace"`
 	TaskName     string     `json:"task_name"`
 	Status       string     `json:"status"`
+	SourceType   string     `json:"source_type"`
 	CreatedAt    time.Time  `json:"created_at"`
 	CompletedAt  *time.Time `json:"completed_at"`
 	HooksPending bool       `json:"hooks_pending"`
@@ -55,6 +56,8 @@ func (j *sweptJob) ended() (time.Time, bool) {
 type sweptStep struct {
 	JobID     string     `json:"job_id"`
 	Name      string     `json:"step_name"`
+	Seq       int        `json:"seq"`
+	Status    string     `json:"status"`
 	WorkerID  *string    `json:"worker_id"`
 	ReadyAt   *time.Time `json:"ready_at"`
 	StartedAt *time.Time `json:"started_at"`
@@ -184,7 +187,7 @@ func deleteJob(tx *bolt.Tx, j *sweptJob, budget int, deltas map[string]int64) (s
 			return 0, false, fmt.Errorf("decode step of job %s: %w", j.ID, err)
 		}
 		keys = append(keys, bytes.Clone(k))
-		idx = append(idx, stepIndexes(&engine.Step{JobID: j.ID, Name: s.Name, WorkerID: s.WorkerID, ReadyAt: s.ReadyAt, StartedAt: s.StartedAt})...)
+		idx = append(idx, stepIndexes(&engine.Step{JobID: j.ID, Name: s.Name, Seq: s.Seq, Status: s.Status, WorkerID: s.WorkerID, ReadyAt: s.ReadyAt, StartedAt: s.StartedAt})...)
 	}
 	more := k != nil && bytes.HasPrefix(k, prefix)
 	for _, key := range keys {
@@ -198,7 +201,7 @@ func deleteJob(tx *bolt.Tx, j *sweptJob, budget int, deltas map[string]int64) (s
 	if more {
 		return len(keys), false, nil
 	}
-	job := &engine.Job{ID: j.ID, Workspace: j.Workspace, TaskName: j.TaskName, Status: j.Status, CreatedAt: j.CreatedAt}
+	job := &engine.Job{ID: j.ID, Workspace: j.Workspace, TaskName: j.TaskName, Status: j.Status, SourceType: j.SourceType, CreatedAt: j.CreatedAt}
 	if err := dropIndexes(tx, jobIndexes(job), deltas); err != nil {
 		return 0, false, err
 	}

@@ -431,6 +431,18 @@ func assertCountsMatchIndexes(t *testing.T, db *DB) {
 			return countWorkerSteps(string(w))
 		})
 		walk(bucketWorkerOrder, func([]byte) []byte { return []byte(countWorkers) })
+		walk(bucketByStatus, func(k []byte) []byte {
+			st, _, _ := bytes.Cut(k, []byte{sep})
+			return countStatus(string(st))
+		})
+		walk(bucketStepStatus, func(k []byte) []byte {
+			parts := bytes.SplitN(k, []byte{sep}, 3)
+			return countStepStatus(string(parts[0]), string(parts[1]))
+		})
+		walk(bucketBySource, func(k []byte) []byte {
+			src, _, _ := bytes.Cut(k, []byte{sep})
+			return countSource(string(src))
+		})
 		if n := tx.Bucket(bucketJobs).Stats().KeyN; uint64(n) != want[countJobs] {
 			t.Errorf("%d job records, %d in the time index", n, want[countJobs])
 		}

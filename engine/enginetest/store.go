@@ -286,16 +286,27 @@ func (s *MemStore) Jobs(ctx context.Context, f engine.JobFilter) ([]*engine.Job,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []*engine.Job
-	total := 0
+	total, skip := 0, f.Offset
 	for i := len(s.jobOrder) - 1; i >= 0; i-- {
 		j := decode[engine.Job](s.jobs[s.jobOrder[i]])
-		if f.Workspace != "" && j.Workspace != f.Workspace || f.TaskName != "" && j.TaskName != f.TaskName {
+		if f.Workspace != "" && j.Workspace != f.Workspace || f.TaskName != "" && j.TaskName != f.TaskName ||
+			len(f.Statuses) > 0 && !slices.Contains(f.Statuses, j.Status) || f.SourceType != "" && j.SourceType != f.SourceType ||
+			f.Visible != nil && !f.Visible(j.Workspace, j.TaskName) {
 			continue
 		}
-		if total >= f.Offset && len(out) < f.Limit {
+		total++
+		if c := f.Cursor; c != nil {
+			if t := j.CreatedAt.UnixNano(); t > c.CreatedAt || t == c.CreatedAt && j.ID >= c.ID {
+				continue // not older than the cursor
+			}
+		}
+		if skip > 0 {
+			skip--
+			continue
+		}
+		if len(out) < f.Limit {
 			out = append(out, j)
 		}
-		total++
 	}
 	return out, total, nil
 }

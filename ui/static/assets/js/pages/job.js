@@ -6,7 +6,7 @@
 // and Re-run buttons (the whole job, or, for a failed or cancelled one, only
 // the steps that did not complete). Running durations tick every second.
 import { api } from '../api.js';
-import { h, link, path, replace } from '../dom.js';
+import { append, h, link, path, replace } from '../dom.js';
 import { duration, isLive, json, jobLink, shortId, status, taskLink, time } from '../format.js';
 import { counts, countsText, graph, splitSteps, tick, ticking } from '../graph.js';
 import { follow, logView } from '../logview.js';
@@ -23,6 +23,11 @@ const FAILED_LINES = 20;
 // INSTANCES is how many for_each instances a page of the list shows.
 const INSTANCES = 10;
 
+// STEP_PAGE is how many steps of a big job (one whose detail leaves its
+// for_each instances out: steps_omitted) a page of /steps shows.
+const STEP_PAGE = 200;
+const STEP_STATUSES = ['pending', 'ready', 'running', 'waiting', 'completed', 'failed', 'skipped', 'cancelled'];
+
 export async function jobPage(ctx) {
   const [id] = ctx.params;
   const { signal } = ctx;
@@ -32,6 +37,7 @@ export async function jobPage(ctx) {
   const head = h('div');
   const facts = h('div');
   const stepsBox = h('section', { 'aria-labelledby': 'steps-h' });
+  const allSteps = bigSteps();
   const failures = h('section', { id: 'failures', class: 'panel failures', 'aria-labelledby': 'failures-h', hidden: true });
   const approvals = h('section', { id: 'approvals', class: 'panel approvals', 'aria-labelledby': 'approvals-h', hidden: true });
   const graphBox = h('div', { class: 'graph' });
@@ -116,11 +122,68 @@ export async function jobPage(ctx) {
         h('section', { 'aria-labelledby': 'input-h' }, h('h2', { id: 'input-h' }, 'Input'), json(job.input)),
         h('section', { 'aria-labelledby': 'output-h' }, h('h2', { id: 'output-h' }, 'Output'),
           job.output ? json(job.output) : h('p', { class: 'muted' }, isLive(job.status) ? 'Not yet.' : 'None.'))));
-    replace(stepsBox, h('h2', { id: 'steps-h' }, 'Steps'), stepsTable(job.steps));
+    replace(stepsBox, h('h2', { id: 'steps-h' }, 'Steps'), summary(job.steps_summary), stepsTable(job.steps));
+    allSteps.show(job.steps_omitted > 0);
     paintFailures();
     paintApprovals();
     paintGraph();
     replace(timelineBox, timeline(job));
+  }
+
+  // summary counts the job's steps per status.
+  function summary(counts) {
+    const parts = STEP_STATUSES.filter((st) => counts?.[st]).map((st) => [status(st), ` ${counts[st]} `]);
+    return parts.length ? h('p', { id: 'steps-summary', class: 'summary' }, parts) : null;
+  }
+
+  // bigSteps pages every step of a big job, for_each instances included,
+  // through /api/jobs/{id}/steps, filtered by status; "More" follows the
+  // cursor. Nothing is fetched until the job turns out to be big.
+  function bigSteps() {
+    const el = h('section', { id: 'all-steps', 'aria-labelledby': 'all-steps-h', hidden: true });
+    const body = h('tbody');
+    const count = h('span', { class: 'count' });
+    const more = h('button', { type: 'button', id: 'steps-more' }, 'More');
+    const filter = h('select', { id: 'steps-status' },
+      h('option', { value: '' }, 'All statuses'), STEP_STATUSES.map((st) => h('option', { value: st }, st)));
+    let cursor = null;
+    let shown = 0;
+    let started = false;
+    const load = async (reset) => {
+      if (reset) { cursor = null; shown = 0; body.replaceChildren(); }
+      const q = new URLSearchParams({ limit: STEP_PAGE });
+      if (filter.value) q.set('status', filter.value);
+      if (cursor) q.set('cursor', cursor);
+      more.disabled = true;
+      try {
+        const page = await api(`${path('api', 'jobs', id, 'steps')}?${q}`, { signal });
+        for (const st of page.items) body.append(stepRow(st, /\[\d+\]$/.test(st.step_name)));
+        shown += page.items.length;
+        cursor = page.next_cursor;
+        count.textContent = `${shown} of ${page.total}`;
+        more.hidden = !cursor;
+      } catch (err) {
+        if (!signal.aborted) actionError.textContent = err.message;
+      }
+      more.disabled = false;
+    };
+    more.addEventListener('click', () => load(false));
+    filter.addEventListener('change', () => load(true));
+    append(el, [
+      h('h2', { id: 'all-steps-h' }, 'All steps'),
+      h('form', { class: 'filters', onsubmit: (e) => e.preventDefault() },
+        h('div', { class: 'field' }, h('label', { for: 'steps-status' }, 'Status'), filter)),
+      h('table', { class: 'steps' },
+        h('thead', {}, h('tr', {}, ['Step', 'Status', 'Worker', 'Started', 'Duration', 'Details'].map((x) => h('th', { scope: 'col' }, x)))),
+        body),
+      h('nav', { class: 'pager', 'aria-label': 'Steps pages' }, count, more)]);
+    return {
+      el,
+      show(big) {
+        el.hidden = !big;
+        if (big && !started) { started = true; load(true); }
+      },
+    };
   }
 
   function paintGraph() {
@@ -265,7 +328,7 @@ export async function jobPage(ctx) {
   }
 
   paint();
-  ctx.show(head, failures, approvals, graphSection, timelineSection, facts, stepsBox, logs.el);
+  ctx.show(head, failures, approvals, graphSection, timelineSection, facts, stepsBox, allSteps.el, logs.el);
 
   const timer = setInterval(() => {
     if (isLive(job.status)) refresh();

@@ -1,21 +1,35 @@
-// All jobs, newest first, filtered by workspace and task, a page at a time.
-// The filters live in the URL so a filtered list can be reloaded and shared.
+// All jobs, newest first, filtered by workspace, task and status, a page at
+// a time. Pages follow the list's cursor (next_cursor), so jobs arriving
+// meanwhile never shift a page; the filters, the cursor and the cursors of
+// the pages before (for "Newer") live in the URL so a page can be reloaded
+// and shared.
 import { api } from '../api.js';
 import { h, link, path } from '../dom.js';
 import { jobsTable } from '../format.js';
 
 const PAGE = 25;
+const STATUSES = [
+  ['', 'All statuses'], ['pending,running', 'Live'], ['pending', 'pending'], ['running', 'running'],
+  ['completed', 'completed'], ['failed', 'failed'], ['cancelled', 'cancelled'], ['skipped', 'skipped'],
+];
 
 export async function jobsPage(ctx) {
   document.title = 'Jobs · appliance';
   const { signal, query } = ctx;
   const workspace = query.get('workspace') || '';
   const task = workspace ? query.get('task_name') || '' : '';
-  const offset = Math.max(0, parseInt(query.get('offset') || '0', 10) || 0);
+  const statusFilter = query.get('status') || '';
+  const cursor = query.get('cursor') || '';
+  // trail: the cursors of the pages before this one, oldest first ('' is
+  // the first page).
+  const trail = cursor ? (query.get('trail') || '').split('.').filter((c, i) => c || i === 0) : [];
+  const at = Math.max(0, parseInt(query.get('at') || '0', 10) || 0);
 
-  const params = new URLSearchParams({ limit: PAGE, offset });
+  const params = new URLSearchParams({ limit: PAGE });
   if (workspace) params.set('workspace', workspace);
   if (task) params.set('task_name', task);
+  if (statusFilter) params.set('status', statusFilter);
+  if (cursor) params.set('cursor', cursor);
   const [jobs, workspaces, tasks] = await Promise.all([
     api(`/api/jobs?${params}`, { signal }),
     api('/api/workspaces', { signal }),
@@ -23,29 +37,39 @@ export async function jobsPage(ctx) {
   ]);
 
   const to = (changes) => {
-    const q = new URLSearchParams({ workspace, task_name: task, offset, ...changes });
+    const q = new URLSearchParams({ workspace, task_name: task, status: statusFilter, ...changes });
     for (const [k, v] of [...q]) if (!v || v === '0') q.delete(k);
     const s = q.toString();
     return s ? `/jobs?${s}` : '/jobs';
   };
-  const wsSelect = h('select', { id: 'filter-ws', value: workspace, onchange: (e) => ctx.navigate(to({ workspace: e.target.value, task_name: '', offset: 0 })) },
+  const refilter = (changes) => ctx.navigate(to({ cursor: '', trail: '', at: 0, ...changes }));
+  const wsSelect = h('select', { id: 'filter-ws', value: workspace, onchange: (e) => refilter({ workspace: e.target.value, task_name: '' }) },
     h('option', { value: '' }, 'All workspaces'),
     workspaces.map((w) => h('option', { value: w.name }, w.name)));
-  const taskSelect = h('select', { id: 'filter-task', value: task, disabled: !workspace, onchange: (e) => ctx.navigate(to({ task_name: e.target.value, offset: 0 })) },
+  const taskSelect = h('select', { id: 'filter-task', value: task, disabled: !workspace, onchange: (e) => refilter({ task_name: e.target.value }) },
     h('option', { value: '' }, workspace ? 'All tasks' : 'Choose a workspace first'),
     tasks.map((t) => h('option', { value: t.name }, t.name)));
+  const statusSelect = h('select', { id: 'filter-status', value: statusFilter, onchange: (e) => refilter({ status: e.target.value }) },
+    STATUSES.map(([v, label]) => h('option', { value: v }, label)));
 
-  const first = jobs.total ? offset + 1 : 0;
-  const last = offset + jobs.items.length;
+  const first = jobs.items.length ? at + 1 : at;
+  const last = at + jobs.items.length;
+  const newer = cursor
+    ? link(to({ cursor: trail[trail.length - 1] || '', trail: trail.slice(0, -1).join('.'), at: Math.max(0, at - PAGE) }), '← Newer')
+    : h('span', { class: 'muted' }, '← Newer');
+  const older = jobs.next_cursor
+    ? link(to({ cursor: jobs.next_cursor, trail: [...trail, cursor].join('.'), at: last }), 'Older →')
+    : h('span', { class: 'muted' }, 'Older →');
   ctx.show(
     h('h1', {}, 'Jobs'),
     h('form', { class: 'filters', role: 'search', onsubmit: (e) => e.preventDefault() },
       h('div', { class: 'field' }, h('label', { for: 'filter-ws' }, 'Workspace'), wsSelect),
-      h('div', { class: 'field' }, h('label', { for: 'filter-task' }, 'Task'), taskSelect)),
-    jobsTable(jobs.items, offset ? 'No jobs on this page.' : 'No jobs match.'),
+      h('div', { class: 'field' }, h('label', { for: 'filter-task' }, 'Task'), taskSelect),
+      h('div', { class: 'field' }, h('label', { for: 'filter-status' }, 'Status'), statusSelect)),
+    jobsTable(jobs.items, cursor ? 'No jobs on this page.' : 'No jobs match.'),
     h('nav', { class: 'pager', 'aria-label': 'Pages' },
-      offset > 0 ? link(to({ offset: Math.max(0, offset - PAGE) }), '← Newer') : h('span', { class: 'muted' }, '← Newer'),
+      newer,
       h('span', { class: 'count' }, `${first}–${last} of ${jobs.total}`),
-      last < jobs.total ? link(to({ offset: offset + PAGE }), 'Older →') : h('span', { class: 'muted' }, 'Older →')),
+      older),
   );
 }
