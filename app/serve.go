@@ -217,7 +217,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		LogBuffer:     cfg.logBuffer,
 	}
 	if *cfg.Workers > 0 {
-		if err := detectRunners(ctx, cfg.Docker, &pool, log.With("worker", "in-process")); err != nil {
+		if err := detectRunners(ctx, cfg.Docker, cfg.Kubernetes, "", &pool, log.With("worker", "in-process")); err != nil {
 			return nil, err
 		}
 	}
@@ -266,6 +266,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		TemplateTime:     cfg.limits.TemplateTime,
 		TemplateOutput:   cfg.limits.TemplateOutput,
 		Metrics:          reg,
+		RunnerTag:        runners.CapabilityTag,
 	})
 	if err != nil {
 		return nil, err
@@ -304,8 +305,12 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		Interval: cfg.sweepInterval, Logger: log.With("component", "retention")})
 	s.sweeper = s.sup.start("retention sweeper", sweeper.Run)
 
+	// The in-process pool's pods fetch workspaces over HTTP with tokens
+	// the API checks, so both share one minter.
+	stepTokens := api.NewStepTokens(0, nil)
 	s.http = &http.Server{
 		Handler: api.New(api.Config{
+			StepTokens:  stepTokens,
 			Engine:      eng,
 			Workspaces:  registry,
 			Logs:        sink,
@@ -344,6 +349,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 
 	if *cfg.Workers > 0 {
 		inProcess := newInProcessServer(eng, registry)
+		inProcess.stepTokens = stepTokens
 		inProcess.registered = func() { s.ready.done(inProcessPart) }
 		workers := runners.NewWorker(inProcess, pool, log.With("worker", "in-process"))
 		s.workers = s.sup.start("in-process workers", workers.Run)

@@ -36,6 +36,11 @@ type Config struct {
 	RenderSlots int // 0 = four per CPU, at least 16
 	// Metrics observes the loop's decisions (nil = none).
 	Metrics Metrics
+	// RunnerTag is the capability tag a worker needs to run steps of a
+	// runner ("local", "docker", "pod"), "" for none: the runners'
+	// registry, injected by app (runners.CapabilityTag). nil = no runner
+	// needs a tag beyond the action's own.
+	RunnerTag func(runner string) string
 }
 
 // Engine is the orchestrator.

@@ -25,6 +25,12 @@ type Step struct {
 	Dir       string // local directory holding the workspace's files
 	Action    *workflow.Action
 	Input     map[string]any
+	// Revision is the workspace revision the job runs on.
+	Revision string
+	// WorkspaceToken mints a short-lived token that downloads this step's
+	// workspace revision while the step runs (for a pod's init container;
+	// nil when the server cannot mint one).
+	WorkspaceToken func(ctx context.Context) (string, error)
 	// Log receives each output line with its stream, "stdout" or "stderr".
 	// It is called from several goroutines and must be safe for that.
 	Log func(stream, line string)
