@@ -251,7 +251,8 @@ func (w *podWatch) initLog(ctx context.Context, container string) {
 // there once the grace has passed, without any.
 func (w *podWatch) delete(ctx context.Context, grace time.Duration) {
 	pods := w.p.client.CoreV1().Pods(w.ns)
-	secs := int64(grace / time.Second)
+	// Whole seconds, rounded up: a grace of 0 deletes at once.
+	secs := int64((grace + time.Second - 1) / time.Second)
 	dctx, cancel := context.WithTimeout(ctx, podOpTimeout)
 	err := pods.Delete(dctx, w.name, metav1.DeleteOptions{GracePeriodSeconds: &secs})
 	cancel()
@@ -264,7 +265,7 @@ func (w *podWatch) delete(ctx context.Context, grace time.Duration) {
 	if grace <= 0 {
 		return
 	}
-	deadline := time.Now().Add(grace + 2*time.Second)
+	deadline := time.Now().Add(grace + 2*w.p.cfg.PollInterval)
 	for time.Now().Before(deadline) {
 		if _, err := w.get(ctx); apierrors.IsNotFound(err) {
 			return
