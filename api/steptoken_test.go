@@ -1,6 +1,11 @@
 package api_test
 
 import (
+	"context"
+	"os"
+	"path/filepath"
+
+	"github.com/appliance-sh/appliance/runners"
 	"sync"
 	"testing"
 	"time"
@@ -45,6 +50,24 @@ func TestStepTokenDownloadsOnlyItsRevisionWhileTheStepRuns(t *testing.T) {
 		return f.do("GET", path, nil, map[string]string{"Authorization": "Bearer " + token})
 	}
 	get("/worker/workspace/main.tar.gz?revision="+rev, tok).expect(200)
+
+	// What the pod's init container (appliance fetch-workspace) does with it.
+	dir := filepath.Join(t.TempDir(), "workspace")
+	files := filepath.Join(t.TempDir(), "files")
+	init := runners.PodInit{FilesDir: files, InputJSON: `{"name":"pod"}`, ScriptFile: "/.appliance/script.sh", Script: "echo hi\n",
+		ServerURL: f.url, Token: tok, Workspace: "main", Revision: rev, Dir: dir}
+	if err := init.Prepare(context.Background(), runners.DefaultWorkspaceLimits); err != nil {
+		t.Fatalf("fetch-workspace: %v", err)
+	}
+	for path, want := range map[string]string{
+		filepath.Join(dir, "scripts", "run.sh"): "#!/bin/sh\necho run\n",
+		filepath.Join(files, "input.json"):      `{"name":"pod"}`,
+		filepath.Join(files, "script.sh"):       "echo hi\n",
+	} {
+		if got, err := os.ReadFile(path); err != nil || string(got) != want {
+			t.Errorf("%s = %q, %v; want %q", path, got, err, want)
+		}
+	}
 	get("/worker/workspace/broken.tar.gz?revision="+rev, tok).expectError(403, "workspace main only")
 	get("/worker/workspace/main.tar.gz?revision=other", tok).expectError(403, "revision "+rev)
 	get("/worker/workspace/main.tar.gz", tok).expectError(403, "revision "+rev)

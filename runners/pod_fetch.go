@@ -57,6 +57,9 @@ func (p PodInit) Prepare(ctx context.Context, limits WorkspaceLimits) error {
 	if p.ServerURL == "" || p.Token == "" || p.Workspace == "" || p.Revision == "" {
 		return errors.New("a script pod needs APPLIANCE_SERVER_URL, APPLIANCE_WORKSPACE_TOKEN, APPLIANCE_WORKSPACE and APPLIANCE_REVISION")
 	}
+	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+		return err
+	}
 	c := NewClient(p.ServerURL, p.Token, &http.Client{})
 	d, err := c.download(ctx, p.Workspace, p.Revision, "")
 	if err != nil {

@@ -3,6 +3,7 @@ package runners
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/runners/kubetest"
 )
 
 // Pod runner behaviour over client-go's fake clientset: see pod_fake_test.go.
@@ -330,5 +332,32 @@ func TestRunnerKindsDeclareTheirTags(t *testing.T) {
 	}
 	if len(Kinds()) != len(want) || CapabilityTag("nope") != "" {
 		t.Errorf("kinds = %v", Kinds())
+	}
+}
+
+// TestPodRunnerDetectedThroughAKubeconfig: a kubeconfig whose cluster
+// answers offers the pod runner in the context's namespace; a namespace
+// the API refuses does not, and a missing file is a configuration error.
+func TestPodRunnerDetectedThroughAKubeconfig(t *testing.T) {
+	api := kubetest.Start(t, "team-a")
+	env := DetectEnv{Worker: "w", Log: quietLog(), Docker: DockerConfig{Endpoint: "unix:///nonexistent/docker.sock"},
+		Kubernetes: &KubernetesConfig{Kubeconfig: api.Kubeconfig}}
+	found, tags, err := DetectRunners(context.Background(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := found["pod"].(*Pod)
+	if !ok || !slices.Equal(tags, []string{"kubernetes"}) || p.Namespace() != "team-a" || api.Lists.Load() == 0 {
+		t.Fatalf("runners %v tags %v lists %d: want the pod runner in team-a", found, tags, api.Lists.Load())
+	}
+
+	env.Kubernetes = &KubernetesConfig{Kubeconfig: api.Kubeconfig, Namespace: "elsewhere"}
+	if found, tags, err := DetectRunners(context.Background(), env); err != nil || found["pod"] != nil || len(tags) != 0 {
+		t.Errorf("namespace the API refuses: runners %v tags %v err %v; want none", found, tags, err)
+	}
+
+	env.Kubernetes = &KubernetesConfig{Kubeconfig: filepath.Join(t.TempDir(), "missing")}
+	if _, _, err := DetectRunners(context.Background(), env); err == nil || !strings.Contains(err.Error(), "kubernetes.kubeconfig") {
+		t.Errorf("missing kubeconfig: err = %v", err)
 	}
 }
