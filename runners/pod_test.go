@@ -361,3 +361,25 @@ func TestPodRunnerDetectedThroughAKubeconfig(t *testing.T) {
 		t.Errorf("missing kubeconfig: err = %v", err)
 	}
 }
+
+func TestPodStepEndsWithItsContainerWhileASidecarRuns(t *testing.T) {
+	logs := &fakeLogs{streams: []string{"2026-01-02T03:04:05Z done\n"}}
+	f := newFakeKube(t, nil)
+	f.setLifecycle(func(pod *corev1.Pod) {
+		runsUntilLogsServed(logs, 0, "")(pod)
+		pod.Status.Phase = corev1.PodRunning // the sidecar keeps the pod running
+		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{Name: "clock",
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}})
+	})
+	step := podStep(&workflow.Action{Type: workflow.TypePod, Image: "alpine:3", Cmd: "echo done",
+		Manifest: map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "clock", "image": "busybox"}}}}})
+	var out lineLog
+	step.Log = out.log
+	res := Execute(context.Background(), newTestPod(t, f, logs, nil), step)
+	if res.Error != nil || !slices.Equal(out.all(), []string{"stdout: done"}) {
+		t.Fatalf("result %v, lines %q", res.Error, out.all())
+	}
+	if pod := f.created(t); len(pod.Spec.Containers) != 2 || !isGone(f, "steps", pod.Name) {
+		t.Errorf("containers %d; the pod must be deleted, sidecar and all", len(pod.Spec.Containers))
+	}
+}

@@ -65,9 +65,12 @@ func (w *podWatch) run(ctx context.Context) (int, error) {
 			if w.logsDone == nil && containerStarted(pod) {
 				w.startLogs(logCtx)
 			}
-			switch pod.Status.Phase {
-			case corev1.PodSucceeded, corev1.PodFailed:
+			// The step ends with its container: a sidecar the manifest
+			// added may run on, and is stopped by the pod's deletion.
+			if containerEnded(pod) {
 				return w.finish(ctx, pod)
+			}
+			switch pod.Status.Phase {
 			case corev1.PodPending, "":
 				if time.Since(began) > w.p.cfg.PodStartTimeout {
 					return 0, errors.New(w.notStarted(pod))
