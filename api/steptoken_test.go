@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/appliance-sh/appliance/runners"
 	"sync"
@@ -50,6 +51,13 @@ func TestStepTokenDownloadsOnlyItsRevisionWhileTheStepRuns(t *testing.T) {
 		return f.do("GET", path, nil, map[string]string{"Authorization": "Bearer " + token})
 	}
 	get("/worker/workspace/main.tar.gz?revision="+rev, tok).expect(200)
+
+	// The remote worker's client mints the same kind of token.
+	viaClient, err := runners.NewClient(f.url, workerToken, nil).StepToken(context.Background(), w, job, "say")
+	if err != nil || !strings.HasPrefix(viaClient, "apst_") {
+		t.Fatalf("client StepToken = %q, %v", viaClient, err)
+	}
+	get("/worker/workspace/main.tar.gz?revision="+rev, viaClient).expect(200)
 
 	// What the pod's init container (appliance fetch-workspace) does with it.
 	dir := filepath.Join(t.TempDir(), "workspace")
