@@ -13,7 +13,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -60,7 +60,7 @@ type KubernetesConfig struct {
 
 	// Client and Logs replace the clientset built from the config and
 	// its log streams (tests: client-go's fake clientset).
-	Client kubernetes.Interface
+	Client corev1client.CoreV1Interface
 	Logs   PodLogs
 	Log    *slog.Logger
 }
@@ -69,7 +69,7 @@ type KubernetesConfig struct {
 type Pod struct {
 	cfg    KubernetesConfig
 	worker string
-	client kubernetes.Interface
+	client corev1client.CoreV1Interface
 	logs   PodLogs
 	log    *slog.Logger
 }
@@ -109,7 +109,7 @@ func NewPod(worker string, cfg KubernetesConfig) (*Pod, error) {
 		if cfg.Namespace == "" {
 			cfg.Namespace = ns
 		}
-		if client, err = kubernetes.NewForConfig(rc); err != nil {
+		if client, err = corev1client.NewForConfig(rc); err != nil {
 			return nil, fmt.Errorf("kubernetes client: %w", err)
 		}
 	}
@@ -157,7 +157,7 @@ func restConfig(cfg KubernetesConfig) (*rest.Config, string, error) {
 func (p *Pod) Check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, detectTimeout)
 	defer cancel()
-	if _, err := p.client.CoreV1().Pods(p.cfg.Namespace).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+	if _, err := p.client.Pods(p.cfg.Namespace).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 		return fmt.Errorf("list pods in namespace %s: %w", p.cfg.Namespace, err)
 	}
 	return nil
@@ -203,7 +203,7 @@ func detectPod(ctx context.Context, env DetectEnv) (Runner, error) {
 func (p *Pod) CollectGarbage(ctx context.Context, held func(jobID, step string) bool) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, podOpTimeout)
 	defer cancel()
-	list, err := p.client.CoreV1().Pods(p.cfg.Namespace).List(ctx, metav1.ListOptions{
+	list, err := p.client.Pods(p.cfg.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: LabelWorker + "=" + labelValue(p.worker),
 	})
 	if err != nil {
@@ -214,7 +214,7 @@ func (p *Pod) CollectGarbage(ctx context.Context, held func(jobID, step string) 
 		if held != nil && held(pod.Annotations[LabelJobID], pod.Annotations[LabelStep]) {
 			continue
 		}
-		if err := p.client.CoreV1().Pods(p.cfg.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil && !apierrors.IsNotFound(err) {
+		if err := p.client.Pods(p.cfg.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil && !apierrors.IsNotFound(err) {
 			return n, fmt.Errorf("delete pod %s: %w", pod.Name, err)
 		}
 		n++
@@ -274,7 +274,7 @@ func (p *Pod) Run(ctx context.Context, step *Step) (int, error) {
 	// cancel could leave a pod that no one deletes.
 	opCtx := context.WithoutCancel(ctx)
 	createCtx, cancel := context.WithTimeout(opCtx, podOpTimeout)
-	created, err := p.client.CoreV1().Pods(pod.Namespace).Create(createCtx, pod, metav1.CreateOptions{})
+	created, err := p.client.Pods(pod.Namespace).Create(createCtx, pod, metav1.CreateOptions{})
 	cancel()
 	if err != nil {
 		return 0, fmt.Errorf("create pod %s in namespace %s: %w", pod.Name, pod.Namespace, err)

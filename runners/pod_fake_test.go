@@ -176,7 +176,7 @@ func (l *fakeLogs) sinces() []*time.Time {
 // newTestPod is a pod runner over f with fast polling.
 func newTestPod(t *testing.T, f *fakeKube, logs PodLogs, tweak func(*KubernetesConfig)) *Pod {
 	t.Helper()
-	cfg := KubernetesConfig{Client: f.cs, Logs: logs, Namespace: "steps", PollInterval: 5 * time.Millisecond,
+	cfg := KubernetesConfig{Client: f.cs.CoreV1(), Logs: logs, Namespace: "steps", PollInterval: 5 * time.Millisecond,
 		KillGrace: 50 * time.Millisecond, ServerURL: "http://appliance.internal:8080", Log: quietLog()}
 	if tweak != nil {
 		tweak(&cfg)

@@ -9,7 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // PodLogs opens a container's log stream, following it, from since on
@@ -21,7 +21,7 @@ type PodLogs interface {
 }
 
 // clientLogs follows logs through the API server.
-type clientLogs struct{ client kubernetes.Interface }
+type clientLogs struct{ client corev1client.CoreV1Interface }
 
 func (l clientLogs) Stream(ctx context.Context, ns, pod, container string, since *time.Time) (io.ReadCloser, error) {
 	opts := &corev1.PodLogOptions{Container: container, Follow: true, Timestamps: true}
@@ -29,7 +29,7 @@ func (l clientLogs) Stream(ctx context.Context, ns, pod, container string, since
 		t := metav1.NewTime(*since)
 		opts.SinceTime = &t
 	}
-	return l.client.CoreV1().Pods(ns).GetLogs(pod, opts).Stream(ctx)
+	return l.client.Pods(ns).GetLogs(pod, opts).Stream(ctx)
 }
 
 // logFollower follows a container's log across dropped streams: a stream

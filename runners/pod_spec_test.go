@@ -19,7 +19,7 @@ var updateGolden = flag.Bool("update", false, "rewrite the pod golden files in t
 func testPodRunner(t *testing.T) *Pod {
 	t.Helper()
 	p, err := NewPod("worker-1", KubernetesConfig{
-		Client:           newFakeKube(t, nil).cs,
+		Client:           newFakeKube(t, nil).cs.CoreV1(),
 		Namespace:        "steps",
 		InitImage:        "appliance:test",
 		ServiceAccount:   "appliance-steps",

@@ -268,7 +268,7 @@ func TestPodGarbageCollectionAtStartUpDeletesThisWorkersPods(t *testing.T) {
 	f := newFakeKube(t, nil, leftover("old-1", "worker-1"), leftover("old-2", "worker-1"), leftover("theirs", "worker-2"))
 	found, tags, err := DetectRunners(context.Background(), DetectEnv{Worker: "worker-1", Log: quietLog(),
 		Docker:     DockerConfig{Endpoint: "unix:///nonexistent/docker.sock"},
-		Kubernetes: &KubernetesConfig{Client: f.cs, Namespace: "steps"}})
+		Kubernetes: &KubernetesConfig{Client: f.cs.CoreV1(), Namespace: "steps"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestPodRunnerIsNotOfferedWhenTheClusterDoesNotAnswer(t *testing.T) {
 	})
 	found, tags, err := DetectRunners(context.Background(), DetectEnv{Worker: "w", Log: quietLog(),
 		Docker:     DockerConfig{Endpoint: "unix:///nonexistent/docker.sock"},
-		Kubernetes: &KubernetesConfig{Client: f.cs}})
+		Kubernetes: &KubernetesConfig{Client: f.cs.CoreV1()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ var pullFailures = map[string]bool{
 func (w *podWatch) get(ctx context.Context) (*corev1.Pod, error) {
 	ctx, cancel := context.WithTimeout(ctx, podOpTimeout)
 	defer cancel()
-	return w.p.client.CoreV1().Pods(w.ns).Get(ctx, w.name, metav1.GetOptions{})
+	return w.p.client.Pods(w.ns).Get(ctx, w.name, metav1.GetOptions{})
 }
 
 // run polls the pod until it ends, starting the log follower once the
@@ -253,7 +253,7 @@ func (w *podWatch) initLog(ctx context.Context, container string) {
 // delete deletes the pod with the grace period given and, if it is still
 // there once the grace has passed, without any.
 func (w *podWatch) delete(ctx context.Context, grace time.Duration) {
-	pods := w.p.client.CoreV1().Pods(w.ns)
+	pods := w.p.client.Pods(w.ns)
 	// Whole seconds, rounded up: a grace of 0 deletes at once.
 	secs := int64((grace + time.Second - 1) / time.Second)
 	dctx, cancel := context.WithTimeout(ctx, podOpTimeout)
