@@ -125,6 +125,9 @@ type Config struct {
 	// BodyReadTimeout is how long a request body may take to arrive
 	// (default 60s).
 	BodyReadTimeout time.Duration
+	// StepTokens mints and checks step-bound workspace tokens (default a
+	// fresh one; the in-process pool shares the server's).
+	StepTokens *StepTokens
 }
 
 // server holds the handlers' dependencies.
@@ -135,6 +138,8 @@ type server struct {
 	auth     *authService // nil when auth is off
 	guard    *browserGuard
 	lineSeqs *lineSeqs
+	// stepTokens mints the step-bound workspace tokens of pods.
+	stepTokens *StepTokens
 }
 
 // New returns the HTTP handler of the API. The caller may add routes (the
@@ -164,7 +169,10 @@ func New(cfg Config) *echo.Echo {
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = 60 * time.Second
 	}
-	s := &server{cfg: cfg, log: cfg.Logger, tarballs: newTarballCache(tarballsKept), lineSeqs: newLineSeqs(),
+	if cfg.StepTokens == nil {
+		cfg.StepTokens = NewStepTokens(0, cfg.Now)
+	}
+	s := &server{cfg: cfg, log: cfg.Logger, stepTokens: cfg.StepTokens, tarballs: newTarballCache(tarballsKept), lineSeqs: newLineSeqs(),
 		guard: newBrowserGuard(cfg.ListenAddr, cfg.AllowedHosts, cfg.AllowedOrigins)}
 	if cfg.Auth != nil {
 		// base_url names the server as its users reach it.
@@ -208,7 +216,9 @@ func New(cfg Config) *echo.Echo {
 	w.POST("/jobs/:id/logs", s.pushLogs)
 	w.GET("/jobs/:id/cancelled", s.waitCancelled)
 	w.POST("/jobs/:id/complete", s.completeJob)
-	w.GET("/workspace/:file", s.workspaceTarball)
+	w.POST("/jobs/:id/steps/:step/workspace-token", s.mintStepToken)
+	// The download also takes a step-bound token (a pod's init container).
+	e.GET("/worker/workspace/:file", s.workspaceTarball, s.requireTarballToken)
 
 	s.webhookRoutes(e)
 	s.authRoutes(e)

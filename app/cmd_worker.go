@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"syscall"
 
@@ -62,10 +63,11 @@ func workerMain(ctx context.Context, configFile string, stdout, stderr io.Writer
 		RetryMax:          cfg.RetryMaxInterval,
 		Spool:             spool,
 	}
-	if err := detectRunners(ctx, cfg.Docker, &wcfg, log); err != nil {
+	if err := detectRunners(ctx, cfg.Docker, cfg.Kubernetes, cfg.ServerURL, &wcfg, log); err != nil {
 		fmt.Fprintln(stderr, "appliance worker:", err)
 		return 2
 	}
+	fmt.Fprintf(stdout, "  detected tags:       %s (runners: %s)\n", describeTags(wcfg.Tags), strings.Join(runnerNames(wcfg.Runners), ", "))
 	w := runners.NewWorker(client, wcfg, log)
 	if err := w.Run(ctx); err != nil {
 		if errors.Is(err, runners.ErrUnauthorized) {
@@ -103,4 +105,23 @@ func printWorkerSettings(w io.Writer, cfg *workerConfig) {
 		cfg.RetryMinInterval, cfg.RetryMaxInterval, cfg.SpoolDir, units.BytesSize(float64(cfg.SpoolMax)),
 		units.BytesSize(float64(cfg.WorkspaceLimits.TotalSize)), cfg.WorkspaceLimits.Files,
 		units.BytesSize(float64(cfg.WorkspaceLimits.FileSize)), cfg.WorkspaceLimits.Ratio)
+}
+
+func describeTags(tags []string) string {
+	if len(tags) == 0 {
+		return "(none)"
+	}
+	return strings.Join(tags, ", ")
+}
+
+// runnerNames lists a worker's runners, the local one always among them.
+func runnerNames(rs map[string]runners.Runner) []string {
+	names := []string{"local"}
+	for n := range rs {
+		if n != "local" {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names[1:])
+	return names
 }

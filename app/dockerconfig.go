@@ -21,9 +21,10 @@ type DockerSection struct {
 	KillGrace string `yaml:"kill_grace"`
 }
 
-// detectRunners adds the runners this machine can offer (docker when a
-// daemon answers) to a worker's config, with the tags they bring.
-func detectRunners(ctx context.Context, sec DockerSection, cfg *runners.WorkerConfig, log *slog.Logger) error {
+// detectRunners adds the runners this machine can offer (each runner's
+// detection: docker when a daemon answers, pod when the kubernetes section's
+// cluster answers) to a worker's config, with the capability tags they bring.
+func detectRunners(ctx context.Context, sec DockerSection, kube *KubernetesSection, serverURL string, cfg *runners.WorkerConfig, log *slog.Logger) error {
 	dc := runners.DockerConfig{Endpoint: sec.Endpoint, Images: sec.Images, Log: log}
 	if sec.KillGrace != "" {
 		d, err := time.ParseDuration(sec.KillGrace)
@@ -32,9 +33,13 @@ func detectRunners(ctx context.Context, sec DockerSection, cfg *runners.WorkerCo
 		}
 		dc.KillGrace = d
 	}
-	found, tags, err := runners.DetectRunners(ctx, dc, log)
+	kc, err := kube.config(serverURL)
 	if err != nil {
-		return fmt.Errorf("docker: %w", err)
+		return err
+	}
+	found, tags, err := runners.DetectRunners(ctx, runners.DetectEnv{Worker: cfg.Name, Docker: dc, Kubernetes: kc, Log: log})
+	if err != nil {
+		return err
 	}
 	if cfg.Runners == nil {
 		cfg.Runners = map[string]runners.Runner{}

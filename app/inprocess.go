@@ -30,6 +30,8 @@ type inProcessServer struct {
 	workspaces workspaceLookup
 	// registered, if set, is called once the pool has registered.
 	registered func()
+	// stepTokens mints pods' workspace tokens (nil = none can be minted).
+	stepTokens *api.StepTokens
 }
 
 func newInProcessServer(e *engine.Engine, ws workspaceLookup) *inProcessServer {
@@ -100,6 +102,17 @@ func (s *inProcessServer) PushLogs(ctx context.Context, jobID string, push runne
 		return false, err
 	}
 	return s.engine.WaitCancelled(ctx, jobID, 0)
+}
+
+func (s *inProcessServer) StepToken(ctx context.Context, workerID, jobID, step string) (string, error) {
+	if s.stepTokens == nil {
+		return "", errors.New("this server mints no workspace tokens")
+	}
+	tok, _, err := s.stepTokens.Mint(ctx, s.engine, workerID, jobID, step)
+	if err != nil {
+		return "", protocolError(err)
+	}
+	return tok, nil
 }
 
 func (s *inProcessServer) Cancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error) {

@@ -33,6 +33,7 @@ commands:
   worker      run a remote worker (--config worker-config.yaml)
   validate    check a workspace directory: appliance validate DIR
   schema      print the JSON Schema of the workflow format
+  fetch-workspace  a step pod's init container (set up by the pod runner)
 
 client commands (--server URL, default $APPLIANCE_SERVER or http://127.0.0.1:8080;
 they use the login stored by "appliance login", or $APPLIANCE_TOKEN when it is set;

@@ -223,7 +223,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		LogBuffer:     cfg.logBuffer,
 	}
 	if *cfg.Workers > 0 {
-		if err := detectRunners(ctx, cfg.Docker, &pool, log.With("worker", "in-process")); err != nil {
+		if err := detectRunners(ctx, cfg.Docker, cfg.Kubernetes, "", &pool, log.With("worker", "in-process")); err != nil {
 			return nil, err
 		}
 	}
@@ -283,6 +283,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		TemplateOutput:   cfg.limits.TemplateOutput,
 		Metrics:          reg,
 		Agents:           agentCaller,
+		RunnerTag:        runners.CapabilityTag,
 	})
 	if err != nil {
 		return nil, err
@@ -321,8 +322,12 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		Interval: cfg.sweepInterval, Logger: log.With("component", "retention")})
 	s.sweeper = s.sup.start("retention sweeper", sweeper.Run)
 
+	// The in-process pool's pods fetch workspaces over HTTP with tokens
+	// the API checks, so both share one minter.
+	stepTokens := api.NewStepTokens(0, nil)
 	s.http = &http.Server{
 		Handler: api.New(api.Config{
+			StepTokens:  stepTokens,
 			Engine:      eng,
 			Workspaces:  registry,
 			Logs:        sink,
@@ -362,6 +367,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 
 	if *cfg.Workers > 0 {
 		inProcess := newInProcessServer(eng, registry)
+		inProcess.stepTokens = stepTokens
 		inProcess.registered = func() { s.ready.done(inProcessPart) }
 		workers := runners.NewWorker(inProcess, pool, log.With("worker", "in-process"))
 		s.workers = s.sup.start("in-process workers", workers.Run)

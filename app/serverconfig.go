@@ -29,6 +29,9 @@ type ServerConfig struct {
 	// Docker configures the in-process pool's docker runner, added when a
 	// Docker daemon answers at start-up.
 	Docker DockerSection `yaml:"docker"`
+	// Kubernetes, when present, gives the in-process pool the pod runner
+	// (its server_url is where pods reach this server).
+	Kubernetes *KubernetesSection `yaml:"kubernetes"`
 	// HeartbeatTimeout is how long a remote worker may be silent before it
 	// is inactive and its running steps fail (3 heartbeat intervals).
 	HeartbeatTimeout string `yaml:"heartbeat_timeout"`

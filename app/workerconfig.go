@@ -26,6 +26,8 @@ type workerFile struct {
 	SpoolDir          string        `yaml:"spool_dir"`
 	SpoolMax          string        `yaml:"spool_max"`
 	Docker            DockerSection `yaml:"docker"`
+	// Kubernetes, when present, offers the pod runner.
+	Kubernetes *KubernetesSection `yaml:"kubernetes"`
 	// WorkspaceLimits bound what a downloaded workspace may unpack to.
 	WorkspaceLimits WorkspaceLimitsSection `yaml:"workspace_limits"`
 }
@@ -62,6 +64,7 @@ type workerConfig struct {
 	// WorkspaceLimits bound what one downloaded workspace may unpack to.
 	WorkspaceLimits runners.WorkspaceLimits
 	Docker          DockerSection
+	Kubernetes      *KubernetesSection
 }
 
 // loadWorkerConfig reads and checks a worker config file.
@@ -81,6 +84,7 @@ func loadWorkerConfig(path string) (*workerConfig, error) {
 		MaxConcurrent:     1,
 		WorkspaceCacheDir: f.WorkspaceCacheDir,
 		Docker:            f.Docker,
+		Kubernetes:        f.Kubernetes,
 	}
 	if cfg.ServerURL == "" {
 		return nil, fmt.Errorf("%s: server_url is required (e.g. http://appliance.internal:8080)", path)
@@ -151,6 +155,9 @@ func loadWorkerConfig(path string) (*workerConfig, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	cfg.WorkspaceLimits = wl
+	if _, err := cfg.Kubernetes.config(cfg.ServerURL); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return cfg, nil
 }
 

@@ -41,6 +41,11 @@ type Config struct {
 	Agents AgentCaller
 	// AgentSlots is how many agent calls may be in flight at once.
 	AgentSlots int // 0 = DefaultAgentSlots
+	// RunnerTag is the capability tag a worker needs to run steps of a
+	// runner ("local", "docker", "pod"), "" for none: the runners'
+	// registry, injected by app (runners.CapabilityTag). nil = no runner
+	// needs a tag beyond the action's own.
+	RunnerTag func(runner string) string
 }
 
 // Engine is the orchestrator.

@@ -115,7 +115,7 @@ func (e *Engine) buildJobOf(ctx context.Context, ws *workflow.Workspace, task *w
 				ActionType:   action.Type,
 				Runner:       runnerOf(action),
 				Status:       StepPending,
-				RequiredTags: requiredTags(action),
+				RequiredTags: requiredTags(action, e.cfg.RunnerTag),
 			},
 			flow:   fs,
 			action: action,
@@ -205,13 +205,12 @@ func runnerOf(a *workflow.Action) string {
 	return "none"
 }
 
-func requiredTags(a *workflow.Action) []string {
+// requiredTags is the action's tags plus the capability tag of the runner
+// it runs with (DESIGN.md "Routing"), as the runners' registry names it.
+func requiredTags(a *workflow.Action, runnerTag func(string) string) []string {
 	tags := append([]string(nil), a.Tags...)
-	switch runnerOf(a) {
-	case "docker":
-		tags = append(tags, "docker")
-	case "pod":
-		tags = append(tags, "kubernetes")
+	if runnerTag != nil {
+		tags = append(tags, runnerTag(runnerOf(a)))
 	}
 	return normTags(tags)
 }

@@ -149,6 +149,16 @@ func (c *Client) Complete(ctx context.Context, workerID, jobID, step string, res
 	return c.call(ctx, "complete step", http.MethodPost, stepPath(jobID, step, "complete"), nil, requestTimeout, res, nil)
 }
 
+// StepToken implements Server.
+func (c *Client) StepToken(ctx context.Context, workerID, jobID, step string) (string, error) {
+	var out struct {
+		Token string `json:"token"`
+	}
+	err := c.call(ctx, "mint workspace token", http.MethodPost, stepPath(jobID, step, "workspace-token"), nil, requestTimeout,
+		map[string]any{"worker_id": workerID}, &out)
+	return out.Token, err
+}
+
 // PushLogs implements Server.
 func (c *Client) PushLogs(ctx context.Context, jobID string, push LogPush) (bool, error) {
 	if push.Lines == nil {

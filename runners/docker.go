@@ -42,15 +42,9 @@ type Docker struct {
 // NewDocker returns the docker runner. It does not contact the daemon; see
 // Ping.
 func NewDocker(cfg DockerConfig) (*Docker, error) {
-	images := DefaultDockerImages()
-	for lang, image := range cfg.Images {
-		norm, err := normalLanguage(lang)
-		if err != nil {
-			return nil, fmt.Errorf("docker images: %w", err)
-		}
-		if image != "" {
-			images[norm] = image
-		}
+	images, err := languageImages(cfg.Images)
+	if err != nil {
+		return nil, err
 	}
 	cfg.Images = images
 	if cfg.Log == nil {
@@ -64,7 +58,6 @@ func NewDocker(cfg DockerConfig) (*Docker, error) {
 		}
 	}
 	var client *docker.Client
-	var err error
 	if cfg.Endpoint == "" {
 		client, err = docker.NewClientFromEnv()
 	} else {
@@ -74,6 +67,21 @@ func NewDocker(cfg DockerConfig) (*Docker, error) {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
 	return &Docker{cfg: cfg, client: client}, nil
+}
+
+// languageImages is DefaultDockerImages with the configured ones over it.
+func languageImages(configured map[string]string) (map[string]string, error) {
+	images := DefaultDockerImages()
+	for lang, image := range configured {
+		norm, err := normalLanguage(lang)
+		if err != nil {
+			return nil, fmt.Errorf("docker images: %w", err)
+		}
+		if image != "" {
+			images[norm] = image
+		}
+	}
+	return images, nil
 }
 
 // Ping reports whether the daemon answers.

@@ -217,6 +217,10 @@ func (f *fakeServer) PushLogs(ctx context.Context, jobID string, push LogPush) (
 	return f.cancelled[jobID], nil
 }
 
+func (f *fakeServer) StepToken(ctx context.Context, workerID, jobID, step string) (string, error) {
+	return "step-token-" + jobID + "-" + step, nil
+}
+
 func (f *fakeServer) Cancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

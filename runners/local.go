@@ -184,3 +184,9 @@ func insideDir(root, rel, what string) (string, error) {
 	}
 	return filepath.Join(root, clean), nil
 }
+
+func init() {
+	registerKind(Kind{Name: "local", Detect: func(context.Context, DetectEnv) (Runner, error) {
+		return NewLocal(LocalConfig{}), nil
+	}})
+}

@@ -29,6 +29,11 @@ type Server interface {
 	PushLogs(ctx context.Context, jobID string, push LogPush) (cancelled bool, err error)
 	// Cancelled long-polls until the job is cancelled or wait ends.
 	Cancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error)
+	// StepToken mints a short-lived token that downloads the workspace
+	// revision of a step the worker holds, only while the step runs: what
+	// a pod's init container fetches the workspace with, instead of the
+	// worker token.
+	StepToken(ctx context.Context, workerID, jobID, step string) (string, error)
 	// Workspace returns a local directory holding the workspace's files at
 	// the given revision (downloaded and cached by remote workers).
 	Workspace(ctx context.Context, workspace, revision string) (dir string, err error)

@@ -26,6 +26,10 @@ type Step struct {
 	Dir       string // local directory holding the workspace's files
 	Action    *workflow.Action
 	Input     map[string]any
+	// WorkspaceToken mints a short-lived token that downloads this step's
+	// workspace revision while the step runs (for a pod's init container;
+	// nil when the server cannot mint one).
+	WorkspaceToken func(ctx context.Context) (string, error)
 	// Log receives each output line with its stream, "stdout" or "stderr".
 	// It is called from several goroutines and must be safe for that.
 	Log func(stream, line string)

@@ -104,7 +104,10 @@ func (w *Worker) execute(ctx context.Context, a *Assignment, sink func(stream, l
 		Dir:       dir,
 		Action:    a.ActionSpec,
 		Input:     a.Input,
-		Log:       sink,
+		WorkspaceToken: func(ctx context.Context) (string, error) {
+			return w.srv.StepToken(ctx, w.ID(), a.JobID, a.StepName)
+		},
+		Log: sink,
 	})
 }
 

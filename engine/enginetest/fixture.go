@@ -55,6 +55,15 @@ type Options struct {
 	TemplateOutput   int           // 0 = engine default
 	Metrics          engine.Metrics
 	Agents           engine.AgentCaller // nil = agent steps fail
+	// RunnerTag stands in for the runners' registry (nil = TestRunnerTag).
+	RunnerTag func(runner string) string
+}
+
+// TestRunnerTag is the harness's stand-in for the runners' registry
+// (runners.CapabilityTag, which the engine must not import): the docker
+// runner needs the docker tag, the pod runner the kubernetes tag.
+func TestRunnerTag(runner string) string {
+	return map[string]string{"docker": "docker", "pod": "kubernetes"}[runner]
 }
 
 // LoadWorkspace writes yaml as the workspace's only workflow file and loads it.
@@ -101,6 +110,13 @@ func NewWith(t testing.TB, ws *workflow.Workspace, opts Options) *Fixture {
 	return f
 }
 
+func (f *Fixture) runnerTag() func(string) string {
+	if f.opts.RunnerTag != nil {
+		return f.opts.RunnerTag
+	}
+	return TestRunnerTag
+}
+
 // start runs a fresh engine over the fixture's store, clock and logs, and
 // registers the fixture's in-process worker.
 func (f *Fixture) start() {
@@ -116,6 +132,7 @@ func (f *Fixture) start() {
 		TemplateOutput:   f.opts.TemplateOutput,
 		Metrics:          f.opts.Metrics,
 		Agents:           f.opts.Agents,
+		RunnerTag:        f.runnerTag(),
 	})
 	if err != nil {
 		f.T.Fatalf("new engine: %v", err)
