@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/events"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
@@ -31,6 +32,7 @@ type Orchestrator interface {
 	AppendLog(jobID string, lines []engine.LogLine) error
 	Jobs(ctx context.Context, f engine.JobFilter) ([]*engine.Job, int, error)
 	JobDone(ctx context.Context, jobID string) (<-chan struct{}, error)
+	Emitter
 
 	RegisterWorker(ctx context.Context, name string, tags []string, inProcess bool) (string, error)
 	Heartbeat(ctx context.Context, workerID string, running []engine.StepRef) error
@@ -41,6 +43,12 @@ type Orchestrator interface {
 	WaitCancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error)
 	Workers(ctx context.Context, limit, offset int) ([]*engine.Worker, int, error)
 	Worker(ctx context.Context, id string) (*engine.Worker, []*engine.WorkerStep, int, error)
+}
+
+// EventSources is the event sources' supervisor; *events.Supervisor
+// implements it.
+type EventSources interface {
+	Status(ws, trigger string) (events.Status, bool)
 }
 
 // Workspaces is the workspace registry; *workflow.Registry implements it.
@@ -64,6 +72,9 @@ type Config struct {
 	Engine     Orchestrator
 	Workspaces Workspaces
 	Logs       LogStore
+	// EventSources tells the consumers' state in the triggers list (nil =
+	// none shown).
+	EventSources EventSources
 	// Auth turns authentication on (nil = off: no tokens needed, and the
 	// /api/auth endpoints are 404). Users must then be set.
 	Auth  *AuthConfig

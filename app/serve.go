@@ -21,6 +21,7 @@ import (
 	"github.com/appliance-sh/appliance/api"
 	"github.com/appliance-sh/appliance/app/metrics"
 	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/events"
 	"github.com/appliance-sh/appliance/engine/schedule"
 	"github.com/appliance-sh/appliance/engine/workflow"
 	"github.com/appliance-sh/appliance/runners"
@@ -177,9 +178,9 @@ type Server struct {
 	// runner capabilities found (docker).
 	workerTags []string
 
-	sup                                            *supervisor
-	orchestrator, scheduler, watcher, api, sweeper *component
-	workers                                        *component // nil without in-process workers
+	sup                                                          *supervisor
+	orchestrator, scheduler, eventSources, watcher, api, sweeper *component
+	workers                                                      *component // nil without in-process workers
 }
 
 // Addr is the address the server listens on.
@@ -297,6 +298,9 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	sched := schedule.New(schedule.Config{Workspaces: registry, Jobs: eng, State: db, Clock: schedule.RealClock{},
 		Logger: log.With("component", "scheduler"), Late: reg.SchedulerLate})
 	s.scheduler = s.sup.start("scheduler", sched.Run)
+	consumers := events.New(events.Config{Workspaces: registry, Jobs: eng, Clock: schedule.RealClock{},
+		Logger: log.With("component", "event sources")})
+	s.eventSources = s.sup.start("event sources", consumers.Run)
 	s.watcher = s.sup.start("workspace watcher", registry.Watch)
 	// Ended jobs are no longer the orchestrator's, so the sweeper deletes
 	// them through the store, between its commits.
@@ -306,15 +310,16 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 
 	s.http = &http.Server{
 		Handler: api.New(api.Config{
-			Engine:      eng,
-			Workspaces:  registry,
-			Logs:        sink,
-			WorkerToken: cfg.WorkerToken,
-			Version:     Version,
-			Logger:      log,
-			UI:          ui.Handler(),
-			Auth:        cfg.Auth.apiConfig(cfg.limits),
-			Users:       db,
+			Engine:       eng,
+			Workspaces:   registry,
+			EventSources: consumers,
+			Logs:         sink,
+			WorkerToken:  cfg.WorkerToken,
+			Version:      Version,
+			Logger:       log,
+			UI:           ui.Handler(),
+			Auth:         cfg.Auth.apiConfig(cfg.limits),
+			Users:        db,
 
 			Health:       health.check,
 			Ready:        s.ready.check,
@@ -359,6 +364,7 @@ func (s *Server) Shutdown() error {
 	s.ready.stop()
 	// Triggers stop first, so none fires into an orchestrator shutting down.
 	s.scheduler.stop()
+	s.eventSources.stop()
 	s.sweeper.stop()
 	s.workers.stop()
 	s.watcher.stop()

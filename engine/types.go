@@ -201,6 +201,9 @@ type Claim struct {
 	Spec       *workflow.Action // templates rendered
 	Input      map[string]any
 	Timeout    time.Duration // 0 = none; the worker kills the step at its deadline
+	// EventSource marks a step of an event source's consumer job: its
+	// OUTPUT: lines are events (see Engine.Emit).
+	EventSource bool
 }
 
 // StepRef names one step of one job.
@@ -264,6 +267,8 @@ type Batch struct {
 	Jobs    []*Job
 	Steps   []*Step
 	Workers []*Worker
+	// EventMarks (see Emit) are written with the jobs their events create.
+	EventMarks []EventMark
 }
 
 // Store persists the engine's records. Commit must be durable (fsync'd)

@@ -45,13 +45,21 @@ func (w *Worker) deliver(lt lifetimes, d *delivery) {
 	finished := d.finished
 	for ctx.Err() == nil {
 		wanted := d.j.Wanted()
+		var emitted <-chan struct{} // nil: never, for other steps
+		if g, ok := d.j.(*eventGate); ok {
+			emitted = g.Emitted()
+		}
 		done, err := w.deliverOnce(ctx, d)
 		if done {
 			return
 		}
 		if err != nil {
 			if closed(d.finished) && closed(lt.shutdown) {
-				if _, onDisk := d.j.(*spoolRun); onDisk {
+				j := d.j
+				if g, ok := j.(*eventGate); ok {
+					j = g.journal
+				}
+				if _, onDisk := j.(*spoolRun); onDisk {
 					d.log.Warn("server unreachable at shutdown: the step's undelivered report stays in the spool for the next start", "err", err)
 				} else {
 					d.log.Error("server unreachable at shutdown: the step's undelivered report is lost", "err", err)
@@ -67,6 +75,7 @@ func (w *Worker) deliver(lt lifetimes, d *delivery) {
 		case <-ctx.Done():
 		case <-tick.C:
 		case <-wanted: // the step's output waits for room
+		case <-emitted: // an event source's event waits
 		case <-finished:
 			finished = nil // no more waiting: the result goes now
 		}

@@ -39,6 +39,9 @@ func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, workerID 
 	}
 
 	j := w.newJournal(runMeta{Run: randomID(), JobID: a.JobID, Step: a.StepName, WorkerID: workerID, Created: time.Now().UTC()}, log)
+	if a.EventSource {
+		j = newEventGate(j, maxUnackedEvents)
+	}
 	finished := make(chan struct{})
 	delivered := make(chan struct{})
 	go func() {
