@@ -228,6 +228,16 @@ func (e *Engine) Emit(ctx context.Context, jobID, step, run string, ems []Emissi
 				if tr.MaxInFlight > 0 && len(live) >= tr.MaxInFlight {
 					break
 				}
+				// Created now, not when built: the job was waiting for
+				// room among the trigger's in-flight jobs.
+				j := bd.js.job
+				if shift := b.now.Sub(j.CreatedAt); shift > 0 {
+					j.CreatedAt = b.now
+					if j.Deadline != nil {
+						d := j.Deadline.Add(shift)
+						j.Deadline = &d
+					}
+				}
 				e.insertJob(b, bd.js)
 				live = append(live, bd.js)
 			} else {

@@ -237,6 +237,7 @@ func (s *Supervisor) run(ctx context.Context, c *consumer) {
 	}
 	delay := base
 	jobID := s.adopt(ctx, source, t.Task, log)
+	restarting := false // the next job started is a restart
 	for ctx.Err() == nil {
 		started := s.clock.Now()
 		if jobID == "" {
@@ -257,8 +258,14 @@ func (s *Supervisor) run(ctx context.Context, c *consumer) {
 			jobID = j.ID
 			log.Info("event source consumer started", "job_id", jobID)
 		}
-		id := jobID
-		s.set(k, func(st *Status) { st.ConsumerJobID, st.State = id, StateRunning })
+		id, again := jobID, restarting
+		restarting = false
+		s.set(k, func(st *Status) {
+			st.ConsumerJobID, st.State = id, StateRunning
+			if again {
+				st.Restarts++
+			}
+		})
 		status, ok := s.wait(ctx, jobID)
 		if !ok {
 			if !errors.Is(context.Cause(ctx), errReplaced) {
@@ -286,8 +293,7 @@ func (s *Supervisor) run(ctx context.Context, c *consumer) {
 			break
 		}
 		delay = min(delay*2, MaxBackoff)
-		jobID = ""
-		s.set(k, func(st *Status) { st.Restarts++ })
+		jobID, restarting = "", true
 	}
 	s.set(k, func(st *Status) { st.State = StateStopped })
 }

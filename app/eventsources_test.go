@@ -1,0 +1,371 @@
+package app
+
+import (
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// eventsWorkspace has an event source whose consumer emits events 1..N (from
+// APPLIANCE_EVENT_OFFSET on, so a restarted consumer resumes after the
+// events the server accepted) into a target task of one `true` step.
+func eventsWorkspace(n, maxInFlight int, policy string) string {
+	return fmt.Sprintf(`
+tasks:
+  produce:
+    flow:
+      emit:
+        type: script
+        script: |
+          i=$((APPLIANCE_EVENT_OFFSET + 1))
+          while [ $i -le %d ]; do echo "OUTPUT: {\"n\": $i}"; i=$((i + 1)); done
+  handle:
+    input:
+      n: {type: integer, required: true}
+      origin: {type: string}
+    flow:
+      ok:
+        type: script
+        script: "true"
+triggers:
+  numbers:
+    type: event_source
+    task: produce
+    target_task: handle
+    input: {origin: numbers, n: 0}
+    restart_policy: %s
+    max_in_flight: %d
+`, n, policy, maxInFlight)
+}
+
+// targetJob is a target job as the job list shows it.
+type targetJob struct {
+	JobID       string     `json:"job_id"`
+	Status      string     `json:"status"`
+	SourceType  string     `json:"source_type"`
+	SourceID    *string    `json:"source_id"`
+	CreatedAt   time.Time  `json:"created_at"`
+	CompletedAt *time.Time `json:"completed_at"`
+}
+
+// listJobs pages through every job of a task.
+func listJobs(t testing.TB, base, ws, task string) []targetJob {
+	t.Helper()
+	var all []targetJob
+	for offset := 0; ; {
+		var page struct {
+			Items []targetJob `json:"items"`
+			Total int         `json:"total"`
+		}
+		q := url.Values{"workspace": {ws}, "task_name": {task}, "limit": {"100"}, "offset": {fmt.Sprint(offset)}}
+		if code := do(t, "GET", base+"/api/jobs?"+q.Encode(), nil, &page); code != 200 {
+			t.Fatalf("list jobs: %d", code)
+		}
+		all = append(all, page.Items...)
+		offset += len(page.Items)
+		if len(page.Items) == 0 || offset >= page.Total {
+			return all
+		}
+	}
+}
+
+// inFlightPeak is the most target jobs ever pending or running at once,
+// from their creation and completion times.
+func inFlightPeak(jobs []targetJob) int {
+	peak := 0
+	for _, a := range jobs {
+		n := 0
+		for _, b := range jobs {
+			if !b.CreatedAt.After(a.CreatedAt) && (b.CompletedAt == nil || b.CompletedAt.After(a.CreatedAt)) {
+				n++
+			}
+		}
+		peak = max(peak, n)
+	}
+	return peak
+}
+
+// checkEvents waits until the target task has want jobs, all completed,
+// and checks each event 1..want made exactly one of them.
+func checkEvents(t *testing.T, base, ws string, want, maxInFlight int) []targetJob {
+	t.Helper()
+	jobs := waitFor(t, fmt.Sprintf("%d completed target jobs", want), func() []targetJob { return listJobs(t, base, ws, "handle") },
+		func(jobs []targetJob) bool {
+			if len(jobs) < want {
+				return false
+			}
+			for _, j := range jobs {
+				if j.Status != "completed" {
+					return false
+				}
+			}
+			return true
+		})
+	// Settle: nothing more arrives.
+	time.Sleep(300 * time.Millisecond)
+	jobs = listJobs(t, base, ws, "handle")
+	if len(jobs) != want {
+		t.Fatalf("%d target jobs, want exactly %d", len(jobs), want)
+	}
+	seen := map[float64]int{}
+	f := &serverFixture{t: t, url: base}
+	for _, j := range jobs {
+		if j.SourceType != "trigger" || j.SourceID == nil || *j.SourceID != ws+"/numbers" {
+			t.Fatalf("target job %s source %s %v, want trigger %s/numbers", j.JobID, j.SourceType, j.SourceID, ws)
+		}
+		in := f.job(j.JobID).Input
+		if in["origin"] != "numbers" {
+			t.Fatalf("target job %s input %v lacks the trigger's input", j.JobID, in)
+		}
+		n, _ := in["n"].(float64)
+		seen[n]++
+	}
+	for i := 1; i <= want; i++ {
+		if seen[float64(i)] != 1 {
+			t.Fatalf("event %d made %d jobs, want 1", i, seen[float64(i)])
+		}
+	}
+	if maxInFlight > 0 {
+		if peak := inFlightPeak(jobs); peak > maxInFlight {
+			t.Fatalf("%d target jobs were pending or running at once, max_in_flight is %d", peak, maxInFlight)
+		}
+	}
+	return jobs
+}
+
+func TestEventSourceMakesOneJobPerEventWithinMaxInFlight(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ws")
+	writeWorkspace(t, dir, eventsWorkspace(500, 2, "never"))
+	f := startFixture(t, map[string]string{"ws": dir}, 4)
+
+	// Observed live too: never more than 2 pending or running.
+	stop := make(chan struct{})
+	peak := make(chan int)
+	go func() {
+		p := 0
+		for {
+			select {
+			case <-stop:
+				peak <- p
+				return
+			default:
+			}
+			var page struct {
+				Items []targetJob `json:"items"`
+			}
+			if code, err := tryDo("GET", f.url+"/api/jobs?workspace=ws&task_name=handle&limit=20", "", &page); err == nil && code == 200 {
+				n := 0
+				for _, j := range page.Items {
+					if j.Status == "pending" || j.Status == "running" {
+						n++
+					}
+				}
+				p = max(p, n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	checkEvents(t, f.url, "ws", 500, 2)
+	close(stop)
+	if p := <-peak; p > 2 {
+		t.Fatalf("saw %d target jobs pending or running at once, max_in_flight is 2", p)
+	}
+	tr := waitTrigger(t, f.url, "ws", "numbers", func(tr triggerInfo) bool { return tr.State == "stopped" })
+	if tr.ConsumerJobID == nil || tr.Restarts != 0 {
+		t.Fatalf("trigger %+v: want the consumer job and no restart (restart_policy: never)", tr)
+	}
+	if j := f.job(*tr.ConsumerJobID); j.Status != "completed" {
+		t.Fatalf("consumer job %s is %s, want completed", j.JobID, j.Status)
+	}
+}
+
+// triggerInfo is an event source in GET /api/workspaces/{ws}/triggers.
+type triggerInfo struct {
+	Name          string  `json:"name"`
+	ConsumerJobID *string `json:"consumer_job_id"`
+	State         string  `json:"state"`
+	Restarts      int     `json:"restarts"`
+}
+
+func waitTrigger(t *testing.T, base, ws, name string, cond func(triggerInfo) bool) triggerInfo {
+	t.Helper()
+	return waitFor(t, "trigger "+name, func() triggerInfo {
+		var list []triggerInfo
+		if code := do(t, "GET", base+"/api/workspaces/"+ws+"/triggers", nil, &list); code != 200 {
+			t.Fatalf("list triggers: %d", code)
+		}
+		for _, tr := range list {
+			if tr.Name == name {
+				return tr
+			}
+		}
+		return triggerInfo{}
+	}, cond)
+}
+
+func TestEventSourceBadEventsAreWarningsAndTheConsumerGoesOn(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ws")
+	writeWorkspace(t, dir, `
+tasks:
+  produce:
+    flow:
+      emit:
+        type: script
+        env: {WHO: action}
+        script: |
+          echo 'OUTPUT: {not json'
+          echo 'OUTPUT: {"n": "not a number"}'
+          echo "OUTPUT: {\"n\": 1, \"origin\": \"$WHO-$FROM\"}"
+          echo done
+  handle:
+    input:
+      n: {type: integer, required: true}
+      origin: {type: string}
+    flow:
+      ok:
+        type: script
+        script: "true"
+secrets:
+  PLACE: garden
+triggers:
+  numbers:
+    type: event_source
+    task: produce
+    target_task: handle
+    input: {origin: default}
+    env: {WHO: trigger, FROM: "{{ secret.PLACE }}-side"}
+    restart_policy: never
+`)
+	f := startFixture(t, map[string]string{"ws": dir}, 2)
+	tr := waitTrigger(t, f.url, "ws", "numbers", func(tr triggerInfo) bool { return tr.State == "stopped" })
+	j := f.waitTerminal(*tr.ConsumerJobID)
+	if j.Status != "completed" {
+		t.Fatalf("consumer %s, want completed despite bad events", j.Status)
+	}
+	logs := f.logs(j.JobID, "")
+	for _, want := range []string{"malformed JSON after OUTPUT", "expected integer"} {
+		if !strings.Contains(logs, want) {
+			t.Fatalf("consumer log lacks a warning with %q:\n%s", want, logs)
+		}
+	}
+	jobs := waitFor(t, "one target job", func() []targetJob { return listJobs(t, f.url, "ws", "handle") },
+		func(jobs []targetJob) bool { return len(jobs) >= 1 })
+	if len(jobs) != 1 {
+		t.Fatalf("%d target jobs, want 1 (two events were bad)", len(jobs))
+	}
+	// The trigger's env, rendered with secret.*, is on top of the action's
+	// (the secret's value is masked in the answer, as everywhere).
+	if in := f.job(jobs[0].JobID).Input; in["origin"] != "trigger-***-side" || in["n"] != float64(1) {
+		t.Fatalf("target input %v, want origin trigger-***-side (the trigger's env, secret masked) and n 1", in)
+	}
+}
+
+func TestHotReloadDisablingAnEventSourceStopsItsConsumer(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ws")
+	yaml := `
+tasks:
+  produce:
+    flow:
+      wait:
+        type: script
+        script: sleep 600
+  handle:
+    flow:
+      ok:
+        type: script
+        script: "true"
+triggers:
+  numbers:
+    type: event_source
+    task: produce
+    target_task: handle
+    enabled: ENABLED
+`
+	writeWorkspace(t, dir, strings.Replace(yaml, "ENABLED", "true", 1))
+	f := startFixture(t, map[string]string{"ws": dir}, 2)
+	tr := waitTrigger(t, f.url, "ws", "numbers", func(tr triggerInfo) bool { return tr.State == "running" && tr.ConsumerJobID != nil })
+	first := *tr.ConsumerJobID
+	f.waitJob(first, "running", func(j jobView) bool { return j.step("wait").Status == "running" })
+
+	// A change replaces the consumer: the old job is cancelled, a new one runs.
+	writeWorkspace(t, dir, strings.Replace(yaml, "ENABLED", "true\n    backoff_secs: 7", 1))
+	tr = waitTrigger(t, f.url, "ws", "numbers", func(tr triggerInfo) bool {
+		return tr.State == "running" && tr.ConsumerJobID != nil && *tr.ConsumerJobID != first
+	})
+	if j := f.waitTerminal(first); j.Status != "cancelled" {
+		t.Fatalf("replaced consumer %s, want cancelled", j.Status)
+	}
+	second := *tr.ConsumerJobID
+
+	writeWorkspace(t, dir, strings.Replace(yaml, "ENABLED", "false", 1))
+	if j := f.waitTerminal(second); j.Status != "cancelled" {
+		t.Fatalf("consumer of the disabled trigger %s, want cancelled", j.Status)
+	}
+	waitTrigger(t, f.url, "ws", "numbers", func(tr triggerInfo) bool { return tr.State == "stopped" })
+	if n := len(listJobs(t, f.url, "ws", "produce")); n != 2 {
+		t.Fatalf("%d consumer jobs, want 2 (none started for the disabled trigger)", n)
+	}
+}
+
+// TestEventSourceRestartPolicies runs a consumer that exits at once (with
+// status 0 or 1) under each policy, with backoff_secs 1.
+func TestEventSourceRestartPolicies(t *testing.T) {
+	for _, tc := range []struct {
+		policy  string
+		exit    int
+		restart bool
+	}{
+		{"always", 0, true},
+		{"on_failure", 1, true},
+		{"on_failure", 0, false},
+		{"never", 1, false},
+	} {
+		t.Run(fmt.Sprintf("%s_exit_%d", tc.policy, tc.exit), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "ws")
+			writeWorkspace(t, dir, fmt.Sprintf(`
+tasks:
+  produce:
+    flow:
+      quit:
+        type: script
+        script: exit %d
+  handle:
+    flow:
+      ok:
+        type: script
+        script: "true"
+triggers:
+  numbers:
+    type: event_source
+    task: produce
+    target_task: handle
+    restart_policy: %s
+    backoff_secs: 1
+`, tc.exit, tc.policy))
+			f := startFixture(t, map[string]string{"ws": dir}, 2)
+			if tc.restart {
+				tr := waitTrigger(t, f.url, "ws", "numbers", func(tr triggerInfo) bool { return tr.Restarts >= 2 })
+				jobs := listJobs(t, f.url, "ws", "produce")
+				if len(jobs) < 3 {
+					t.Fatalf("%d consumer jobs after %d restarts, want at least 3", len(jobs), tr.Restarts)
+				}
+				// Backoff doubles: 1 s then 2 s between the first three.
+				sort.Slice(jobs, func(i, j int) bool { return jobs[i].CreatedAt.Before(jobs[j].CreatedAt) })
+				if gap := jobs[2].CreatedAt.Sub(jobs[1].CreatedAt); gap < 1900*time.Millisecond {
+					t.Fatalf("second restart %v after the first, want about 2 s (backoff doubles)", gap)
+				}
+				return
+			}
+			tr := waitTrigger(t, f.url, "ws", "numbers", func(tr triggerInfo) bool { return tr.State == "stopped" })
+			time.Sleep(1500 * time.Millisecond) // longer than the backoff: a restart would show
+			if jobs := listJobs(t, f.url, "ws", "produce"); len(jobs) != 1 || tr.Restarts != 0 {
+				t.Fatalf("%d consumer jobs, %d restarts; want 1 and none", len(jobs), tr.Restarts)
+			}
+		})
+	}
+}
+
