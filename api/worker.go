@@ -3,8 +3,8 @@ package api
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"crypto/subtle"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
