@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -92,6 +93,12 @@ func inFlightPeak(jobs []targetJob) int {
 // checkEvents waits until the target task has want jobs, all completed,
 // and checks each event 1..want made exactly one of them.
 func checkEvents(t *testing.T, base, ws string, want, maxInFlight int) []targetJob {
+	return checkEventsEnded(t, base, ws, want, maxInFlight, false)
+}
+
+// checkEventsEnded is checkEvents; with crashed, a target job may have
+// failed instead (its step ran on an in-process worker of a killed server).
+func checkEventsEnded(t *testing.T, base, ws string, want, maxInFlight int, crashed bool) []targetJob {
 	t.Helper()
 	jobs := waitFor(t, fmt.Sprintf("%d completed target jobs", want), func() []targetJob { return listJobs(t, base, ws, "handle") },
 		func(jobs []targetJob) bool {
@@ -99,7 +106,7 @@ func checkEvents(t *testing.T, base, ws string, want, maxInFlight int) []targetJ
 				return false
 			}
 			for _, j := range jobs {
-				if j.Status != "completed" {
+				if j.Status != "completed" && !(crashed && j.Status == "failed") {
 					return false
 				}
 			}
@@ -366,5 +373,67 @@ triggers:
 				t.Fatalf("%d consumer jobs, %d restarts; want 1 and none", len(jobs), tr.Restarts)
 			}
 		})
+	}
+}
+
+// TestKillNineDuringAnEventSourceLosesAndDoublesNoEvent kills the real
+// server binary with SIGKILL while 500 events go through max_in_flight 2,
+// restarts it on the same data: the consumer starts again after the events
+// accepted (APPLIANCE_EVENT_OFFSET), and each event has exactly one job.
+func TestKillNineDuringAnEventSourceLosesAndDoublesNoEvent(t *testing.T) {
+	p := startBinaryServer(t, eventsWorkspace(500, 2, "never"), 4)
+	base := "http://" + p.addr
+	waitFor(t, "some target jobs", func() int {
+		var page struct {
+			Total int `json:"total"`
+		}
+		if code, err := tryDo("GET", base+"/api/jobs?workspace=ws&task_name=handle&limit=1", "", &page); err != nil || code != 200 {
+			return 0
+		}
+		return page.Total
+	}, func(n int) bool { return n >= 150 })
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.cmd.Wait()
+	p.restart()
+	jobs := checkEventsEnded(t, base, "ws", 500, 2, true)
+	failed := 0
+	for _, j := range jobs {
+		if j.Status == "failed" {
+			failed++
+		}
+	}
+	consumers := listJobs(t, base, "ws", "produce")
+	if len(consumers) != 2 {
+		t.Fatalf("%d consumer jobs, want 2 (one per server run)", len(consumers))
+	}
+	t.Logf("killed after >= 150 target jobs; after restart exactly 500, one per event (%d failed with the killed workers)", failed)
+}
+
+// TestEventSourceThroughARemoteWorkerSurvivesKillNine runs the consumer and
+// the target jobs on a real `appliance worker` process, kills the server
+// binary with SIGKILL in the middle and restarts it: the worker's consumer
+// goes on (the server adopts its job), its spool pushes again what the dead
+// server never answered, and each of the 500 events has exactly one job.
+func TestEventSourceThroughARemoteWorkerSurvivesKillNine(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "server-config.yaml")
+	writeFile(t, cfg, "worker_token: "+workerToken+"\n")
+	p := startBinaryServer(t, eventsWorkspace(500, 2, "never"), 0, "--config", cfg)
+	base := "http://" + p.addr
+	startWorkerProcess(t, base, workerToken, "remote-1", "max_concurrent: 4\n")
+	waitFor(t, "some target jobs", func() int {
+		var page struct {
+			Total int `json:"total"`
+		}
+		if code, err := tryDo("GET", base+"/api/jobs?workspace=ws&task_name=handle&limit=1", "", &page); err != nil || code != 200 {
+			return 0
+		}
+		return page.Total
+	}, func(n int) bool { return n >= 150 })
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.cmd.Wait()
+	p.restart()
+	checkEvents(t, base, "ws", 500, 2)
+	if consumers := listJobs(t, base, "ws", "produce"); len(consumers) != 1 || consumers[0].Status != "completed" {
+		t.Fatalf("consumer jobs %+v, want the one adopted after the restart, completed", consumers)
 	}
 }
