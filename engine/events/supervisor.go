@@ -149,12 +149,17 @@ func (s *Supervisor) Run(ctx context.Context) error {
 // sync brings the consumers in line with the current revisions.
 func (s *Supervisor) sync(ctx context.Context) {
 	want := map[key]*workflow.Trigger{}
+	exists := map[key]bool{} // disabled ones too
 	for _, st := range s.cfg.Workspaces.List() {
 		if st.Workspace == nil {
 			continue
 		}
 		for name, t := range st.Workspace.Triggers {
-			if t != nil && t.Type == workflow.TriggerEventSource && t.Enabled {
+			if t == nil || t.Type != workflow.TriggerEventSource {
+				continue
+			}
+			exists[key{st.Name, name}] = true
+			if t.Enabled {
 				want[key{st.Name, name}] = t
 			}
 		}
@@ -175,11 +180,7 @@ func (s *Supervisor) sync(ctx context.Context) {
 		<-c.done
 		delete(s.consumers, k)
 		s.mu.Lock()
-		if ok {
-			s.status[k].State = StateStopped
-		} else {
-			delete(s.status, k)
-		}
+		s.status[k].State = StateStopped
 		s.mu.Unlock()
 		s.log.Info("event source consumer stopped", "workspace", k.ws, "trigger", k.name, "reason", map[bool]string{true: "trigger changed", false: "trigger disabled or removed"}[ok])
 	}
@@ -201,11 +202,17 @@ func (s *Supervisor) sync(ctx context.Context) {
 			s.run(cctx, c)
 		}()
 	}
-	// Disabled triggers the supervisor never ran still show as stopped.
+	// A disabled trigger shows as stopped (with its last consumer, if
+	// any); a removed one is forgotten.
 	s.mu.Lock()
+	for k := range exists {
+		if _, ok := s.status[k]; !ok {
+			s.status[k] = &Status{State: StateStopped}
+		}
+	}
 	for k := range s.status {
-		if _, ok := s.consumers[k]; !ok {
-			s.status[k].State = StateStopped
+		if !exists[k] {
+			delete(s.status, k)
 		}
 	}
 	s.mu.Unlock()
