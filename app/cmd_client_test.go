@@ -322,8 +322,8 @@ func TestTasksListsOneWorkspaceOrEachOfSeveral(t *testing.T) {
 		Name      string `json:"name"`
 		Workspace string `json:"workspace"`
 	}
-	if err := json.Unmarshal([]byte(out), &tasks); code != 0 || err != nil || len(tasks) != 5 {
-		t.Fatalf("--json: exit %d, %v, stdout %q; want the 5 tasks of both", code, err, out)
+	if err := json.Unmarshal([]byte(out), &tasks); code != 0 || err != nil || len(tasks) != 7 {
+		t.Fatalf("--json: exit %d, %v, stdout %q; want the 7 tasks of both", code, err, out)
 	}
 
 	// run finds the workspace holding the task when there are several.
