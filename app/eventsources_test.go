@@ -3,8 +3,10 @@ package app
 import (
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -436,4 +438,66 @@ func TestEventSourceThroughARemoteWorkerSurvivesKillNine(t *testing.T) {
 	if consumers := listJobs(t, base, "ws", "produce"); len(consumers) != 1 || consumers[0].Status != "completed" {
 		t.Fatalf("consumer jobs %+v, want the one adopted after the restart, completed", consumers)
 	}
+}
+
+// TestEventSourceBackPressureBlocksTheConsumer has a consumer write 300
+// large events (8 KB each, so the pipe holds few) while max_in_flight 1
+// lets one slow target job run at a time: the consumer process is held on
+// its writes, never more than the worker's few undelivered events (and a
+// pipe's worth) ahead of the jobs the server accepted.
+func TestEventSourceBackPressureBlocksTheConsumer(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ws")
+	progress := filepath.Join(t.TempDir(), "progress")
+	writeWorkspace(t, dir, `
+tasks:
+  produce:
+    flow:
+      emit:
+        type: script
+        script: |
+          pad=$(head -c 8000 /dev/zero | tr '\0' x)
+          i=1
+          while [ $i -le 300 ]; do
+            echo "OUTPUT: {\"n\": $i, \"pad\": \"$pad\"}"
+            echo $i > "$PROGRESS"
+            i=$((i + 1))
+          done
+  handle:
+    input:
+      n: {type: integer}
+      pad: {type: string}
+    flow:
+      ok:
+        type: script
+        script: sleep 0.05
+triggers:
+  numbers:
+    type: event_source
+    task: produce
+    target_task: handle
+    env: {PROGRESS: "`+progress+`"}
+    restart_policy: never
+    max_in_flight: 1
+`)
+	f := startFixture(t, map[string]string{"ws": dir}, 2)
+	written := func() int {
+		b, _ := os.ReadFile(progress)
+		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		return n
+	}
+	waitUntil(t, "20 target jobs", func() bool { return len(listJobs(t, f.url, "ws", "handle")) >= 20 })
+	// 64 undelivered events in the worker, a 64 KB pipe (8 lines of 8 KB)
+	// and the line being read: the consumer can be no further ahead.
+	const ahead = 64 + 8 + 2
+	for i := 0; i < 10; i++ {
+		accepted := len(listJobs(t, f.url, "ws", "handle"))
+		if w := written(); w > accepted+ahead {
+			t.Fatalf("the consumer wrote %d events while %d were accepted: not held back", w, accepted)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if w := written(); w >= 300 {
+		t.Fatalf("the consumer wrote all its events at once (%d): not held back", w)
+	}
+	t.Logf("consumer held at %d written events with %d accepted", written(), len(listJobs(t, f.url, "ws", "handle")))
 }

@@ -43,13 +43,31 @@ func (w *Worker) deliver(lt lifetimes, d *delivery) {
 	tick := time.NewTicker(w.cfg.LogPushInterval)
 	defer tick.Stop()
 	finished := d.finished
+	pushCtx := ctx
+	if _, ok := d.j.(*eventGate); ok {
+		// An event source's push may wait for room among its trigger's
+		// jobs, which a stopping worker no longer runs: once stopping it
+		// gives up, and what is left stays in the spool (or, in memory,
+		// is lost: the events were never accepted, and the consumer's
+		// next run emits them again after APPLIANCE_EVENT_OFFSET).
+		var cancel context.CancelFunc
+		pushCtx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-lt.shutdown:
+				cancel()
+			case <-pushCtx.Done():
+			}
+		}()
+	}
 	for ctx.Err() == nil {
 		wanted := d.j.Wanted()
 		var emitted <-chan struct{} // nil: never, for other steps
 		if g, ok := d.j.(*eventGate); ok {
 			emitted = g.Emitted()
 		}
-		done, err := w.deliverOnce(ctx, d)
+		done, err := w.deliverOnce(pushCtx, d)
 		if done {
 			return
 		}
