@@ -508,3 +508,72 @@ triggers:
 	}
 	t.Logf("consumer held at %d written events with %d accepted", written(), len(listJobs(t, f.url, "ws", "handle")))
 }
+
+// TestRepeatedEventPushCreatesNoJobTwice speaks the worker protocol by hand:
+// the claim of a consumer step says event_source, and a log push repeated
+// (its answer lost, say) or overlapping the last one creates each event's
+// job once; a new run of the step numbers afresh.
+func TestRepeatedEventPushCreatesNoJobTwice(t *testing.T) {
+	f, _ := remoteFixture(t, `
+tasks:
+  produce:
+    flow:
+      emit:
+        type: script
+        script: "true"
+  handle:
+    input:
+      n: {type: integer}
+    flow:
+      ok:
+        type: script
+        script: "true"
+triggers:
+  numbers:
+    type: event_source
+    task: produce
+    target_task: handle
+`)
+	var reg struct {
+		WorkerID string `json:"worker_id"`
+	}
+	if code, e := workerCall(t, f.url, workerToken, "POST", "/worker/register", map[string]any{"name": "by-hand", "tags": []string{}}, &reg); code != 200 {
+		t.Fatalf("register: %d %s", code, e)
+	}
+	var claim struct {
+		JobID       string `json:"job_id"`
+		StepName    string `json:"step_name"`
+		EventSource bool   `json:"event_source"`
+	}
+	if code, e := workerCall(t, f.url, workerToken, "POST", "/worker/jobs/claim?wait=5", map[string]any{"worker_id": reg.WorkerID, "tags": []string{}}, &claim); code != 200 || claim.StepName != "emit" || !claim.EventSource {
+		t.Fatalf("claim: %d %s %+v; want the consumer step, event_source true", code, e, claim)
+	}
+	if code, e := workerCall(t, f.url, workerToken, "POST", "/worker/jobs/"+claim.JobID+"/steps/emit/start", map[string]any{"worker_id": reg.WorkerID}, nil); code != 200 {
+		t.Fatalf("start: %d %s", code, e)
+	}
+	push := func(run string, from, to int) {
+		t.Helper()
+		var lines []map[string]any
+		for i := from; i <= to; i++ {
+			lines = append(lines, map[string]any{"seq": i, "ts": time.Now().UTC(), "stream": "stdout", "line": fmt.Sprintf(`OUTPUT: {"n": %d}`, i)})
+		}
+		body := map[string]any{"worker_id": reg.WorkerID, "step_name": "emit", "run": run, "lines": lines}
+		if code, e := workerCall(t, f.url, workerToken, "POST", "/worker/jobs/"+claim.JobID+"/logs", body, nil); code != 200 {
+			t.Fatalf("push %s %d..%d: %d %s", run, from, to, code, e)
+		}
+	}
+	push("run-1", 1, 3)
+	push("run-1", 1, 3) // the same push again
+	push("run-1", 2, 5) // overlapping: 4 and 5 are new
+	if n := len(listJobs(t, f.url, "main", "handle")); n != 5 {
+		t.Fatalf("%d target jobs after pushes of events 1..5 with repeats, want 5", n)
+	}
+	push("run-2", 1, 2) // a new run of the step numbers from 1 again
+	if n := len(listJobs(t, f.url, "main", "handle")); n != 7 {
+		t.Fatalf("%d target jobs after a second run's 2 events, want 7", n)
+	}
+	// The log has each line once.
+	if logs := f.logs(claim.JobID, "emit"); strings.Count(logs, `OUTPUT: {\"n\": 3}`) != 1 || strings.Count(logs, `OUTPUT: {\"n\": 1}`) != 2 {
+		t.Fatalf("consumer log, want event 3 once and event 1 once per run:\n%s", logs)
+	}
+}
