@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,6 +54,9 @@ type Engine struct {
 	holders *holderIndex    // read by log pushes outside the loop
 	secrets *secretRegistry // live jobs' secrets, read by log pushes
 	pool    *renderPool
+	// eventHints mirrors the loop's event marks (StepRef -> stepMark) for
+	// Emit to read off the loop; only a hint (see Emit).
+	eventHints sync.Map
 
 	st *state // owned by the Run goroutine
 }

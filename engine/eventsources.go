@@ -169,6 +169,11 @@ func (e *Engine) Emit(ctx context.Context, jobID, step, run string, ems []Emissi
 			return 0, nil, err
 		}
 	}
+	if h, ok := e.eventHints.Load(StepRef{JobID: jobID, Step: step}); ok {
+		if m := h.(stepMark); m.run == run && (hintRun != run || m.seq > hintSeq) {
+			hintRun, hintSeq = m.run, m.seq
+		}
+	}
 	// Build the jobs outside the loop: at most max_in_flight of them, as
 	// no more can be accepted in one go.
 	builds := make([]*built, len(ems))
@@ -251,6 +256,7 @@ func (e *Engine) Emit(ctx context.Context, jobID, step, run string, ems []Emissi
 		}
 		if changed {
 			m.marks[key] = mark
+			e.eventHints.Store(key, mark)
 			m.consumed[source] = consumed
 			b.marks = append(b.marks, EventMark{Source: source, JobID: jobID, Step: step, Run: run, Seq: mark.seq, Consumed: consumed})
 		}
