@@ -178,9 +178,10 @@ type Server struct {
 	// runner capabilities found (docker).
 	workerTags []string
 
-	sup                                                          *supervisor
-	orchestrator, scheduler, eventSources, watcher, api, sweeper *component
-	workers                                                      *component // nil without in-process workers
+	sup                                            *supervisor
+	orchestrator, scheduler, watcher, api, sweeper *component
+	workers                                        *component // nil without in-process workers
+	eventSources                                   *component
 }
 
 // Addr is the address the server listens on.
@@ -310,16 +311,17 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 
 	s.http = &http.Server{
 		Handler: api.New(api.Config{
-			Engine:       eng,
-			Workspaces:   registry,
+			Engine:      eng,
+			Workspaces:  registry,
+			Logs:        sink,
+			WorkerToken: cfg.WorkerToken,
+			Version:     Version,
+			Logger:      log,
+			UI:          ui.Handler(),
+			Auth:        cfg.Auth.apiConfig(cfg.limits),
+			Users:       db,
+
 			EventSources: consumers,
-			Logs:         sink,
-			WorkerToken:  cfg.WorkerToken,
-			Version:      Version,
-			Logger:       log,
-			UI:           ui.Handler(),
-			Auth:         cfg.Auth.apiConfig(cfg.limits),
-			Users:        db,
 
 			Health:       health.check,
 			Ready:        s.ready.check,
