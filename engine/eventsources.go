@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
@@ -144,7 +145,7 @@ type built struct {
 // accepted counts the leading lines that are now accepted (the ones
 // accepted before included). Fewer than all means the trigger has
 // max_in_flight target jobs pending or running: wait is closed when one of
-// them ends, and the rest may be offered again. A job that is not a
+// them ends (or ctx does), and the rest may be offered again. A job that is not a
 // consumer accepts every line and creates nothing.
 func (e *Engine) Emit(ctx context.Context, jobID, step, run string, ems []Emission) (accepted int, wait <-chan struct{}, err error) {
 	if len(ems) == 0 {
@@ -275,18 +276,30 @@ func (e *Engine) Emit(ctx context.Context, jobID, step, run string, ems []Emissi
 	if ans.n == len(ems) {
 		return ans.n, nil, nil
 	}
-	// Wait for the oldest target job in flight: jobs of one trigger are
-	// usually done in the order they were created.
+	// Room comes back when any target job in flight ends.
+	room := make(chan struct{})
+	var once sync.Once
+	fire := func() { once.Do(func() { close(room) }) }
+	waiting := 0
 	for _, id := range ans.blocked {
 		done, err := e.JobDone(ctx, id)
 		if err != nil {
 			continue
 		}
-		return ans.n, done, nil
+		waiting++
+		go func() {
+			select {
+			case <-done:
+				fire()
+			case <-room:
+			case <-ctx.Done():
+			}
+		}()
 	}
-	done := make(chan struct{})
-	close(done)
-	return ans.n, done, nil
+	if waiting == 0 {
+		fire() // nothing to wait for: offer again at once
+	}
+	return ans.n, room, nil
 }
 
 // buildEvent builds the target job of one emission: the trigger's input
