@@ -256,6 +256,16 @@ func (e *Engine) Emit(ctx context.Context, jobID, step, run string, ems []Emissi
 			changed = true
 		}
 		if changed {
+			if _, known := m.marks[key]; !known {
+				// A new consumer step: forget those of ended jobs (their
+				// marks stay in the store, for a push that comes late).
+				for k := range m.marks {
+					if _, live := e.st.jobs[k.JobID]; !live {
+						delete(m.marks, k)
+						e.eventHints.Delete(k)
+					}
+				}
+			}
 			m.marks[key] = mark
 			e.eventHints.Store(key, mark)
 			m.consumed[source] = consumed
