@@ -301,7 +301,9 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	s.scheduler = s.sup.start("scheduler", sched.Run)
 	consumers := events.New(events.Config{Workspaces: registry, Jobs: eng, Clock: schedule.RealClock{},
 		Logger: log.With("component", "event sources")})
-	s.eventSources = s.sup.start("event sources", consumers.Run)
+	if !cfg.noEventSources {
+		s.eventSources = s.sup.start("event sources", consumers.Run)
+	}
 	s.watcher = s.sup.start("workspace watcher", registry.Watch)
 	// Ended jobs are no longer the orchestrator's, so the sweeper deletes
 	// them through the store, between its commits.

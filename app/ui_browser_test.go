@@ -451,7 +451,7 @@ func TestBrowserEnforcesAndReportsTheContentSecurityPolicy(t *testing.T) {
 
 func TestBrowserTaskPageShowsAnEventSourcesConsumer(t *testing.T) {
 	b := newBrowser(t)
-	f := startFixture(t, map[string]string{"examples": "../examples"}, 2)
+	f := startFixture(t, map[string]string{"examples": "../examples"}, 2, func(c *ServerConfig) { c.noEventSources = false })
 	tr := waitTrigger(t, f.url, "examples", "inbox", func(tr triggerInfo) bool { return tr.State == "running" && tr.ConsumerJobID != nil })
 	b.do("open the consumer task",
 		chromedp.Navigate(f.url+"/tasks/examples/watch-inbox"),
