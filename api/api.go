@@ -14,6 +14,7 @@ import (
 
 	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/events"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
@@ -37,6 +38,7 @@ type Orchestrator interface {
 	StepSummary(ctx context.Context, jobID string) (map[string]int, error)
 	StepsPage(ctx context.Context, jobID string, q engine.StepQuery) ([]*engine.Step, error)
 	JobDone(ctx context.Context, jobID string) (<-chan struct{}, error)
+	Emitter
 
 	RegisterWorker(ctx context.Context, name string, tags []string, inProcess bool) (string, error)
 	Heartbeat(ctx context.Context, workerID string, running []engine.StepRef) error
@@ -47,6 +49,12 @@ type Orchestrator interface {
 	WaitCancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error)
 	Workers(ctx context.Context, limit, offset int) ([]*engine.Worker, int, error)
 	Worker(ctx context.Context, id string) (*engine.Worker, []*engine.WorkerStep, int, error)
+}
+
+// EventSources is the event sources' supervisor; *events.Supervisor
+// implements it.
+type EventSources interface {
+	Status(ws, trigger string) (events.Status, bool)
 }
 
 // Workspaces is the workspace registry; *workflow.Registry implements it.
@@ -70,6 +78,9 @@ type Config struct {
 	Engine     Orchestrator
 	Workspaces Workspaces
 	Logs       LogStore
+	// EventSources tells the consumers' state in the triggers list (nil =
+	// none shown).
+	EventSources EventSources
 	// Auth turns authentication on (nil = off: no tokens needed, and the
 	// /api/auth endpoints are 404). Users must then be set.
 	Auth  *AuthConfig

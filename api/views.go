@@ -228,6 +228,7 @@ func AssignmentOf(c *engine.Claim) *runners.Assignment {
 		ActionSpec:  c.Spec,
 		Input:       object(c.Input),
 		TimeoutSecs: c.Timeout.Seconds(),
+		EventSource: c.EventSource,
 	}
 	if c.Image != "" {
 		img := c.Image

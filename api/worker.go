@@ -1,8 +1,10 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -181,6 +183,12 @@ type pushLogsRequest struct {
 	Lines    []runners.LogLine `json:"lines"`
 }
 
+// eventPushWait bounds how long a log push waits for an event source's
+// max_in_flight (the worker's request timeout is 30 s).
+const eventPushWait = 20 * time.Second
+
+var errEventsBusy = errors.New("the event source's max_in_flight target jobs are still running: push again")
+
 type pushLogsResponse struct {
 	Status    string `json:"status"`
 	Cancelled bool   `json:"cancelled"`
@@ -209,9 +217,20 @@ func (s *server) pushLogs(c echo.Context) error {
 	if err := s.cfg.Engine.CheckHolder(c.Request().Context(), req.WorkerID, jobID, req.StepName); err != nil {
 		return err
 	}
-	err = s.lineSeqs.appendNew(jobID, req.StepName, req.Run, req.Lines, func(lines []runners.LogLine) error {
-		return s.cfg.Engine.AppendLog(jobID, logLinesAt(req.StepName, lines, s.cfg.Now()))
+	// An event source's consumer may have to wait for room among its
+	// trigger's max_in_flight jobs: the wait stays well inside the
+	// worker's request timeout, and a 503 makes it push again.
+	ctx, cancel := context.WithTimeoutCause(c.Request().Context(), eventPushWait, errEventsBusy)
+	defer cancel()
+	push := runners.LogPush{WorkerID: req.WorkerID, StepName: req.StepName, Run: req.Run, Lines: req.Lines}
+	err = DeliverPush(ctx, s.cfg.Engine, jobID, push, func(lines []runners.LogLine) error {
+		return s.lineSeqs.appendNew(jobID, req.StepName, req.Run, lines, func(lines []runners.LogLine) error {
+			return s.cfg.Engine.AppendLog(jobID, logLinesAt(req.StepName, lines, s.cfg.Now()))
+		})
 	})
+	if errors.Is(err, errEventsBusy) {
+		return echo.NewHTTPError(http.StatusServiceUnavailable, errEventsBusy.Error())
+	}
 	if err != nil {
 		return err
 	}

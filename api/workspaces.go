@@ -10,6 +10,7 @@ import (
 
 	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/events"
 	"github.com/appliance-sh/appliance/engine/schedule"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
@@ -67,6 +68,12 @@ type triggerView struct {
 	TargetTask    string `json:"target_task,omitempty"`
 	RestartPolicy string `json:"restart_policy,omitempty"`
 	MaxInFlight   int    `json:"max_in_flight,omitempty"`
+	BackoffSecs   int    `json:"backoff_secs,omitempty"`
+	// Event sources: the consumer job (null before the first), its state
+	// and how many times it restarted.
+	ConsumerJobID json.RawMessage `json:"consumer_job_id,omitempty"` // null before the first
+	State         string          `json:"state,omitempty"`
+	Restarts      *int            `json:"restarts,omitempty"`
 }
 
 func (s *server) listWorkspaces(c echo.Context) error {
@@ -248,7 +255,11 @@ func (s *server) triggerViewOf(workspace, name string, tr *workflow.Trigger, now
 		Name: name, Type: tr.Type, Task: tr.Task, Enabled: tr.Enabled, Input: object(tr.Input),
 		Cron: tr.Cron, Timezone: tr.Timezone, Concurrency: tr.Concurrency,
 		WebhookName: tr.WebhookName, Mode: tr.Mode, TimeoutSecs: tr.TimeoutSecs, HasSecret: tr.Secret != "",
-		TargetTask: tr.TargetTask, RestartPolicy: tr.RestartPolicy, MaxInFlight: tr.MaxInFlight,
+		TargetTask: tr.TargetTask, RestartPolicy: tr.RestartPolicy, MaxInFlight: tr.MaxInFlight, BackoffSecs: tr.BackoffSecs,
+	}
+	if tr.Type == workflow.TriggerEventSource {
+		s.eventSourceView(workspace, name, &v)
+		return v
 	}
 	if tr.Type != workflow.TriggerScheduler {
 		return v
@@ -278,4 +289,21 @@ func (s *server) visibleTriggerCount(c echo.Context, ws *workflow.Workspace) int
 		}
 	}
 	return n
+}
+
+// eventSourceView adds an event source's consumer: its job, state and
+// restarts (stopped, with no job, when the supervisor does not run it).
+func (s *server) eventSourceView(workspace, name string, v *triggerView) {
+	st := events.Status{State: events.StateStopped}
+	if s.cfg.EventSources != nil {
+		if got, ok := s.cfg.EventSources.Status(workspace, name); ok {
+			st = got
+		}
+	}
+	v.ConsumerJobID = json.RawMessage("null")
+	if st.ConsumerJobID != "" {
+		v.ConsumerJobID, _ = json.Marshal(st.ConsumerJobID)
+	}
+	v.State = st.State
+	v.Restarts = &st.Restarts
 }

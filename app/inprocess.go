@@ -98,8 +98,11 @@ func (s *inProcessServer) PushLogs(ctx context.Context, jobID string, push runne
 		return false, protocolError(err)
 	}
 	// The engine masks the job's secrets on the way in.
-	if err := s.engine.AppendLog(jobID, api.LogLinesOf(push.StepName, push.Lines)); err != nil {
-		return false, err
+	err := api.DeliverPush(ctx, s.engine, jobID, push, func(lines []runners.LogLine) error {
+		return s.engine.AppendLog(jobID, api.LogLinesOf(push.StepName, lines))
+	})
+	if err != nil {
+		return false, protocolError(err)
 	}
 	return s.engine.WaitCancelled(ctx, jobID, 0)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/appliance-sh/appliance/api"
 	"github.com/appliance-sh/appliance/app/metrics"
 	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/events"
 	"github.com/appliance-sh/appliance/engine/schedule"
 	"github.com/appliance-sh/appliance/engine/workflow"
 	"github.com/appliance-sh/appliance/runners"
@@ -185,6 +186,7 @@ type Server struct {
 	sup                                            *supervisor
 	orchestrator, scheduler, watcher, api, sweeper *component
 	workers                                        *component // nil without in-process workers
+	eventSources                                   *component
 }
 
 // Addr is the address the server listens on.
@@ -315,6 +317,11 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	sched := schedule.New(schedule.Config{Workspaces: registry, Jobs: eng, State: db, Clock: schedule.RealClock{},
 		Logger: log.With("component", "scheduler"), Late: reg.SchedulerLate})
 	s.scheduler = s.sup.start("scheduler", sched.Run)
+	consumers := events.New(events.Config{Workspaces: registry, Jobs: eng, Clock: schedule.RealClock{},
+		Logger: log.With("component", "event sources")})
+	if !cfg.noEventSources {
+		s.eventSources = s.sup.start("event sources", consumers.Run)
+	}
 	s.watcher = s.sup.start("workspace watcher", registry.Watch)
 	// Ended jobs are no longer the orchestrator's, so the sweeper deletes
 	// them through the store, between its commits.
@@ -338,6 +345,8 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 			Auth:        cfg.Auth.apiConfig(cfg.limits),
 			Users:       db,
 			ACL:         cfg.acl,
+
+			EventSources: consumers,
 
 			Health:       health.check,
 			Ready:        s.ready.check,
@@ -383,6 +392,7 @@ func (s *Server) Shutdown() error {
 	s.ready.stop()
 	// Triggers stop first, so none fires into an orchestrator shutting down.
 	s.scheduler.stop()
+	s.eventSources.stop()
 	s.sweeper.stop()
 	s.workers.stop()
 	s.watcher.stop()

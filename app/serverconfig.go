@@ -78,6 +78,10 @@ type ServerConfig struct {
 	// logBuffer bounds the undelivered log lines each in-process step run
 	// holds (runners.DefaultLogBuffer when 0; tests shrink it).
 	logBuffer int64
+	// noEventSources leaves event_source triggers unstarted (tests of
+	// other features on the examples workspace, whose consumer would hold
+	// a worker slot and add a job).
+	noEventSources bool
 }
 
 // WorkspaceConfig locates one workspace.

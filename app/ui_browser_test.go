@@ -448,3 +448,23 @@ func TestBrowserEnforcesAndReportsTheContentSecurityPolicy(t *testing.T) {
 	}
 	t.Logf("reported: %q", got)
 }
+
+func TestBrowserTaskPageShowsAnEventSourcesConsumer(t *testing.T) {
+	b := newBrowser(t)
+	f := startFixture(t, map[string]string{"examples": "../examples"}, 2, func(c *ServerConfig) { c.noEventSources = false })
+	tr := waitTrigger(t, f.url, "examples", "inbox", func(tr triggerInfo) bool { return tr.State == "running" && tr.ConsumerJobID != nil })
+	b.do("open the consumer task",
+		chromedp.Navigate(f.url+"/tasks/examples/watch-inbox"),
+		chromedp.WaitVisible(chromedp.CSS(`.status-running`)),
+		pageText("events of watch-inbox start handle-event"),
+		pageText("0 restarts"),
+	)
+	b.screenshot("event-source")
+	href, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('a')].find(a => a.textContent === 'consumer job')?.getAttribute('href') || ''`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if href != "/jobs/"+*tr.ConsumerJobID {
+		t.Fatalf("consumer link %q, want /jobs/%s", href, *tr.ConsumerJobID)
+	}
+}

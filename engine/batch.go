@@ -27,6 +27,7 @@ type batch struct {
 	endedJobs  []*Job                // jobs that reached a terminal status (for metrics)
 	deliveries []delivery            // claims answered in this batch
 	after      []func()              // timers to arm
+	marks      []EventMark           // event sources' progress (see Emit)
 }
 
 type jobLine struct {
@@ -73,7 +74,7 @@ func (b *batch) dirtyWorker(w *Worker) {
 }
 
 func (b *batch) empty() bool {
-	return len(b.jobList) == 0 && len(b.stepList) == 0 && len(b.workerLst) == 0 && len(b.fires) == 0
+	return len(b.jobList) == 0 && len(b.stepList) == 0 && len(b.workerLst) == 0 && len(b.fires) == 0 && len(b.marks) == 0
 }
 
 // maskAs masks the lines this batch logs for js's job with js's secrets:

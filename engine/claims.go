@@ -321,6 +321,7 @@ func (e *Engine) claimFor(js *jobState, ss *stepState) (*Claim, func(ctx context
 		input[k] = v
 	}
 	a := *ss.action
+	eventSource := e.withTriggerEnv(js, &a)
 	c := &Claim{
 		JobID:      js.job.ID,
 		Workspace:  js.job.Workspace,
@@ -332,6 +333,8 @@ func (e *Engine) claimFor(js *jobState, ss *stepState) (*Claim, func(ctx context
 		Image:      a.Image,
 		Spec:       &a,
 		Input:      input,
+
+		EventSource: eventSource,
 	}
 	if !specRenders(&a) {
 		return c, nil

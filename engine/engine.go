@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -65,6 +66,9 @@ type Engine struct {
 	pool    *renderPool
 	// agentSlots bounds the agent calls in flight (callAgent).
 	agentSlots chan struct{}
+	// eventHints mirrors the loop's event marks (StepRef -> stepMark) for
+	// Emit to read off the loop; only a hint (see Emit).
+	eventHints sync.Map
 
 	st *state // owned by the Run goroutine
 }

@@ -110,7 +110,7 @@ func (e *Engine) commit(ctx context.Context, b *batch) error {
 		return nil
 	}
 	e.commits.Add(1)
-	return e.cfg.Store.Commit(context.WithoutCancel(ctx), &Batch{Jobs: b.jobList, Steps: b.stepList, Workers: b.workerLst, Fires: b.fires})
+	return e.cfg.Store.Commit(context.WithoutCancel(ctx), &Batch{Jobs: b.jobList, Steps: b.stepList, Workers: b.workerLst, Fires: b.fires, EventMarks: b.marks})
 }
 
 // finishBatch performs a committed batch's side effects: timers, channels,

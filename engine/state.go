@@ -19,6 +19,7 @@ type state struct {
 	// that comes back after a reload (which fires the hooks again from
 	// the store) is dropped.
 	hooking map[string]*jobState
+	events  eventMemory // event sources' marks (see Emit)
 }
 
 func newState() *state {

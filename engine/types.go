@@ -215,6 +215,9 @@ type Claim struct {
 	Spec       *workflow.Action // templates rendered
 	Input      map[string]any
 	Timeout    time.Duration // 0 = none; the worker kills the step at its deadline
+	// EventSource marks a step of an event source's consumer job: its
+	// OUTPUT: lines are events (see Engine.Emit).
+	EventSource bool
 }
 
 // StepRef names one step of one job.
@@ -304,6 +307,8 @@ type Batch struct {
 	Workers []*Worker
 	// Fires set triggers' last fire times, atomically with the jobs.
 	Fires []TriggerFire
+	// EventMarks (see Emit) are written with the jobs their events create.
+	EventMarks []EventMark
 }
 
 // Store persists the engine's records. Commit must be durable (fsync'd)

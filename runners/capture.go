@@ -125,6 +125,9 @@ func failed(code int, msg string) Result {
 var (
 	ErrStepCancelled = errors.New("Step cancelled: the job was cancelled")
 	ErrShuttingDown  = errors.New("worker shutting down")
+	// ErrConsumerStopped stops an event source's consumer step at once
+	// when its worker stops (the server starts the consumer again).
+	ErrConsumerStopped = errors.New("worker shutting down: an event source consumer is stopped at once, the server starts it again")
 )
 
 // timeoutError is the cause of a step killed at its deadline.

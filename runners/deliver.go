@@ -43,15 +43,41 @@ func (w *Worker) deliver(lt lifetimes, d *delivery) {
 	tick := time.NewTicker(w.cfg.LogPushInterval)
 	defer tick.Stop()
 	finished := d.finished
+	pushCtx := ctx
+	if _, ok := d.j.(*eventGate); ok {
+		// An event source's push may wait for room among its trigger's
+		// jobs, which a stopping worker no longer runs: once stopping it
+		// gives up, and what is left stays in the spool (or, in memory,
+		// is lost: the events were never accepted, and the consumer's
+		// next run emits them again after APPLIANCE_EVENT_OFFSET).
+		var cancel context.CancelFunc
+		pushCtx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-lt.shutdown:
+				cancel()
+			case <-pushCtx.Done():
+			}
+		}()
+	}
 	for ctx.Err() == nil {
 		wanted := d.j.Wanted()
-		done, err := w.deliverOnce(ctx, d)
+		var emitted <-chan struct{} // nil: never, for other steps
+		if g, ok := d.j.(*eventGate); ok {
+			emitted = g.Emitted()
+		}
+		done, err := w.deliverOnce(pushCtx, d)
 		if done {
 			return
 		}
 		if err != nil {
 			if closed(d.finished) && closed(lt.shutdown) {
-				if _, onDisk := d.j.(*spoolRun); onDisk {
+				j := d.j
+				if g, ok := j.(*eventGate); ok {
+					j = g.journal
+				}
+				if _, onDisk := j.(*spoolRun); onDisk {
 					d.log.Warn("server unreachable at shutdown: the step's undelivered report stays in the spool for the next start", "err", err)
 				} else {
 					d.log.Error("server unreachable at shutdown: the step's undelivered report is lost", "err", err)
@@ -67,6 +93,7 @@ func (w *Worker) deliver(lt lifetimes, d *delivery) {
 		case <-ctx.Done():
 		case <-tick.C:
 		case <-wanted: // the step's output waits for room
+		case <-emitted: // an event source's event waits
 		case <-finished:
 			finished = nil // no more waiting: the result goes now
 		}

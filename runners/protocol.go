@@ -53,6 +53,10 @@ type Assignment struct {
 	ActionSpec  *workflow.Action `json:"action_spec"`
 	Input       map[string]any   `json:"input"`
 	TimeoutSecs float64          `json:"timeout_secs,omitempty"` // 0 = none
+	// EventSource (ours) marks a step of an event source's consumer job:
+	// each `OUTPUT: ` line of its stdout is an event, and the worker reads
+	// no further than a few undelivered events ahead (back-pressure).
+	EventSource bool `json:"event_source,omitempty"`
 }
 
 // StepRef names a step a worker runs, in heartbeats.

@@ -39,6 +39,18 @@ func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, workerID 
 	}
 
 	j := w.newJournal(runMeta{Run: randomID(), JobID: a.JobID, Step: a.StepName, WorkerID: workerID, Created: time.Now().UTC()}, log)
+	if a.EventSource {
+		j = newEventGate(j, maxUnackedEvents)
+		// A consumer runs until stopped: waiting for it to finish would
+		// hold the drain to its deadline. The server starts it again.
+		go func() {
+			select {
+			case <-lt.shutdown:
+				kill(ErrConsumerStopped)
+			case <-stepCtx.Done():
+			}
+		}()
+	}
 	finished := make(chan struct{})
 	delivered := make(chan struct{})
 	go func() {

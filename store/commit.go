@@ -64,7 +64,7 @@ func (db *DB) Commit(ctx context.Context, b *engine.Batch) error {
 				return err
 			}
 		}
-		return nil
+		return putEventMarks(tx, b.EventMarks)
 	})
 	if err != nil {
 		return fmt.Errorf("commit batch: %w", err)

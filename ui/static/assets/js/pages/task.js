@@ -50,13 +50,33 @@ function flowTable(flow) {
 }
 
 function triggersTable(triggers) {
-  return table(['Trigger', 'Type', 'Enabled', 'When', 'Next runs'], triggers.map((t) => h('tr', {},
+  return table(['Trigger', 'Type', 'Enabled', 'When', 'Next runs / consumer'], triggers.map((t) => h('tr', {},
     h('th', { scope: 'row' }, t.name),
     h('td', {}, t.type),
     h('td', {}, t.enabled ? 'yes' : 'no'),
     h('td', {}, t.type === 'scheduler' ? [h('code', {}, t.cron), t.timezone ? ` (${t.timezone})` : '']
-      : t.type === 'webhook' ? h('code', {}, `/hooks/${t.webhook_name || t.name}`) : ''),
-    h('td', {}, t.next_runs?.length
-      ? h('ul', { class: 'plain' }, t.next_runs.map((r) => h('li', {}, time(r))))
-      : h('span', { class: 'muted' }, '—')))), 'No trigger starts this task.');
+      : t.type === 'webhook' ? h('code', {}, `/hooks/${t.webhook_name || t.name}`)
+        : t.type === 'event_source' ? eventSourceWhen(t) : ''),
+    h('td', {}, t.type === 'event_source' ? consumerCell(t)
+      : t.next_runs?.length
+        ? h('ul', { class: 'plain' }, t.next_runs.map((r) => h('li', {}, time(r))))
+        : h('span', { class: 'muted' }, '—')))), 'No trigger starts this task.');
+}
+
+// An event source: its consumer task's events start jobs of target_task.
+function eventSourceWhen(t) {
+  return [
+    'events of ', h('code', {}, t.task), ' start ', h('code', {}, t.target_task),
+    t.max_in_flight ? ` (at most ${t.max_in_flight} in flight)` : '',
+  ];
+}
+
+// An event source's consumer: its state, restarts and job.
+function consumerCell(t) {
+  return h('ul', { class: 'plain' },
+    h('li', {}, h('span', { class: `status status-${t.state}` }, t.state || 'stopped'),
+      ` · restart ${t.restart_policy || 'always'} · ${t.restarts || 0} restart${t.restarts === 1 ? '' : 's'}`),
+    h('li', {}, t.consumer_job_id
+      ? link(path('jobs', t.consumer_job_id), 'consumer job')
+      : h('span', { class: 'muted' }, 'no consumer job yet')));
 }
