@@ -1,7 +1,6 @@
 package runners
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path"
@@ -48,25 +47,10 @@ func (d *Docker) specFor(step *Step) (*containerSpec, error) {
 	if a == nil {
 		return nil, fmt.Errorf("step %q has no action", step.Name)
 	}
-	input := step.Input
-	if input == nil {
-		input = map[string]any{}
-	}
-	inputJSON, err := json.Marshal(input)
-	if err != nil {
-		return nil, fmt.Errorf("encode input: %w", err)
-	}
-	inputs, err := inputEnv(step.Input)
+	inputJSON, env, err := containerEnv(step)
 	if err != nil {
 		return nil, err
 	}
-	env := append(inputs, mapEnv(a.Env)...)
-	env = append(env,
-		"APPLIANCE_INPUT="+containerInput,
-		"APPLIANCE_JOB_ID="+step.JobID,
-		"APPLIANCE_STEP="+step.Name,
-		"APPLIANCE_WORKSPACE="+step.Workspace,
-	)
 
 	spec := &containerSpec{files: map[string][]byte{containerInput: inputJSON}}
 	cfg := &docker.Config{

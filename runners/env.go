@@ -50,6 +50,31 @@ func inputEnv(input map[string]any) ([]string, error) {
 	return env, nil
 }
 
+// containerEnv is what a step's container (docker or pod) is given: its
+// input as JSON (the file $APPLIANCE_INPUT names, at containerInput) and
+// its environment: INPUT_ variables, the action's env, then the
+// APPLIANCE_ variables naming the step.
+func containerEnv(step *Step) (inputJSON []byte, env []string, err error) {
+	input := step.Input
+	if input == nil {
+		input = map[string]any{}
+	}
+	if inputJSON, err = json.Marshal(input); err != nil {
+		return nil, nil, fmt.Errorf("encode input: %w", err)
+	}
+	if env, err = inputEnv(step.Input); err != nil {
+		return nil, nil, err
+	}
+	env = append(env, mapEnv(step.Action.Env)...)
+	env = append(env,
+		"APPLIANCE_INPUT="+containerInput,
+		"APPLIANCE_JOB_ID="+step.JobID,
+		"APPLIANCE_STEP="+step.Name,
+		"APPLIANCE_WORKSPACE="+step.Workspace,
+	)
+	return inputJSON, env, nil
+}
+
 // mapEnv renders an env map as KEY=value entries, sorted.
 func mapEnv(m map[string]string) []string {
 	env := make([]string, 0, len(m))

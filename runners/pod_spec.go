@@ -3,7 +3,6 @@ package runners
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"path"
 	"strings"
@@ -47,25 +46,10 @@ func (p *Pod) buildPod(step *Step, pp podParams) (*corev1.Pod, error) {
 	if a == nil {
 		return nil, fmt.Errorf("step %q has no action", step.Name)
 	}
-	input := step.Input
-	if input == nil {
-		input = map[string]any{}
-	}
-	inputJSON, err := json.Marshal(input)
-	if err != nil {
-		return nil, fmt.Errorf("encode input: %w", err)
-	}
-	inputs, err := inputEnv(step.Input)
+	inputJSON, env, err := containerEnv(step)
 	if err != nil {
 		return nil, err
 	}
-	env := append(inputs, mapEnv(a.Env)...)
-	env = append(env,
-		"APPLIANCE_INPUT="+containerInput,
-		"APPLIANCE_JOB_ID="+step.JobID,
-		"APPLIANCE_STEP="+step.Name,
-		"APPLIANCE_WORKSPACE="+step.Workspace,
-	)
 	main := corev1.Container{
 		Name:                     podStepContainer,
 		Env:                      envVars(env),
