@@ -197,11 +197,11 @@ func TestBrowserLogFollowPausesWhenScrolledUp(t *testing.T) {
 	b.do("follow the live log",
 		chromedp.Navigate(f.url+"/jobs/"+id),
 		poll(lastTick+` > 40 && `+atEnd),
-		poll(`document.querySelector('.log-resume')?.hidden`),
+		poll(`!document.querySelector('.log-resume')?.checkVisibility()`),
 	)
 	b.do("scroll up",
 		chromedp.Evaluate[chromedp.Void](`document.querySelector('.log').scrollTop = 0`),
-		poll(`!document.querySelector('.log-resume')?.hidden`),
+		poll(`!!document.querySelector('.log-resume')?.checkVisibility()`),
 	)
 	seen := eval[int](b, lastTick)
 	// New lines come in without moving the view.
@@ -216,7 +216,7 @@ func TestBrowserLogFollowPausesWhenScrolledUp(t *testing.T) {
 	}
 	b.do("resume following",
 		chromedp.Click(chromedp.CSS(`.log-resume`)),
-		poll(atEnd+` && document.querySelector('.log-resume')?.hidden`),
+		poll(atEnd+` && !document.querySelector('.log-resume')?.checkVisibility()`),
 	)
 	if now := eval[int](b, lastTick); now <= seen+20 {
 		t.Errorf("after resuming the view shows tick %d, before pausing %d", now, seen)

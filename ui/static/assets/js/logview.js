@@ -343,10 +343,10 @@ export function logView(jobID) {
   const el = h('section', { class: 'logs', 'aria-labelledby': 'log-h' },
     h('div', { class: 'log-head' }, h('h2', { id: 'log-h' }, 'Log'), state),
     h('div', { class: 'log-tools' },
-      h('span', { class: 'field' }, h('label', { for: 'log-step' }, 'Step'), stepSelect),
-      h('span', { class: 'field' }, h('label', { for: 'log-stream' }, 'Stream'), streamSelect),
-      h('span', { class: 'field' }, h('label', { for: 'log-search' }, 'Search'), search, prev, next, count),
-      h('span', { class: 'field' }, text, jsonl)),
+      h('span', { class: 'log-field' }, h('label', { for: 'log-step' }, 'Step'), stepSelect),
+      h('span', { class: 'log-field' }, h('label', { for: 'log-stream' }, 'Stream'), streamSelect),
+      h('span', { class: 'log-field' }, h('label', { for: 'log-search' }, 'Search'), search, prev, next, count),
+      h('span', { class: 'log-field' }, text, jsonl)),
     h('div', { class: 'log-frame' }, out, empty, resume));
   return {
     el, add, set, addStep,
