@@ -215,7 +215,7 @@ func TestBrowserThemeSwitchIsRemembered(t *testing.T) {
 	if dark != "rgb(12, 17, 29)" || light != "rgb(246, 247, 249)" {
 		t.Errorf("light %s, dark %s", light, dark)
 	}
-	if name := eval[string](b, `document.querySelector('#theme').getAttribute('aria-label')`); !strings.Contains(name, "dark") {
+	if name := eval[string](b, `document.querySelector('#theme').getAttribute('aria-label')`); name != "Theme: Dark (switch to Auto)" {
 		t.Errorf("the switch is named %q", name)
 	}
 	b.do("reload", chromedp.Reload(), until(present(`a[href="/tasks/examples/hello-world"]`)))

@@ -29,17 +29,23 @@ export function stripANSI(s) {
 }
 
 // entry decodes one JSONL line of the log; a line that is not JSON is shown
-// as it is.
-function entry(raw) {
+// as it is. Only a download keeps the line as written (raw).
+function entry(raw, keep = false) {
+  const l = decoded(raw);
+  if (keep) l.raw = raw;
+  return l;
+}
+
+function decoded(raw) {
   let l;
   try {
     l = JSON.parse(raw);
   } catch {
     l = null;
   }
-  if (!l || typeof l !== 'object') return { raw, ts: '', step: '', stream: 'stdout', line: raw, plain: stripANSI(raw) };
+  if (!l || typeof l !== 'object') return { ts: '', step: '', stream: 'stdout', line: raw, plain: stripANSI(raw) };
   const line = l.line === undefined || l.line === null ? '' : String(l.line);
-  return { raw, ts: l.ts || '', step: l.step || '', stream: l.stream || 'stdout', line, plain: stripANSI(line) };
+  return { ts: l.ts || '', step: l.step || '', stream: l.stream || 'stdout', line, plain: stripANSI(line) };
 }
 
 const yieldToPage = () => new Promise((r) => setTimeout(r, 0));
@@ -216,9 +222,10 @@ export function logView(jobID) {
   }
 
   // The user scrolling up pauses following; back at the end resumes it.
+  // The end is the DOM's, which lines that came in since the last draw
+  // have not moved yet.
   out.addEventListener('scroll', () => {
-    const g = geometry();
-    following = out.scrollTop >= g.maxTop - rowH / 2;
+    following = out.scrollTop + out.clientHeight >= out.scrollHeight - rowH / 2;
     resume.hidden = following;
     schedule();
   });
@@ -304,7 +311,7 @@ export function logView(jobID) {
   function add(chunk) {
     const parts = (partial + chunk).split('\n');
     partial = parts.pop();
-    push(parts.filter((raw) => raw.trim()).map(entry));
+    push(parts.filter((raw) => raw.trim()).map((raw) => entry(raw)));
   }
 
   // download saves the lines the filters select, fetched anew from the
@@ -317,7 +324,7 @@ export function logView(jobID) {
     state.textContent = 'preparing the download…';
     try {
       const r = await api(url);
-      const picked = String(r.logs || '').split('\n').filter((raw) => raw.trim()).map(entry)
+      const picked = String(r.logs || '').split('\n').filter((raw) => raw.trim()).map((raw) => entry(raw, true))
         .filter((l) => stream === ALL || l.stream === stream);
       const body = kind === 'jsonl'
         ? picked.map((l) => l.raw).join('\n')
@@ -422,7 +429,7 @@ export async function follow(jobID, view, signal, { isLive, onEnd }) {
     // The end first, so a big log shows at once...
     view.status('loading…');
     const t = await api(`${base}?tail=${TAIL}`, { signal });
-    const tail = String(t.logs || '').split('\n').filter((raw) => raw.trim()).map(entry);
+    const tail = String(t.logs || '').split('\n').filter((raw) => raw.trim()).map((raw) => entry(raw));
     view.set(tail);
     next = t.next;
     if (t.next > tail.length) {

@@ -23,8 +23,9 @@
     if (!b) return;
     var next = ORDER[(ORDER.indexOf(theme) + 1) % ORDER.length];
     b.textContent = LABEL[theme];
-    b.setAttribute('aria-label', 'Colour theme: ' + (theme === 'system' ? 'as the system' : theme) + '; switch to ' + (next === 'system' ? 'the system\'s' : next));
-    b.title = b.getAttribute('aria-label');
+    // The name starts with the visible text, as speech control expects.
+    b.setAttribute('aria-label', 'Theme: ' + LABEL[theme] + ' (switch to ' + LABEL[next] + ')');
+    b.title = theme === 'system' ? 'Colours follow the system; click for ' + LABEL[next] : 'Colours: ' + LABEL[theme] + '; click for ' + LABEL[next];
   }
 
   apply(stored());
