@@ -248,7 +248,7 @@ func TestBrowserBigLogKeepsTheDOMSmallAndThePageResponsive(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	maxRows, slowest, polls := 0, time.Duration(0), 0
+	maxRows, slowest, polls, tailShown := 0, time.Duration(0), 0, 0
 	var state string
 	for {
 		// Each probe must come back fast: a tab busy parsing would not answer.
@@ -257,8 +257,11 @@ func TestBrowserBigLogKeepsTheDOMSmallAndThePageResponsive(t *testing.T) {
 		var probe struct {
 			Rows  int    `json:"rows"`
 			State string `json:"state"`
+			Last  string `json:"last"`
 		}
-		raw, err := chromedp.Run(ctx, chromedp.Evaluate[json.RawMessage](`({rows: document.querySelectorAll('.log .line').length, state: document.querySelector('.log-state')?.textContent || ''})`))
+		raw, err := chromedp.Run(ctx, chromedp.Evaluate[json.RawMessage](`({rows: document.querySelectorAll('.log .line').length,
+			state: document.querySelector('.log-state')?.textContent || '',
+			last: document.querySelector('.log .line:last-child .text')?.textContent || ''})`))
 		cancel()
 		if err != nil {
 			t.Fatalf("the page did not answer within 2 s after %v of loading (%d answers before): %v", time.Since(start), polls, err)
@@ -270,6 +273,13 @@ func TestBrowserBigLogKeepsTheDOMSmallAndThePageResponsive(t *testing.T) {
 		slowest = max(slowest, time.Since(t0))
 		maxRows = max(maxRows, probe.Rows)
 		state = probe.State
+		// While the whole log loads, its last lines are on show already.
+		if strings.HasPrefix(state, "loading…") && probe.Rows > 0 {
+			tailShown++
+			if probe.Last != strconv.Itoa(n) {
+				t.Errorf("while loading the view ends with %q, not the log's last line", probe.Last)
+			}
+		}
 		if strings.HasPrefix(state, "complete") {
 			break
 		}
@@ -286,6 +296,9 @@ func TestBrowserBigLogKeepsTheDOMSmallAndThePageResponsive(t *testing.T) {
 		n, float64(len(size.Logs))/1e6, time.Since(start), polls, slowest, maxRows)
 	if want := "complete · " + thousands(n) + " lines"; state != want {
 		t.Errorf("state %q, want %q", state, want)
+	}
+	if tailShown == 0 {
+		t.Error("no probe saw the log's end while the rest loaded")
 	}
 	if maxRows == 0 || maxRows > 150 {
 		t.Errorf("the DOM held up to %d rows", maxRows)
