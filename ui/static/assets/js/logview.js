@@ -229,6 +229,11 @@ export function logView(jobID) {
     resume.hidden = following;
     schedule();
   });
+  // A window turned or resized shows more or fewer rows.
+  new ResizeObserver(() => {
+    drawn = '';
+    schedule();
+  }).observe(out);
   resume.addEventListener('click', () => {
     following = true;
     resume.hidden = true;
