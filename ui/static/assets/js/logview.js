@@ -244,8 +244,11 @@ export function logView(jobID) {
   function jump(by) {
     if (!hits.length) return;
     current = (current + by + hits.length) % hits.length;
-    following = false;
-    resume.hidden = false;
+    // A match above the end pauses following (a log that fits has none).
+    if (out.scrollHeight > out.clientHeight) {
+      following = false;
+      resume.hidden = false;
+    }
     const g = geometry();
     const want = (hits[current] * rowH - g.view / 2 + rowH / 2) / g.scale;
     out.scrollTop = Math.max(0, Math.min(g.maxTop, want));
