@@ -297,3 +297,27 @@ func TestVendoredDagreIsTheDebianFile(t *testing.T) {
 		t.Errorf("index.html must load vendor/dagre.min.js before js/app.js:\n%s", index)
 	}
 }
+
+// The vendored ansi_up is the Debian package's file, byte for byte, loaded
+// as a classic script before the modules that use its global.
+func TestVendoredAnsiUpIsTheDebianFile(t *testing.T) {
+	js, err := fs.ReadFile(static, "static/assets/vendor/ansi_up.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := fs.ReadFile(static, "static/assets/vendor/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(js)
+	if want := "sha256: `" + hex.EncodeToString(sum[:]) + "`"; !strings.Contains(string(readme), want) {
+		t.Errorf("vendor/README.md does not record ansi_up.js's %s", want)
+	}
+	if !strings.Contains(string(readme), "5.1.0+dfsg-2") || !strings.Contains(string(js), `this.VERSION = "5.1.0"`) {
+		t.Error("vendor/README.md and ansi_up.js disagree on the version")
+	}
+	index := body(t, get(t, Handler(), "GET", "/", nil))
+	if i, j := strings.Index(index, "vendor/ansi_up.js"), strings.Index(index, "js/app.js"); i < 0 || i > j {
+		t.Errorf("index.html must load vendor/ansi_up.js before js/app.js:\n%s", index)
+	}
+}

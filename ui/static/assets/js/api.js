@@ -112,10 +112,10 @@ function send(url, method, body, signal, auth) {
   });
 }
 
-// api sends a request and returns the decoded answer, or throws an ApiError
-// carrying the server's `error` message. With auth false it sends no token
-// and a 401 is just an error (the login form's wrong password).
-export async function api(url, { method = 'GET', body, signal, auth = true } = {}) {
+// answer sends a request, renewing the session once on a 401, and returns
+// the response as it starts to arrive; a refusal throws an ApiError
+// carrying the server's `error` message.
+async function answer(url, { method = 'GET', body, signal, auth = true } = {}) {
   let r = await send(url, method, body, signal, auth);
   if (auth && r.status === 401) {
     if (await refresh()) r = await send(url, method, body, signal, auth);
@@ -125,26 +125,41 @@ export async function api(url, { method = 'GET', body, signal, auth = true } = {
       throw new ApiError(401, 'your session has ended; please sign in again');
     }
   }
-  const text = await r.text();
-  let data = null;
-  try {
-    data = text ? JSON.parse(text) : null;
-  } catch {
-    data = null;
-  }
   if (!r.ok) {
+    const data = decode(await r.text());
     throw new ApiError(r.status, (data && data.error) || `${r.status} ${r.statusText}`);
   }
-  return data;
+  return r;
 }
 
-// logStreamURL is the WebSocket address of a job's live log, starting at
-// its last tail lines (0 = the whole log); a browser cannot set headers on
+function decode(text) {
+  try {
+    return text ? JSON.parse(text) : null;
+  } catch {
+    return null;
+  }
+}
+
+// api sends a request and returns the decoded answer, or throws an ApiError
+// carrying the server's `error` message. With auth false it sends no token
+// and a 401 is just an error (the login form's wrong password).
+export async function api(url, options = {}) {
+  const r = await answer(url, options);
+  return decode(await r.text());
+}
+
+// apiStream is a GET whose body the caller reads as it arrives (a big log).
+export function apiStream(url, { signal } = {}) {
+  return answer(url, { signal });
+}
+
+// logStreamURL is the WebSocket address of a job's live log, starting
+// after line `after` (0 = the whole log); a browser cannot set headers on
 // a WebSocket, so the token rides in the query.
-export function logStreamURL(jobID, tail = 0) {
+export function logStreamURL(jobID, after = 0) {
   const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
   const query = new URLSearchParams();
-  if (tail > 0) query.set('tail', String(tail));
+  if (after > 0) query.set('after', String(after));
   if (tokens.access) query.set('token', tokens.access);
   const qs = query.toString();
   return `${scheme}://${location.host}/api/jobs/${encodeURIComponent(jobID)}/logs/stream${qs ? `?${qs}` : ''}`;

@@ -55,7 +55,7 @@ export async function jobPage(ctx) {
   // step has failed, and again when the job ends (late lines).
   const tails = new Map();
   const actionError = h('p', { class: 'error', role: 'alert' });
-  const logs = logView();
+  const logs = logView(id);
   let painted = '';
 
   const refresh = async () => {
