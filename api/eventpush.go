@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/protocol"
 )
 
 // outputPrefix starts the lines a step emits structured output with; in a
@@ -25,11 +25,11 @@ type Emitter interface {
 // waits for one to end, until ctx ends: the push then fails, and the
 // worker, whose journal keeps the lines, pushes them again later. Both
 // transports of the worker protocol deliver through it.
-func DeliverPush(ctx context.Context, eng Emitter, jobID string, push runners.LogPush, write func([]runners.LogLine) error) error {
+func DeliverPush(ctx context.Context, eng Emitter, jobID string, push protocol.LogPush, write func([]protocol.LogLine) error) error {
 	var idx []int
 	var ems []engine.Emission
 	for i, l := range push.Lines {
-		if l.Stream != runners.Stdout {
+		if l.Stream != protocol.Stdout {
 			continue
 		}
 		rest, ok := strings.CutPrefix(l.Line, outputPrefix)

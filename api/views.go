@@ -6,7 +6,7 @@ import (
 
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/protocol"
 )
 
 // The views below are the interface's wire shapes. They are separate from
@@ -216,8 +216,8 @@ func workerStepOf(s *engine.WorkerStep) workerStepView {
 
 // AssignmentOf is the wire form of a claimed step, shared by the HTTP
 // claim endpoint and the in-process transport.
-func AssignmentOf(c *engine.Claim) *runners.Assignment {
-	a := &runners.Assignment{
+func AssignmentOf(c *engine.Claim) *protocol.Assignment {
+	a := &protocol.Assignment{
 		JobID:       c.JobID,
 		Workspace:   c.Workspace,
 		Revision:    c.Revision,
@@ -239,11 +239,11 @@ func AssignmentOf(c *engine.Claim) *runners.Assignment {
 
 // LogLinesOf stamps pushed lines with their step; a line without a
 // timestamp gets the time it arrived.
-func LogLinesOf(step string, lines []runners.LogLine) []engine.LogLine {
+func LogLinesOf(step string, lines []protocol.LogLine) []engine.LogLine {
 	return logLinesAt(step, lines, time.Now())
 }
 
-func logLinesAt(step string, lines []runners.LogLine, now time.Time) []engine.LogLine {
+func logLinesAt(step string, lines []protocol.LogLine, now time.Time) []engine.LogLine {
 	out := make([]engine.LogLine, len(lines))
 	for i, l := range lines {
 		ts := l.TS

@@ -12,7 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/protocol"
 )
 
 // Long-poll bounds of the worker endpoints.
@@ -78,8 +78,8 @@ type workerRequest struct {
 // heartbeatRequest is the heartbeat body. running (ours, optional) lists
 // the steps the worker runs, so a claim whose answer was lost is recovered.
 type heartbeatRequest struct {
-	WorkerID string            `json:"worker_id"`
-	Running  []runners.StepRef `json:"running"`
+	WorkerID string             `json:"worker_id"`
+	Running  []protocol.StepRef `json:"running"`
 }
 
 func (s *server) heartbeat(c echo.Context) error {
@@ -160,7 +160,7 @@ func (s *server) completeStep(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req runners.Result
+	var req protocol.Result
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
@@ -177,10 +177,10 @@ func (s *server) completeStep(c echo.Context) error {
 // pushLogsRequest is the log push body; worker_id (ours) names the worker
 // holding the step, as for start and complete.
 type pushLogsRequest struct {
-	WorkerID string            `json:"worker_id"`
-	StepName string            `json:"step_name"`
-	Run      string            `json:"run"` // ours: see runners.LogPush
-	Lines    []runners.LogLine `json:"lines"`
+	WorkerID string             `json:"worker_id"`
+	StepName string             `json:"step_name"`
+	Run      string             `json:"run"` // ours: see protocol.LogPush
+	Lines    []protocol.LogLine `json:"lines"`
 }
 
 // eventPushWait bounds how long a log push waits for an event source's
@@ -222,9 +222,9 @@ func (s *server) pushLogs(c echo.Context) error {
 	// worker's request timeout, and a 503 makes it push again.
 	ctx, cancel := context.WithTimeoutCause(c.Request().Context(), eventPushWait, errEventsBusy)
 	defer cancel()
-	push := runners.LogPush{WorkerID: req.WorkerID, StepName: req.StepName, Run: req.Run, Lines: req.Lines}
-	err = DeliverPush(ctx, s.cfg.Engine, jobID, push, func(lines []runners.LogLine) error {
-		return s.lineSeqs.appendNew(jobID, req.StepName, req.Run, lines, func(lines []runners.LogLine) error {
+	push := protocol.LogPush{WorkerID: req.WorkerID, StepName: req.StepName, Run: req.Run, Lines: req.Lines}
+	err = DeliverPush(ctx, s.cfg.Engine, jobID, push, func(lines []protocol.LogLine) error {
+		return s.lineSeqs.appendNew(jobID, req.StepName, req.Run, lines, func(lines []protocol.LogLine) error {
 			return s.cfg.Engine.AppendLog(jobID, logLinesAt(req.StepName, lines, s.cfg.Now()))
 		})
 	})

@@ -9,6 +9,7 @@ import (
 	"github.com/appliance-sh/appliance/api"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/protocol"
 	"github.com/appliance-sh/appliance/runners"
 )
 
@@ -48,14 +49,14 @@ func (s *inProcessServer) Register(ctx context.Context, name string, tags []stri
 	return id, err
 }
 
-func (s *inProcessServer) Heartbeat(ctx context.Context, workerID string, running []runners.StepRef) error {
+func (s *inProcessServer) Heartbeat(ctx context.Context, workerID string, running []protocol.StepRef) error {
 	refs := make([]engine.StepRef, len(running))
 	for i, r := range running {
 		refs[i] = engine.StepRef{JobID: r.JobID, Step: r.Step}
 	}
 	err := s.engine.Heartbeat(ctx, workerID, refs)
 	if errors.Is(err, engine.ErrNotFound) {
-		return fmt.Errorf("%w: %v", runners.ErrUnknownWorker, err)
+		return fmt.Errorf("%w: %v", protocol.ErrUnknownWorker, err)
 	}
 	return err
 }
@@ -65,15 +66,15 @@ func (s *inProcessServer) Heartbeat(ctx context.Context, workerID string, runnin
 func protocolError(err error) error {
 	switch {
 	case errors.Is(err, engine.ErrConflict):
-		return fmt.Errorf("%w: %v", runners.ErrConflict, err)
+		return fmt.Errorf("%w: %v", protocol.ErrConflict, err)
 	case errors.Is(err, engine.ErrNotFound):
-		return fmt.Errorf("%w: %v", runners.ErrNotFound, err)
+		return fmt.Errorf("%w: %v", protocol.ErrNotFound, err)
 	}
 	return err
 }
 
 // Claim ignores tags: the engine matches the tags the worker registered with.
-func (s *inProcessServer) Claim(ctx context.Context, workerID string, _ []string) (*runners.Assignment, error) {
+func (s *inProcessServer) Claim(ctx context.Context, workerID string, _ []string) (*protocol.Assignment, error) {
 	c, err := s.engine.Claim(ctx, workerID, inProcessClaimWait)
 	if err != nil || c == nil {
 		return nil, protocolError(err)
@@ -85,7 +86,7 @@ func (s *inProcessServer) Start(ctx context.Context, workerID, jobID, step strin
 	return protocolError(s.engine.StartStep(ctx, workerID, jobID, step))
 }
 
-func (s *inProcessServer) Complete(ctx context.Context, workerID, jobID, step string, res runners.Result) error {
+func (s *inProcessServer) Complete(ctx context.Context, workerID, jobID, step string, res protocol.Result) error {
 	return protocolError(s.engine.CompleteStep(ctx, workerID, jobID, step, engine.StepResult{
 		Output: res.Output, ExitCode: res.ExitCode, Error: res.Error,
 	}))
@@ -93,12 +94,12 @@ func (s *inProcessServer) Complete(ctx context.Context, workerID, jobID, step st
 
 // PushLogs obeys the rule the HTTP transport does: only the holder of a
 // running step writes its lines.
-func (s *inProcessServer) PushLogs(ctx context.Context, jobID string, push runners.LogPush) (bool, error) {
+func (s *inProcessServer) PushLogs(ctx context.Context, jobID string, push protocol.LogPush) (bool, error) {
 	if err := s.engine.CheckHolder(ctx, push.WorkerID, jobID, push.StepName); err != nil {
 		return false, protocolError(err)
 	}
 	// The engine masks the job's secrets on the way in.
-	err := api.DeliverPush(ctx, s.engine, jobID, push, func(lines []runners.LogLine) error {
+	err := api.DeliverPush(ctx, s.engine, jobID, push, func(lines []protocol.LogLine) error {
 		return s.engine.AppendLog(jobID, api.LogLinesOf(push.StepName, lines))
 	})
 	if err != nil {
@@ -131,5 +132,5 @@ func (s *inProcessServer) Workspace(ctx context.Context, name, revision string) 
 	if ws, ok := s.workspaces.Current(name); ok {
 		return ws.Dir, nil
 	}
-	return "", fmt.Errorf("workspace %q: %w", name, runners.ErrNotFound)
+	return "", fmt.Errorf("workspace %q: %w", name, protocol.ErrNotFound)
 }
