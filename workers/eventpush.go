@@ -1,4 +1,4 @@
-package api
+package workers
 
 import (
 	"context"
@@ -17,7 +17,7 @@ type Emitter interface {
 	Emit(ctx context.Context, jobID, step, run string, ems []engine.Emission) (accepted int, wait <-chan struct{}, err error)
 }
 
-// DeliverPush writes a push's lines with write, in order; when some are
+// deliverPush writes a push's lines with write, in order; when some are
 // `OUTPUT: ` lines of stdout, it first offers them to the engine as events
 // (engine.Emit: a consumer job's lines create target jobs, exactly once),
 // and writes each prefix of the lines only once the events in it are
@@ -25,7 +25,7 @@ type Emitter interface {
 // waits for one to end, until ctx ends: the push then fails, and the
 // worker, whose journal keeps the lines, pushes them again later. Both
 // transports of the worker protocol deliver through it.
-func DeliverPush(ctx context.Context, eng Emitter, jobID string, push protocol.LogPush, write func([]protocol.LogLine) error) error {
+func deliverPush(ctx context.Context, eng Emitter, jobID string, push protocol.LogPush, write func([]protocol.LogLine) error) error {
 	var idx []int
 	var ems []engine.Emission
 	for i, l := range push.Lines {
