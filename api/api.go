@@ -16,6 +16,7 @@ import (
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/events"
 	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/workers"
 )
 
 // Orchestrator is the part of the engine the API drives; *engine.Engine
@@ -38,7 +39,7 @@ type Orchestrator interface {
 	StepSummary(ctx context.Context, jobID string) (map[string]int, error)
 	StepsPage(ctx context.Context, jobID string, q engine.StepQuery) ([]*engine.Step, error)
 	JobDone(ctx context.Context, jobID string) (<-chan struct{}, error)
-	Emitter
+	workers.Emitter
 
 	RegisterWorker(ctx context.Context, name string, tags []string, inProcess bool) (string, error)
 	Heartbeat(ctx context.Context, workerID string, running []engine.StepRef) error
@@ -139,6 +140,9 @@ type Config struct {
 	// StepTokens mints and checks step-bound workspace tokens (default a
 	// fresh one; the in-process pool shares the server's).
 	StepTokens *StepTokens
+	// Workers serves the worker protocol (default one over Engine with
+	// StepTokens; the in-process pool shares the server's).
+	Workers *workers.Service
 }
 
 // server holds the handlers' dependencies.
@@ -148,7 +152,8 @@ type server struct {
 	tarballs *tarballCache
 	auth     *authService // nil when auth is off
 	guard    *browserGuard
-	lineSeqs *lineSeqs
+	// workers serves the worker endpoints' reports.
+	workers *workers.Service
 	// stepTokens mints the step-bound workspace tokens of pods.
 	stepTokens *StepTokens
 }
@@ -183,7 +188,10 @@ func New(cfg Config) *echo.Echo {
 	if cfg.StepTokens == nil {
 		cfg.StepTokens = NewStepTokens(0, cfg.Now)
 	}
-	s := &server{cfg: cfg, log: cfg.Logger, stepTokens: cfg.StepTokens, tarballs: newTarballCache(tarballsKept), lineSeqs: newLineSeqs(),
+	if cfg.Workers == nil {
+		cfg.Workers = workers.New(cfg.Engine, workers.Config{Now: cfg.Now, MintStepToken: cfg.StepTokens.MintFor(cfg.Engine)})
+	}
+	s := &server{cfg: cfg, log: cfg.Logger, stepTokens: cfg.StepTokens, tarballs: newTarballCache(tarballsKept), workers: cfg.Workers,
 		guard: newBrowserGuard(cfg.ListenAddr, cfg.AllowedHosts, cfg.AllowedOrigins)}
 	if cfg.Auth != nil {
 		// base_url names the server as its users reach it.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/protocol"
 )
 
 // errorBody is every error response: one field, as the interface fixes.
@@ -88,6 +89,16 @@ func (s *server) classify(err error) (int, string) {
 		return http.StatusServiceUnavailable, "server is shutting down"
 	case errors.As(err, &later):
 		return later.status, later.msg
+	// The worker protocol's refusals that no engine error causes (its
+	// validation, a busy event source).
+	case errors.Is(err, protocol.ErrInvalid):
+		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, protocol.ErrNotFound), errors.Is(err, protocol.ErrUnknownWorker):
+		return http.StatusNotFound, err.Error()
+	case errors.Is(err, protocol.ErrConflict):
+		return http.StatusConflict, err.Error()
+	case errors.Is(err, protocol.ErrBusy):
+		return http.StatusServiceUnavailable, err.Error()
 	case errors.As(err, &he):
 		return he.Code, httpErrorMessage(he)
 	}

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/appliance-sh/appliance/protocol"
+	"github.com/appliance-sh/appliance/workers"
 )
 
 // stepTokenPrefix marks a step-bound workspace token.
@@ -77,6 +80,13 @@ func (t *StepTokens) Mint(ctx context.Context, eng Orchestrator, workerID, jobID
 	return stepTokenPrefix + payload + "." + t.sign(payload), exp, nil
 }
 
+// MintFor is Mint over eng, as the worker service takes it.
+func (t *StepTokens) MintFor(eng Orchestrator) workers.MintFunc {
+	return func(ctx context.Context, workerID, jobID, step string) (string, time.Time, error) {
+		return t.Mint(ctx, eng, workerID, jobID, step)
+	}
+}
+
 func (t *StepTokens) sign(payload string) string {
 	m := hmac.New(sha256.New, t.key)
 	m.Write([]byte(payload))
@@ -112,12 +122,6 @@ func (t *StepTokens) parse(tok string) (*stepClaims, error) {
 // isStepToken tells a step token from the worker token.
 func isStepToken(tok string) bool { return strings.HasPrefix(tok, stepTokenPrefix) }
 
-// stepTokenResponse is the body of POST .../workspace-token.
-type stepTokenResponse struct {
-	Token     string    `json:"token"`
-	ExpiresAt time.Time `json:"expires_at"`
-}
-
 // mintStepToken is POST /worker/jobs/{id}/steps/{step}/workspace-token:
 // a worker asks for a token bound to a step it holds.
 func (s *server) mintStepToken(c echo.Context) error {
@@ -125,18 +129,15 @@ func (s *server) mintStepToken(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req workerRequest
+	var req protocol.WorkerRef
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	if req.WorkerID == "" {
-		return badRequest("worker_id is required")
-	}
-	tok, exp, err := s.stepTokens.Mint(c.Request().Context(), s.cfg.Engine, req.WorkerID, jobID, c.Param("step"))
+	ans, err := s.workers.StepToken(c.Request().Context(), jobID, c.Param("step"), req)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, stepTokenResponse{Token: tok, ExpiresAt: exp})
+	return c.JSON(http.StatusOK, ans)
 }
 
 // requireTarballToken guards the workspace download: the worker token, or

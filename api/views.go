@@ -6,7 +6,6 @@ import (
 
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
-	"github.com/appliance-sh/appliance/runners"
 )
 
 // The views below are the interface's wire shapes. They are separate from
@@ -212,45 +211,4 @@ func workerStepOf(s *engine.WorkerStep) workerStepView {
 		CompletedAt:  utcPtr(s.CompletedAt),
 		ErrorMessage: s.ErrorMessage,
 	}
-}
-
-// AssignmentOf is the wire form of a claimed step, shared by the HTTP
-// claim endpoint and the in-process transport.
-func AssignmentOf(c *engine.Claim) *runners.Assignment {
-	a := &runners.Assignment{
-		JobID:       c.JobID,
-		Workspace:   c.Workspace,
-		Revision:    c.Revision,
-		StepName:    c.StepName,
-		ActionName:  c.ActionName,
-		ActionType:  c.ActionType,
-		Runner:      c.Runner,
-		ActionSpec:  c.Spec,
-		Input:       object(c.Input),
-		TimeoutSecs: c.Timeout.Seconds(),
-		EventSource: c.EventSource,
-	}
-	if c.Image != "" {
-		img := c.Image
-		a.ActionImage = &img
-	}
-	return a
-}
-
-// LogLinesOf stamps pushed lines with their step; a line without a
-// timestamp gets the time it arrived.
-func LogLinesOf(step string, lines []runners.LogLine) []engine.LogLine {
-	return logLinesAt(step, lines, time.Now())
-}
-
-func logLinesAt(step string, lines []runners.LogLine, now time.Time) []engine.LogLine {
-	out := make([]engine.LogLine, len(lines))
-	for i, l := range lines {
-		ts := l.TS
-		if ts.IsZero() {
-			ts = now
-		}
-		out[i] = engine.LogLine{TS: ts.UTC(), Stream: l.Stream, Step: step, Line: l.Line}
-	}
-	return out
 }

@@ -1,18 +1,14 @@
 package api
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/protocol"
 )
 
 // Long-poll bounds of the worker endpoints.
@@ -47,68 +43,32 @@ func sameSecret(got, want string) bool {
 	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
 }
 
-type registerRequest struct {
-	Name string   `json:"name"`
-	Tags []string `json:"tags"`
-}
+// The handlers below decode a report, hand it to the worker service
+// (which both transports share: it validates and maps refusals to the
+// protocol's kinds) and write its answer; handleError maps the refusals
+// to statuses.
 
 func (s *server) registerWorker(c echo.Context) error {
-	var req registerRequest
+	var req protocol.Register
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	if strings.TrimSpace(req.Name) == "" {
-		return badRequest("name is required")
-	}
-	if req.Tags == nil {
-		req.Tags = []string{}
-	}
-	id, err := s.cfg.Engine.RegisterWorker(c.Request().Context(), req.Name, req.Tags, false)
+	ans, err := s.workers.Register(c.Request().Context(), req, false)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]string{"worker_id": id})
-}
-
-// workerRequest is the body of the endpoints that only name the worker.
-type workerRequest struct {
-	WorkerID string `json:"worker_id"`
-}
-
-// heartbeatRequest is the heartbeat body. running (ours, optional) lists
-// the steps the worker runs, so a claim whose answer was lost is recovered.
-type heartbeatRequest struct {
-	WorkerID string            `json:"worker_id"`
-	Running  []runners.StepRef `json:"running"`
+	return c.JSON(http.StatusOK, ans)
 }
 
 func (s *server) heartbeat(c echo.Context) error {
-	var req heartbeatRequest
+	var req protocol.Heartbeat
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	if req.WorkerID == "" {
-		return badRequest("worker_id is required")
-	}
-	var running []engine.StepRef
-	if req.Running != nil {
-		running = make([]engine.StepRef, len(req.Running))
-		for i, r := range req.Running {
-			running[i] = engine.StepRef{JobID: r.JobID, Step: r.Step}
-		}
-	}
-	if err := s.cfg.Engine.Heartbeat(c.Request().Context(), req.WorkerID, running); err != nil {
+	if err := s.workers.Heartbeat(c.Request().Context(), req); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, statusOK)
-}
-
-// claimRequest is the claim body. tags is accepted, as the interface sends
-// it, and ignored: a worker claims with the tags it registered with, so a
-// claim cannot reach steps meant for other workers.
-type claimRequest struct {
-	WorkerID string   `json:"worker_id"`
-	Tags     []string `json:"tags"`
+	return c.JSON(http.StatusOK, protocol.OK)
 }
 
 // noWork is the claim answer when nothing is ready, as the interface fixes it.
@@ -119,23 +79,20 @@ func (s *server) claim(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req claimRequest
+	var req protocol.Claim
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	if req.WorkerID == "" {
-		return badRequest("worker_id is required")
-	}
 	// The request context ends when the worker hangs up; the engine then
 	// stops waiting, and hands back a step it could not deliver.
-	cl, err := s.cfg.Engine.Claim(c.Request().Context(), req.WorkerID, wait)
+	a, err := s.workers.Claim(c.Request().Context(), req, wait)
 	if err != nil {
 		return err
 	}
-	if cl == nil {
+	if a == nil {
 		return c.JSON(http.StatusOK, noWork)
 	}
-	return c.JSON(http.StatusOK, AssignmentOf(cl))
+	return c.JSON(http.StatusOK, a)
 }
 
 func (s *server) startStep(c echo.Context) error {
@@ -143,16 +100,14 @@ func (s *server) startStep(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	// A missing worker_id is refused by the engine, which holds the rule
-	// for both transports.
-	var req workerRequest
+	var req protocol.WorkerRef
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	if err := s.cfg.Engine.StartStep(c.Request().Context(), req.WorkerID, jobID, c.Param("step")); err != nil {
+	if err := s.workers.Start(c.Request().Context(), jobID, c.Param("step"), req); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, statusOK)
+	return c.JSON(http.StatusOK, protocol.OK)
 }
 
 func (s *server) completeStep(c echo.Context) error {
@@ -160,38 +115,14 @@ func (s *server) completeStep(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req runners.Result
+	var req protocol.Result
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	err = s.cfg.Engine.CompleteStep(c.Request().Context(), req.WorkerID, jobID, c.Param("step"), engine.StepResult{
-		Output: req.Output, ExitCode: req.ExitCode, Error: req.Error,
-	})
-	if err != nil {
+	if err := s.workers.Complete(c.Request().Context(), jobID, c.Param("step"), req); err != nil {
 		return err
 	}
-	s.lineSeqs.forget(jobID, c.Param("step"))
-	return c.JSON(http.StatusOK, statusOK)
-}
-
-// pushLogsRequest is the log push body; worker_id (ours) names the worker
-// holding the step, as for start and complete.
-type pushLogsRequest struct {
-	WorkerID string            `json:"worker_id"`
-	StepName string            `json:"step_name"`
-	Run      string            `json:"run"` // ours: see runners.LogPush
-	Lines    []runners.LogLine `json:"lines"`
-}
-
-// eventPushWait bounds how long a log push waits for an event source's
-// max_in_flight (the worker's request timeout is 30 s).
-const eventPushWait = 20 * time.Second
-
-var errEventsBusy = errors.New("the event source's max_in_flight target jobs are still running: push again")
-
-type pushLogsResponse struct {
-	Status    string `json:"status"`
-	Cancelled bool   `json:"cancelled"`
+	return c.JSON(http.StatusOK, protocol.OK)
 }
 
 func (s *server) pushLogs(c echo.Context) error {
@@ -199,46 +130,15 @@ func (s *server) pushLogs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req pushLogsRequest
+	var req protocol.LogPush
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	if req.StepName == "" {
-		return badRequest("step_name is required")
-	}
-	for i, l := range req.Lines {
-		if l.Stream != "stdout" && l.Stream != "stderr" {
-			return badRequest("lines[%d].stream must be stdout or stderr, got %q", i, l.Stream)
-		}
-	}
-	// Workers write only the lines of steps they hold (so never `_server`,
-	// the orchestrator's voice); the check reads the engine's holder index
-	// without a turn of its loop.
-	if err := s.cfg.Engine.CheckHolder(c.Request().Context(), req.WorkerID, jobID, req.StepName); err != nil {
-		return err
-	}
-	// An event source's consumer may have to wait for room among its
-	// trigger's max_in_flight jobs: the wait stays well inside the
-	// worker's request timeout, and a 503 makes it push again.
-	ctx, cancel := context.WithTimeoutCause(c.Request().Context(), eventPushWait, errEventsBusy)
-	defer cancel()
-	push := runners.LogPush{WorkerID: req.WorkerID, StepName: req.StepName, Run: req.Run, Lines: req.Lines}
-	err = DeliverPush(ctx, s.cfg.Engine, jobID, push, func(lines []runners.LogLine) error {
-		return s.lineSeqs.appendNew(jobID, req.StepName, req.Run, lines, func(lines []runners.LogLine) error {
-			return s.cfg.Engine.AppendLog(jobID, logLinesAt(req.StepName, lines, s.cfg.Now()))
-		})
-	})
-	if errors.Is(err, errEventsBusy) {
-		return echo.NewHTTPError(http.StatusServiceUnavailable, errEventsBusy.Error())
-	}
+	ans, err := s.workers.PushLogs(c.Request().Context(), jobID, req)
 	if err != nil {
 		return err
 	}
-	cancelled, err := s.cfg.Engine.WaitCancelled(c.Request().Context(), jobID, 0)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, pushLogsResponse{Status: "ok", Cancelled: cancelled})
+	return c.JSON(http.StatusOK, ans)
 }
 
 func (s *server) waitCancelled(c echo.Context) error {
@@ -250,11 +150,11 @@ func (s *server) waitCancelled(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	cancelled, err := s.cfg.Engine.WaitCancelled(c.Request().Context(), jobID, wait)
+	cancelled, err := s.workers.Cancelled(c.Request().Context(), jobID, wait)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]bool{"cancelled": cancelled})
+	return c.JSON(http.StatusOK, protocol.Cancelled{Cancelled: cancelled})
 }
 
 // completeJob is the interface's local execution mode, where a worker runs

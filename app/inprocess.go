@@ -2,14 +2,13 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/appliance-sh/appliance/api"
-	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/protocol"
 	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/workers"
 )
 
 // inProcessClaimWait is how long an in-process claim long-polls; it only
@@ -22,104 +21,62 @@ type workspaceLookup interface {
 	Revision(name, revision string) (*workflow.Workspace, bool)
 }
 
-// inProcessServer is the worker protocol's direct transport onto the
-// engine: the in-process pool runs the same worker loop as a remote worker,
-// without HTTP.
+// inProcessServer is the worker protocol's direct transport: the
+// in-process pool runs the same worker loop as a remote worker, and its
+// calls go to the same service as the HTTP handlers', without HTTP, so
+// they are answered and refused alike.
 type inProcessServer struct {
-	engine     *engine.Engine
+	service    *workers.Service
 	workspaces workspaceLookup
 	// registered, if set, is called once the pool has registered.
 	registered func()
-	// stepTokens mints pods' workspace tokens (nil = none can be minted).
-	stepTokens *api.StepTokens
 }
 
-func newInProcessServer(e *engine.Engine, ws workspaceLookup) *inProcessServer {
-	return &inProcessServer{engine: e, workspaces: ws}
+func newInProcessServer(svc *workers.Service, ws workspaceLookup) *inProcessServer {
+	return &inProcessServer{service: svc, workspaces: ws}
 }
 
 var _ runners.Server = (*inProcessServer)(nil)
 
 func (s *inProcessServer) Register(ctx context.Context, name string, tags []string) (string, error) {
-	id, err := s.engine.RegisterWorker(ctx, name, tags, true)
+	ans, err := s.service.Register(ctx, protocol.Register{Name: name, Tags: tags}, true)
 	if err == nil && s.registered != nil {
 		s.registered()
 	}
-	return id, err
+	return ans.WorkerID, err
 }
 
-func (s *inProcessServer) Heartbeat(ctx context.Context, workerID string, running []runners.StepRef) error {
-	refs := make([]engine.StepRef, len(running))
-	for i, r := range running {
-		refs[i] = engine.StepRef{JobID: r.JobID, Step: r.Step}
-	}
-	err := s.engine.Heartbeat(ctx, workerID, refs)
-	if errors.Is(err, engine.ErrNotFound) {
-		return fmt.Errorf("%w: %v", runners.ErrUnknownWorker, err)
-	}
-	return err
+func (s *inProcessServer) Heartbeat(ctx context.Context, workerID string, running []protocol.StepRef) error {
+	return s.service.Heartbeat(ctx, protocol.Heartbeat{WorkerID: workerID, Running: running})
 }
 
-// protocolError gives an engine refusal the worker protocol's meaning, as
-// the HTTP transport's status codes do for remote workers.
-func protocolError(err error) error {
-	switch {
-	case errors.Is(err, engine.ErrConflict):
-		return fmt.Errorf("%w: %v", runners.ErrConflict, err)
-	case errors.Is(err, engine.ErrNotFound):
-		return fmt.Errorf("%w: %v", runners.ErrNotFound, err)
-	}
-	return err
-}
-
-// Claim ignores tags: the engine matches the tags the worker registered with.
-func (s *inProcessServer) Claim(ctx context.Context, workerID string, _ []string) (*runners.Assignment, error) {
-	c, err := s.engine.Claim(ctx, workerID, inProcessClaimWait)
-	if err != nil || c == nil {
-		return nil, protocolError(err)
-	}
-	return api.AssignmentOf(c), nil
+// Claim passes tags on, and the service ignores them: the engine matches
+// the tags the worker registered with.
+func (s *inProcessServer) Claim(ctx context.Context, workerID string, tags []string) (*protocol.Assignment, error) {
+	return s.service.Claim(ctx, protocol.Claim{WorkerID: workerID, Tags: tags}, inProcessClaimWait)
 }
 
 func (s *inProcessServer) Start(ctx context.Context, workerID, jobID, step string) error {
-	return protocolError(s.engine.StartStep(ctx, workerID, jobID, step))
+	return s.service.Start(ctx, jobID, step, protocol.WorkerRef{WorkerID: workerID})
 }
 
-func (s *inProcessServer) Complete(ctx context.Context, workerID, jobID, step string, res runners.Result) error {
-	return protocolError(s.engine.CompleteStep(ctx, workerID, jobID, step, engine.StepResult{
-		Output: res.Output, ExitCode: res.ExitCode, Error: res.Error,
-	}))
+func (s *inProcessServer) Complete(ctx context.Context, workerID, jobID, step string, res protocol.Result) error {
+	res.WorkerID = workerID
+	return s.service.Complete(ctx, jobID, step, res)
 }
 
-// PushLogs obeys the rule the HTTP transport does: only the holder of a
-// running step writes its lines.
-func (s *inProcessServer) PushLogs(ctx context.Context, jobID string, push runners.LogPush) (bool, error) {
-	if err := s.engine.CheckHolder(ctx, push.WorkerID, jobID, push.StepName); err != nil {
-		return false, protocolError(err)
-	}
-	// The engine masks the job's secrets on the way in.
-	err := api.DeliverPush(ctx, s.engine, jobID, push, func(lines []runners.LogLine) error {
-		return s.engine.AppendLog(jobID, api.LogLinesOf(push.StepName, lines))
-	})
-	if err != nil {
-		return false, protocolError(err)
-	}
-	return s.engine.WaitCancelled(ctx, jobID, 0)
+func (s *inProcessServer) PushLogs(ctx context.Context, jobID string, push protocol.LogPush) (bool, error) {
+	ans, err := s.service.PushLogs(ctx, jobID, push)
+	return ans.Cancelled, err
 }
 
 func (s *inProcessServer) StepToken(ctx context.Context, workerID, jobID, step string) (string, error) {
-	if s.stepTokens == nil {
-		return "", errors.New("this server mints no workspace tokens")
-	}
-	tok, _, err := s.stepTokens.Mint(ctx, s.engine, workerID, jobID, step)
-	if err != nil {
-		return "", protocolError(err)
-	}
-	return tok, nil
+	ans, err := s.service.StepToken(ctx, jobID, step, protocol.WorkerRef{WorkerID: workerID})
+	return ans.Token, err
 }
 
 func (s *inProcessServer) Cancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error) {
-	return s.engine.WaitCancelled(ctx, jobID, wait)
+	return s.service.Cancelled(ctx, jobID, wait)
 }
 
 // Workspace returns the workspace folder itself: in-process steps run in

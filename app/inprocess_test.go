@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/runners"
 )
 
@@ -22,7 +21,7 @@ tasks:
       gpu: {type: script, script: "true", tags: [gpu]}
 `)
 	ctx := t.Context()
-	srv := newInProcessServer(f.srv.engine, nil)
+	srv := newInProcessServer(f.srv.protocol, nil)
 	holder, err := srv.Register(ctx, "holder", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +48,7 @@ tasks:
 		want   error
 	}{
 		{"another worker", intruder, runners.ErrConflict},
-		{"no worker", "", engine.ErrInvalid},
+		{"no worker", "", runners.ErrInvalid},
 		{"an unknown worker", "00000000-0000-4000-8000-00000000dead", runners.ErrNotFound},
 	} {
 		t.Run(fg.name, func(t *testing.T) {

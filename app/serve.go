@@ -28,6 +28,7 @@ import (
 	"github.com/appliance-sh/appliance/runners"
 	"github.com/appliance-sh/appliance/store"
 	"github.com/appliance-sh/appliance/ui"
+	"github.com/appliance-sh/appliance/workers"
 )
 
 // Version is the server version reported by /api/config; set at build time
@@ -177,6 +178,9 @@ type Server struct {
 	logs     *store.Logs
 	archive  *store.ArchivingLogs // nil unless log_storage archives logs
 	engine   *engine.Engine
+	// protocol serves the worker protocol to both transports: the HTTP
+	// handlers and the in-process pool.
+	protocol *workers.Service
 	metrics  *metrics.Registry
 	ready    *readiness
 	// workerTags are the in-process workers' tags: worker_tags plus the
@@ -332,9 +336,12 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	// The in-process pool's pods fetch workspaces over HTTP with tokens
 	// the API checks, so both share one minter.
 	stepTokens := api.NewStepTokens(0, nil)
+	// One worker service answers remote and in-process workers alike.
+	s.protocol = workers.New(eng, workers.Config{MintStepToken: stepTokens.MintFor(eng)})
 	s.http = &http.Server{
 		Handler: api.New(api.Config{
 			StepTokens:  stepTokens,
+			Workers:     s.protocol,
 			Engine:      eng,
 			Workspaces:  registry,
 			Logs:        sink,
@@ -375,11 +382,10 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	})
 
 	if *cfg.Workers > 0 {
-		inProcess := newInProcessServer(eng, registry)
-		inProcess.stepTokens = stepTokens
+		inProcess := newInProcessServer(s.protocol, registry)
 		inProcess.registered = func() { s.ready.done(inProcessPart) }
-		workers := runners.NewWorker(inProcess, pool, log.With("worker", "in-process"))
-		s.workers = s.sup.start("in-process workers", workers.Run)
+		inProcessWorkers := runners.NewWorker(inProcess, pool, log.With("worker", "in-process"))
+		s.workers = s.sup.start("in-process workers", inProcessWorkers.Run)
 	}
 	return s, nil
 }

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/appliance-sh/appliance/protocol"
 )
 
 // Time limits of the client's requests. Long-polls get their wait plus
@@ -96,11 +98,9 @@ func (c *Client) Register(ctx context.Context, name string, tags []string) (stri
 	if tags == nil {
 		tags = []string{}
 	}
-	var out struct {
-		WorkerID string `json:"worker_id"`
-	}
+	var out protocol.Registered
 	err := c.call(ctx, "register", http.MethodPost, "/worker/register", nil, requestTimeout,
-		map[string]any{"name": name, "tags": tags}, &out)
+		protocol.Register{Name: name, Tags: tags}, &out)
 	if err != nil {
 		return "", err
 	}
@@ -111,23 +111,23 @@ func (c *Client) Register(ctx context.Context, name string, tags []string) (stri
 }
 
 // Heartbeat implements Server.
-func (c *Client) Heartbeat(ctx context.Context, workerID string, running []StepRef) error {
+func (c *Client) Heartbeat(ctx context.Context, workerID string, running []protocol.StepRef) error {
 	if running == nil {
-		running = []StepRef{}
+		running = []protocol.StepRef{}
 	}
 	return c.call(ctx, "heartbeat", http.MethodPost, "/worker/heartbeat", nil, requestTimeout,
-		map[string]any{"worker_id": workerID, "running": running}, nil)
+		protocol.Heartbeat{WorkerID: workerID, Running: running}, nil)
 }
 
 // Claim implements Server.
-func (c *Client) Claim(ctx context.Context, workerID string, tags []string) (*Assignment, error) {
+func (c *Client) Claim(ctx context.Context, workerID string, tags []string) (*protocol.Assignment, error) {
 	if tags == nil {
 		tags = []string{}
 	}
 	q := url.Values{"wait": {strconv.Itoa(int(claimWait / time.Second))}}
-	var a Assignment
+	var a protocol.Assignment
 	err := c.call(ctx, "claim", http.MethodPost, "/worker/jobs/claim", q, claimWait+requestTimeout,
-		map[string]any{"worker_id": workerID, "tags": tags}, &a)
+		protocol.Claim{WorkerID: workerID, Tags: tags}, &a)
 	if err != nil {
 		return nil, err
 	}
@@ -140,33 +140,29 @@ func (c *Client) Claim(ctx context.Context, workerID string, tags []string) (*As
 // Start implements Server.
 func (c *Client) Start(ctx context.Context, workerID, jobID, step string) error {
 	return c.call(ctx, "start step", http.MethodPost, stepPath(jobID, step, "start"), nil, requestTimeout,
-		map[string]any{"worker_id": workerID}, nil)
+		protocol.WorkerRef{WorkerID: workerID}, nil)
 }
 
 // Complete implements Server.
-func (c *Client) Complete(ctx context.Context, workerID, jobID, step string, res Result) error {
+func (c *Client) Complete(ctx context.Context, workerID, jobID, step string, res protocol.Result) error {
 	res.WorkerID = workerID
 	return c.call(ctx, "complete step", http.MethodPost, stepPath(jobID, step, "complete"), nil, requestTimeout, res, nil)
 }
 
 // StepToken implements Server.
 func (c *Client) StepToken(ctx context.Context, workerID, jobID, step string) (string, error) {
-	var out struct {
-		Token string `json:"token"`
-	}
+	var out protocol.StepToken
 	err := c.call(ctx, "mint workspace token", http.MethodPost, stepPath(jobID, step, "workspace-token"), nil, requestTimeout,
-		map[string]any{"worker_id": workerID}, &out)
+		protocol.WorkerRef{WorkerID: workerID}, &out)
 	return out.Token, err
 }
 
 // PushLogs implements Server.
-func (c *Client) PushLogs(ctx context.Context, jobID string, push LogPush) (bool, error) {
+func (c *Client) PushLogs(ctx context.Context, jobID string, push protocol.LogPush) (bool, error) {
 	if push.Lines == nil {
-		push.Lines = []LogLine{}
+		push.Lines = []protocol.LogLine{}
 	}
-	var out struct {
-		Cancelled bool `json:"cancelled"`
-	}
+	var out protocol.Pushed
 	err := c.call(ctx, "push logs", http.MethodPost, "/worker/jobs/"+url.PathEscape(jobID)+"/logs", nil, requestTimeout,
 		push, &out)
 	return out.Cancelled, err
@@ -175,9 +171,7 @@ func (c *Client) PushLogs(ctx context.Context, jobID string, push LogPush) (bool
 // Cancelled implements Server.
 func (c *Client) Cancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error) {
 	q := url.Values{"wait": {strconv.Itoa(int(wait.Round(time.Second) / time.Second))}}
-	var out struct {
-		Cancelled bool `json:"cancelled"`
-	}
+	var out protocol.Cancelled
 	err := c.call(ctx, "poll cancellation", http.MethodGet, "/worker/jobs/"+url.PathEscape(jobID)+"/cancelled", q,
 		wait+requestTimeout, nil, &out)
 	return out.Cancelled, err
@@ -262,6 +256,8 @@ func statusError(op, path string, resp *http.Response) error {
 	}
 	e := &StatusError{Op: op, Status: resp.StatusCode, Message: msg}
 	switch resp.StatusCode {
+	case http.StatusBadRequest:
+		e.sentinel = ErrInvalid
 	case http.StatusUnauthorized, http.StatusForbidden:
 		e.sentinel = ErrUnauthorized
 	case http.StatusConflict:

@@ -4,20 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/appliance-sh/appliance/protocol"
 )
 
-// Sentinel errors of the worker protocol, whatever the transport.
+// Sentinel errors of the worker protocol, whatever the transport: see
+// package protocol.
 var (
-	// ErrUnknownWorker: the server does not know this worker id (it was
-	// forgotten or never registered); the worker registers again.
-	ErrUnknownWorker = errors.New("unknown worker")
-	// ErrConflict: the server refused a report because the step is no longer
-	// this worker's to report (recovered, cancelled or already complete).
-	ErrConflict = errors.New("conflict")
-	// ErrNotFound: the job, step or workspace named does not exist.
-	ErrNotFound = errors.New("not found")
-	// ErrUnauthorized: the server rejected the worker token; retrying cannot help.
-	ErrUnauthorized = errors.New("worker token rejected by server")
+	ErrInvalid       = protocol.ErrInvalid
+	ErrUnknownWorker = protocol.ErrUnknownWorker
+	ErrConflict      = protocol.ErrConflict
+	ErrNotFound      = protocol.ErrNotFound
+	ErrUnauthorized  = protocol.ErrUnauthorized
 )
 
 // StatusError is a non-2xx answer of the server: its status and the text of
@@ -43,7 +41,7 @@ func (e *StatusError) Unwrap() error { return e.sentinel }
 // permanent reports whether retrying the call that returned err cannot help:
 // the server understood the request and refused it.
 func permanent(err error) bool {
-	if errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrConflict) ||
+	if errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrConflict) || errors.Is(err, ErrInvalid) ||
 		errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnknownWorker) {
 		return true
 	}

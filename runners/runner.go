@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/protocol"
 )
 
 // Runner executes one step: a local process, a container or a pod. Runners
@@ -37,8 +38,8 @@ type Step struct {
 
 // Stream names of log lines.
 const (
-	Stdout = "stdout"
-	Stderr = "stderr"
+	Stdout = protocol.Stdout
+	Stderr = protocol.Stderr
 )
 
 // errNoLog guards against a Step without a log sink.

@@ -1,11 +1,11 @@
-package api
+package workers
 
 import (
 	"context"
 	"strings"
 
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/protocol"
 )
 
 // outputPrefix starts the lines a step emits structured output with; in a
@@ -17,7 +17,7 @@ type Emitter interface {
 	Emit(ctx context.Context, jobID, step, run string, ems []engine.Emission) (accepted int, wait <-chan struct{}, err error)
 }
 
-// DeliverPush writes a push's lines with write, in order; when some are
+// deliverPush writes a push's lines with write, in order; when some are
 // `OUTPUT: ` lines of stdout, it first offers them to the engine as events
 // (engine.Emit: a consumer job's lines create target jobs, exactly once),
 // and writes each prefix of the lines only once the events in it are
@@ -25,11 +25,11 @@ type Emitter interface {
 // waits for one to end, until ctx ends: the push then fails, and the
 // worker, whose journal keeps the lines, pushes them again later. Both
 // transports of the worker protocol deliver through it.
-func DeliverPush(ctx context.Context, eng Emitter, jobID string, push runners.LogPush, write func([]runners.LogLine) error) error {
+func deliverPush(ctx context.Context, eng Emitter, jobID string, push protocol.LogPush, write func([]protocol.LogLine) error) error {
 	var idx []int
 	var ems []engine.Emission
 	for i, l := range push.Lines {
-		if l.Stream != runners.Stdout {
+		if l.Stream != protocol.Stdout {
 			continue
 		}
 		rest, ok := strings.CutPrefix(l.Line, outputPrefix)

@@ -1,9 +1,9 @@
-package api
+package workers
 
 import (
 	"sync"
 
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/protocol"
 )
 
 // maxLineSeqRuns bounds how many steps' line numbers are remembered; past
@@ -38,7 +38,7 @@ func newLineSeqs() *lineSeqs {
 // appendNew calls appendFn with the pushed lines the log does not have
 // yet: all of them without a run, else those numbered after the last one
 // appended for the run (a new run of the step starts afresh).
-func (ls *lineSeqs) appendNew(job, step, run string, lines []runners.LogLine, appendFn func([]runners.LogLine) error) error {
+func (ls *lineSeqs) appendNew(job, step, run string, lines []protocol.LogLine, appendFn func([]protocol.LogLine) error) error {
 	if run == "" {
 		return appendFn(lines)
 	}

@@ -1,0 +1,234 @@
+// Package workers serves the worker protocol over the engine: one Service
+// whose calls both transports make, the HTTP handlers in api for remote
+// workers and the direct adapter in app for the in-process pool, so both
+// answer and refuse alike.
+package workers
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/protocol"
+)
+
+// Engine is what the service needs of the orchestrator; *engine.Engine
+// implements it.
+type Engine interface {
+	Emitter
+	RegisterWorker(ctx context.Context, name string, tags []string, inProcess bool) (string, error)
+	Heartbeat(ctx context.Context, workerID string, running []engine.StepRef) error
+	Claim(ctx context.Context, workerID string, wait time.Duration) (*engine.Claim, error)
+	StartStep(ctx context.Context, workerID, jobID, step string) error
+	CompleteStep(ctx context.Context, workerID, jobID, step string, res engine.StepResult) error
+	CheckHolder(ctx context.Context, workerID, jobID, step string) error
+	WaitCancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error)
+	// AppendLog writes pushed lines to the job's log, the job's secrets
+	// masked.
+	AppendLog(jobID string, lines []engine.LogLine) error
+}
+
+// MintFunc mints a step-bound workspace token for a step workerID holds
+// running, with its expiry.
+type MintFunc func(ctx context.Context, workerID, jobID, step string) (string, time.Time, error)
+
+// Config adjusts a Service.
+type Config struct {
+	// Now stamps pushed lines that have no timestamp (nil = time.Now).
+	Now func() time.Time
+	// EventWait bounds how long a log push waits for room among an event
+	// source's max_in_flight jobs before it is refused with ErrBusy
+	// (default 20s, inside a remote worker's 30s request timeout).
+	EventWait time.Duration
+	// MintStepToken mints pods' workspace tokens (nil = none can be minted).
+	MintStepToken MintFunc
+}
+
+// Service is the worker protocol's one implementation.
+type Service struct {
+	eng      Engine
+	cfg      Config
+	lineSeqs *lineSeqs
+}
+
+// New returns the service over eng.
+func New(eng Engine, cfg Config) *Service {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.EventWait <= 0 {
+		cfg.EventWait = 20 * time.Second
+	}
+	return &Service{eng: eng, cfg: cfg, lineSeqs: newLineSeqs()}
+}
+
+// refusal gives an engine refusal the protocol's kind, keeping its
+// message: the HTTP transport still maps it by the engine's sentinel.
+func refusal(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, engine.ErrConflict):
+		return protocol.Refuse(protocol.ErrConflict, err)
+	case errors.Is(err, engine.ErrNotFound):
+		return protocol.Refuse(protocol.ErrNotFound, err)
+	case errors.Is(err, engine.ErrInvalid):
+		return protocol.Refuse(protocol.ErrInvalid, err)
+	}
+	return err
+}
+
+// workerRefusal is refusal for the calls that name only their worker: a
+// thing not found is the worker, which registers again.
+func workerRefusal(err error) error {
+	if errors.Is(err, engine.ErrNotFound) {
+		return protocol.Refuse(protocol.ErrUnknownWorker, err)
+	}
+	return refusal(err)
+}
+
+// Register records a worker; inProcess workers (the server's own pool)
+// never time out.
+func (s *Service) Register(ctx context.Context, req protocol.Register, inProcess bool) (protocol.Registered, error) {
+	if err := req.Validate(); err != nil {
+		return protocol.Registered{}, err
+	}
+	if req.Tags == nil {
+		req.Tags = []string{}
+	}
+	id, err := s.eng.RegisterWorker(ctx, req.Name, req.Tags, inProcess)
+	if err != nil {
+		return protocol.Registered{}, refusal(err)
+	}
+	return protocol.Registered{WorkerID: id}, nil
+}
+
+// Heartbeat marks the worker alive; ErrUnknownWorker when it is forgotten.
+func (s *Service) Heartbeat(ctx context.Context, req protocol.Heartbeat) error {
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	var running []engine.StepRef
+	if req.Running != nil {
+		running = make([]engine.StepRef, len(req.Running))
+		for i, r := range req.Running {
+			running[i] = engine.StepRef{JobID: r.JobID, Step: r.Step}
+		}
+	}
+	return workerRefusal(s.eng.Heartbeat(ctx, req.WorkerID, running))
+}
+
+// Claim waits up to wait for a step the worker's registered tags reach;
+// nil without error means no work. When ctx ends first (the worker hung
+// up), the engine stops waiting and hands back a step it could not deliver.
+func (s *Service) Claim(ctx context.Context, req protocol.Claim, wait time.Duration) (*protocol.Assignment, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	c, err := s.eng.Claim(ctx, req.WorkerID, wait)
+	if err != nil || c == nil {
+		return nil, workerRefusal(err)
+	}
+	return assignmentOf(c), nil
+}
+
+// Start records that the worker started a step it claimed.
+func (s *Service) Start(ctx context.Context, jobID, step string, req protocol.WorkerRef) error {
+	if err := protocol.CheckJobID(jobID); err != nil {
+		return err
+	}
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	return refusal(s.eng.StartStep(ctx, req.WorkerID, jobID, step))
+}
+
+// Complete records the result of a step the worker holds.
+func (s *Service) Complete(ctx context.Context, jobID, step string, req protocol.Result) error {
+	if err := protocol.CheckJobID(jobID); err != nil {
+		return err
+	}
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	err := s.eng.CompleteStep(ctx, req.WorkerID, jobID, step, engine.StepResult{
+		Output: req.Output, ExitCode: req.ExitCode, Error: req.Error,
+	})
+	if err != nil {
+		return refusal(err)
+	}
+	s.lineSeqs.forget(jobID, step)
+	return nil
+}
+
+// errEventsBusy ends a push that waited EventWait for an event source's
+// room.
+var errEventsBusy = protocol.Errorf(protocol.ErrBusy, "the event source's max_in_flight target jobs are still running: push again")
+
+// PushLogs appends the lines of a step the worker holds to the job's log
+// (those of a numbered run only once) and tells whether the job was
+// cancelled. An event source's `OUTPUT: ` lines become events first.
+func (s *Service) PushLogs(ctx context.Context, jobID string, req protocol.LogPush) (protocol.Pushed, error) {
+	if err := protocol.CheckJobID(jobID); err != nil {
+		return protocol.Pushed{}, err
+	}
+	if err := req.Validate(); err != nil {
+		return protocol.Pushed{}, err
+	}
+	// Workers write only the lines of steps they hold (so never `_server`,
+	// the orchestrator's voice); the check reads the engine's holder index
+	// without a turn of its loop.
+	if err := s.eng.CheckHolder(ctx, req.WorkerID, jobID, req.StepName); err != nil {
+		return protocol.Pushed{}, refusal(err)
+	}
+	// An event source's consumer may have to wait for room among its
+	// trigger's max_in_flight jobs: the wait stays well inside a remote
+	// worker's request timeout, and ErrBusy makes it push again.
+	pushCtx, cancel := context.WithTimeoutCause(ctx, s.cfg.EventWait, errEventsBusy)
+	defer cancel()
+	err := deliverPush(pushCtx, s.eng, jobID, req, func(lines []protocol.LogLine) error {
+		return s.lineSeqs.appendNew(jobID, req.StepName, req.Run, lines, func(lines []protocol.LogLine) error {
+			// The engine masks the job's secrets on the way in.
+			return s.eng.AppendLog(jobID, logLinesAt(req.StepName, lines, s.cfg.Now()))
+		})
+	})
+	if err != nil {
+		return protocol.Pushed{}, refusal(err)
+	}
+	cancelled, err := s.eng.WaitCancelled(ctx, jobID, 0)
+	if err != nil {
+		return protocol.Pushed{}, refusal(err)
+	}
+	return protocol.Pushed{Status: "ok", Cancelled: cancelled}, nil
+}
+
+// Cancelled waits up to wait until the job is cancelled.
+func (s *Service) Cancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error) {
+	if err := protocol.CheckJobID(jobID); err != nil {
+		return false, err
+	}
+	cancelled, err := s.eng.WaitCancelled(ctx, jobID, wait)
+	return cancelled, refusal(err)
+}
+
+// errNoStepTokens answers a token request on a server that mints none.
+var errNoStepTokens = errors.New("this server mints no workspace tokens")
+
+// StepToken mints a token bound to a step the worker holds running.
+func (s *Service) StepToken(ctx context.Context, jobID, step string, req protocol.WorkerRef) (protocol.StepToken, error) {
+	if err := protocol.CheckJobID(jobID); err != nil {
+		return protocol.StepToken{}, err
+	}
+	if err := req.Validate(); err != nil {
+		return protocol.StepToken{}, err
+	}
+	if s.cfg.MintStepToken == nil {
+		return protocol.StepToken{}, errNoStepTokens
+	}
+	tok, exp, err := s.cfg.MintStepToken(ctx, req.WorkerID, jobID, step)
+	if err != nil {
+		return protocol.StepToken{}, refusal(err)
+	}
+	return protocol.StepToken{Token: tok, ExpiresAt: exp}, nil
+}
