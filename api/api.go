@@ -114,6 +114,10 @@ type Config struct {
 	// MaxWorkspace bounds the files of one workspace tarball for remote
 	// workers (default 1 GiB; the download answers 409 beyond).
 	MaxWorkspace int64
+	// Snapshots, if set, opens a revision's saved tarball (os.ErrNotExist
+	// when there is none): the download serves every revision a live job
+	// still runs on from there, not only those the registry still holds.
+	Snapshots func(workspace, revision string) (io.ReadCloser, error)
 	// MaxHeaderBytes bounds the request line and headers (default 64 KiB;
 	// 431 beyond).
 	MaxHeaderBytes int

@@ -28,6 +28,8 @@ type workspaceLookup interface {
 type inProcessServer struct {
 	engine     *engine.Engine
 	workspaces workspaceLookup
+	// files, if set, extracts each job's revision snapshot.
+	files *runners.SnapshotWorkspaces
 	// registered, if set, is called once the pool has registered.
 	registered func()
 }
@@ -106,9 +108,14 @@ func (s *inProcessServer) Cancelled(ctx context.Context, jobID string, wait time
 	return s.engine.WaitCancelled(ctx, jobID, wait)
 }
 
-// Workspace returns the workspace folder itself: in-process steps run in
-// the live folder, so no copy is made.
+// Workspace returns the files of the job's revision: extracted from its
+// snapshot like a remote worker's download, so editing the workspace
+// folder while a job runs changes nothing for it. Without snapshots (a
+// test wiring) it is the live folder.
 func (s *inProcessServer) Workspace(ctx context.Context, name, revision string) (string, error) {
+	if s.files != nil {
+		return s.files.Get(ctx, name, revision)
+	}
 	if ws, ok := s.workspaces.Revision(name, revision); ok {
 		return ws.Dir, nil
 	}

@@ -184,6 +184,8 @@ type Server struct {
 
 	sup                                            *supervisor
 	orchestrator, scheduler, watcher, api, sweeper *component
+	revisions                                      *revisions
+	revisionSweeper                                *component
 	workers                                        *component // nil without in-process workers
 }
 
@@ -241,6 +243,10 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	if err != nil {
 		return nil, err
 	}
+	revs, err := openRevisions(cfg.DataDir, cfg.limits.WorkspaceSize, registry, log.With("component", "revisions"))
+	if err != nil {
+		return nil, err
+	}
 	agentCaller, err := agents.New(cfg.Agents, nil)
 	if err != nil {
 		return nil, err
@@ -293,6 +299,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	if err := eng.Load(ctx); err != nil {
 		return nil, err
 	}
+	revs.live = eng.LiveRevisions
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
@@ -307,7 +314,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		parts = append(parts, inProcessPart)
 	}
 	s := &Server{cfg: cfg, log: log, listener: ln, db: db, logs: logs, archive: archive, engine: eng,
-		metrics: reg, ready: newReadiness(parts...), workerTags: pool.Tags, sup: newSupervisor()}
+		metrics: reg, ready: newReadiness(parts...), workerTags: pool.Tags, sup: newSupervisor(), revisions: revs}
 	health := &healthCheck{loop: eng.Ready, write: db.CheckWrite}
 
 	s.orchestrator = s.sup.start("orchestrator", eng.Run)
@@ -320,6 +327,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	sweeper := store.NewSweeper(store.SweeperConfig{DB: db, Logs: logs, Retention: cfg.retention,
 		Interval: cfg.sweepInterval, Logger: log.With("component", "retention")})
 	s.sweeper = s.sup.start("retention sweeper", sweeper.Run)
+	s.revisionSweeper = s.sup.start("revision sweeper", revs.run)
 
 	s.http = &http.Server{
 		Handler: api.New(api.Config{
@@ -339,11 +347,14 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 			Metrics:      reg.Handler(),
 			MetricsToken: cfg.MetricsToken,
 
-			ListenAddr:      cfg.Listen,
-			AllowedHosts:    cfg.AllowedHosts,
-			AllowedOrigins:  cfg.AllowedOrigins,
-			MaxRequestBody:  cfg.limits.RequestBody,
-			MaxWorkspace:    cfg.limits.WorkspaceSize,
+			ListenAddr:     cfg.Listen,
+			AllowedHosts:   cfg.AllowedHosts,
+			AllowedOrigins: cfg.AllowedOrigins,
+			MaxRequestBody: cfg.limits.RequestBody,
+			MaxWorkspace:   cfg.limits.WorkspaceSize,
+			Snapshots: func(ws, rev string) (io.ReadCloser, error) {
+				return revs.snaps.Open(ws, rev)
+			},
 			MaxHeaderBytes:  maxHeaderBytes,
 			BodyReadTimeout: bodyReadTimeout,
 		}),
@@ -362,6 +373,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 
 	if *cfg.Workers > 0 {
 		inProcess := newInProcessServer(eng, registry)
+		inProcess.files = runners.NewSnapshotWorkspaces(revs.extractDir, runners.WorkspaceLimits{TotalSize: cfg.limits.WorkspaceSize}, revs.open)
 		inProcess.registered = func() { s.ready.done(inProcessPart) }
 		workers := runners.NewWorker(inProcess, pool, log.With("worker", "in-process"))
 		s.workers = s.sup.start("in-process workers", workers.Run)
@@ -378,6 +390,7 @@ func (s *Server) Shutdown() error {
 	// Triggers stop first, so none fires into an orchestrator shutting down.
 	s.scheduler.stop()
 	s.sweeper.stop()
+	s.revisionSweeper.stop()
 	s.workers.stop()
 	s.watcher.stop()
 	// Stopping the orchestrator ends the remote workers' long-polls at once,
