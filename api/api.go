@@ -40,6 +40,10 @@ type Orchestrator interface {
 	CompleteStep(ctx context.Context, workerID, jobID, step string, res engine.StepResult) error
 	CheckHolder(ctx context.Context, workerID, jobID, step string) error
 	WaitCancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error)
+	// Local execution mode (engine/local.go).
+	CreateLocalJob(ctx context.Context, workerID string, req engine.CreateJob) (*engine.Job, error)
+	ClaimJob(ctx context.Context, workerID, jobID string, wait time.Duration) (*engine.Claim, error)
+	CompleteJob(ctx context.Context, workerID, jobID string) (*engine.Job, error)
 	Workers(ctx context.Context, limit, offset int) ([]*engine.Worker, int, error)
 	Worker(ctx context.Context, id string) (*engine.Worker, []*engine.WorkerStep, int, error)
 }
@@ -200,6 +204,7 @@ func New(cfg Config) *echo.Echo {
 	w := e.Group("/worker", s.requireWorkerToken)
 	w.POST("/register", s.registerWorker)
 	w.POST("/heartbeat", s.heartbeat)
+	w.POST("/jobs", s.createLocalJob)
 	w.POST("/jobs/claim", s.claim)
 	w.POST("/jobs/:id/steps/:step/start", s.startStep)
 	w.POST("/jobs/:id/steps/:step/complete", s.completeStep)

@@ -107,6 +107,8 @@ func (s *server) heartbeat(c echo.Context) error {
 type claimRequest struct {
 	WorkerID string   `json:"worker_id"`
 	Tags     []string `json:"tags"`
+	// JobID (ours) claims a step of that local job, which the worker holds.
+	JobID string `json:"job_id"`
 }
 
 // noWork is the claim answer when nothing is ready, as the interface fixes it.
@@ -126,7 +128,12 @@ func (s *server) claim(c echo.Context) error {
 	}
 	// The request context ends when the worker hangs up; the engine then
 	// stops waiting, and hands back a step it could not deliver.
-	cl, err := s.cfg.Engine.Claim(c.Request().Context(), req.WorkerID, wait)
+	var cl *engine.Claim
+	if req.JobID != "" {
+		cl, err = s.cfg.Engine.ClaimJob(c.Request().Context(), req.WorkerID, req.JobID, wait)
+	} else {
+		cl, err = s.cfg.Engine.Claim(c.Request().Context(), req.WorkerID, wait)
+	}
 	if err != nil {
 		return err
 	}
@@ -236,14 +243,4 @@ func (s *server) waitCancelled(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]bool{"cancelled": cancelled})
-}
-
-// completeJob is the interface's local execution mode, where a worker runs
-// a whole DAG itself. This server always orchestrates steps itself, so it
-// refuses the report rather than let a worker overwrite step records.
-func (s *server) completeJob(c echo.Context) error {
-	if _, err := jobIDParam(c); err != nil {
-		return err
-	}
-	return badRequest("local execution mode is not supported: this server orchestrates every step; report steps through /worker/jobs/{id}/steps/{step}/complete")
 }

@@ -38,6 +38,7 @@ const (
 	SourceWebhook = "webhook"
 	SourceHook    = "hook"
 	SourceTask    = "task"
+	// SourceLocal: see local.go.
 )
 
 // Worker statuses.
