@@ -1,0 +1,51 @@
+package runners
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Local execution mode: the worker creates a job it holds whole, claims
+// only that job's steps and completes the job at the end.
+
+// CreateLocalJob creates a job of task held by workerID and returns its id.
+func (c *Client) CreateLocalJob(ctx context.Context, workerID, workspace, task string, input map[string]any) (string, error) {
+	if input == nil {
+		input = map[string]any{}
+	}
+	var out struct {
+		JobID string `json:"job_id"`
+	}
+	err := c.call(ctx, "create local job", http.MethodPost, "/worker/jobs", nil, requestTimeout,
+		map[string]any{"worker_id": workerID, "workspace": workspace, "task": task, "input": input}, &out)
+	return out.JobID, err
+}
+
+// ClaimJob long-polls for a ready step of a local job the worker holds; nil
+// without error means none yet, ErrConflict that the job has ended.
+func (c *Client) ClaimJob(ctx context.Context, workerID, jobID string) (*Assignment, error) {
+	q := url.Values{"wait": {strconv.Itoa(int(claimWait / time.Second))}}
+	var a Assignment
+	err := c.call(ctx, "claim", http.MethodPost, "/worker/jobs/claim", q, claimWait+requestTimeout,
+		map[string]any{"worker_id": workerID, "tags": []string{}, "job_id": jobID}, &a)
+	if err != nil {
+		return nil, err
+	}
+	if a.JobID == "" {
+		return nil, nil
+	}
+	return &a, nil
+}
+
+// CompleteJob ends a local job the worker holds and returns its status.
+func (c *Client) CompleteJob(ctx context.Context, workerID, jobID string) (string, error) {
+	var out struct {
+		JobStatus string `json:"job_status"`
+	}
+	err := c.call(ctx, "complete job", http.MethodPost, "/worker/jobs/"+url.PathEscape(jobID)+"/complete", nil, requestTimeout,
+		map[string]any{"worker_id": workerID}, &out)
+	return out.JobStatus, err
+}
