@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/appliance-sh/appliance/engine"
@@ -38,17 +39,26 @@ type revisions struct {
 	interval   time.Duration
 	grace      time.Duration
 	extractDir string
+	// files extracts snapshots for the in-process workers and for loading
+	// a revision the registry no longer holds.
+	files    *runners.SnapshotWorkspaces
+	loadOpts workflow.LoadOptions
+
+	mu     sync.Mutex
+	loaded map[string]*workflow.Workspace // by workspace + "\x00" + revision
 }
 
 // openRevisions opens data_dir/revisions and snapshots each revision the
 // registry loads from now on, starting with the current ones.
-func openRevisions(dataDir string, max int64, registry *workflow.Registry, log *slog.Logger) (*revisions, error) {
+func openRevisions(dataDir string, max int64, registry *workflow.Registry, loadOpts workflow.LoadOptions, log *slog.Logger) (*revisions, error) {
 	snaps, err := store.OpenSnapshots(filepath.Join(dataDir, "revisions"), max)
 	if err != nil {
 		return nil, err
 	}
 	r := &revisions{snaps: snaps, registry: registry, log: log, interval: revisionSweepInterval,
-		grace: revisionSweepGrace, extractDir: filepath.Join(dataDir, "workspaces")}
+		grace: revisionSweepGrace, extractDir: filepath.Join(dataDir, "workspaces"), loadOpts: loadOpts,
+		loaded: map[string]*workflow.Workspace{}}
+	r.files = runners.NewSnapshotWorkspaces(r.extractDir, runners.WorkspaceLimits{TotalSize: max}, r.open)
 	registry.OnLoad(func(ws *workflow.Workspace) {
 		if err := snaps.Save(ws); err != nil {
 			// Jobs on this revision fall back to the workspace's current
@@ -81,7 +91,7 @@ func (r *revisions) open(workspace, revision string) (string, io.ReadCloser, err
 
 // sweep removes the snapshots that neither a live job nor a workspace's
 // current revision needs.
-func (r *revisions) sweep(ctx context.Context, now time.Time) (int, error) {
+func (r *revisions) sweep(ctx context.Context, now time.Time, grace time.Duration) (int, error) {
 	live, err := r.live(ctx)
 	if err != nil {
 		return 0, err
@@ -93,7 +103,7 @@ func (r *revisions) sweep(ctx context.Context, now time.Time) (int, error) {
 		ws, ok := r.registry.Current(workspace)
 		return ok && ws.Revision == revision
 	}
-	return r.snaps.Sweep(keep, r.grace, now)
+	return r.snaps.Sweep(keep, grace, now)
 }
 
 // run sweeps at start and then every interval until ctx ends.
@@ -101,7 +111,7 @@ func (r *revisions) run(ctx context.Context) error {
 	t := time.NewTicker(r.interval)
 	defer t.Stop()
 	for {
-		if n, err := r.sweep(ctx, time.Now()); err != nil {
+		if n, err := r.sweep(ctx, time.Now(), r.grace); err != nil {
 			if ctx.Err() != nil || errors.Is(err, engine.ErrStopped) {
 				return nil
 			}
@@ -115,4 +125,41 @@ func (r *revisions) run(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// Current is the registry's.
+func (r *revisions) Current(name string) (*workflow.Workspace, bool) { return r.registry.Current(name) }
+
+// Revision is the registry's, or else the revision loaded from its
+// snapshot: after a restart the registry holds only the current revision,
+// and a job created on an older one goes on with that one's definitions
+// (inline scripts, templates), not the current ones. A loaded revision is
+// kept for the server's life (only jobs that outlived a restart need one).
+func (r *revisions) Revision(name, revision string) (*workflow.Workspace, bool) {
+	if ws, ok := r.registry.Revision(name, revision); ok {
+		return ws, true
+	}
+	key := name + "\x00" + revision
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ws, ok := r.loaded[key]; ok {
+		return ws, ws != nil // nil: it failed to load before
+	}
+	if !r.snaps.Has(name, revision) {
+		return nil, false
+	}
+	dir, err := r.files.Get(context.Background(), name, revision)
+	if err != nil {
+		r.log.Warn("cannot extract a revision snapshot", "workspace", name, "revision", revision, "err", err)
+		r.loaded[key] = nil
+		return nil, false
+	}
+	ws, err := workflow.LoadWith(name, dir, nil, r.loadOpts)
+	if err != nil || ws.Revision != revision {
+		r.log.Warn("cannot load a revision snapshot", "workspace", name, "revision", revision, "err", err)
+		r.loaded[key] = nil
+		return nil, false
+	}
+	r.loaded[key] = ws
+	return ws, true
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -122,14 +123,15 @@ func TestRevisionSnapshotLivesExactlyAsLongAsAJobNeedsIt(t *testing.T) {
 			t.Fatalf("no snapshot of loaded revision %s", rev)
 		}
 	}
-	afterGrace := func() time.Time { return time.Now().Add(revisionSweepGrace + time.Minute) }
-
-	// A sweep within the grace period removes nothing; after it, only the
-	// revision no job uses goes.
-	if n, err := r.srv.revisions.sweep(context.Background(), time.Now()); err != nil || n != 0 {
+	// A sweep within the grace period removes nothing; past it (grace 0
+	// here), only the revision no job uses goes.
+	if n, err := r.srv.revisions.sweep(context.Background(), time.Now(), revisionSweepGrace); err != nil || n != 0 {
 		t.Fatalf("sweep within the grace period: removed %d, %v", n, err)
 	}
-	if n, err := r.srv.revisions.sweep(context.Background(), afterGrace()); err != nil || n != 1 {
+	sweep := func() (int, error) {
+		return r.srv.revisions.sweep(context.Background(), time.Now(), 0)
+	}
+	if n, err := sweep(); err != nil || n != 1 {
 		t.Fatalf("sweep: removed %d, %v; want 1", n, err)
 	}
 	if exists(rev2) || !exists(rev1) || !exists(rev3) {
@@ -142,14 +144,57 @@ func TestRevisionSnapshotLivesExactlyAsLongAsAJobNeedsIt(t *testing.T) {
 	r.stop()
 	r.start()
 	f = r.fixture()
-	if n, err := r.srv.revisions.sweep(context.Background(), afterGrace()); err != nil || n != 0 || !exists(rev1) {
+	if n, err := sweep(); err != nil || n != 0 || !exists(rev1) {
 		t.Fatalf("sweep after a restart: removed %d, %v; revision of the live job kept: %v", n, err, exists(rev1))
 	}
 	f.approve(job, "ask")
 	if v := shippedVersion(t, f.waitTerminal(job)); v != "one" {
 		t.Fatalf("after a restart the job ran version %v of its script, want one (its revision's)", v)
 	}
-	if n, err := r.srv.revisions.sweep(context.Background(), afterGrace()); err != nil || n != 1 || exists(rev1) {
+	if n, err := sweep(); err != nil || n != 1 || exists(rev1) {
 		t.Fatalf("sweep once the job ended: removed %d, %v; its revision still there: %v", n, err, exists(rev1))
+	}
+}
+
+// inlineWorkspace has the script in the YAML: its definition is part of
+// the revision too.
+const inlineWorkspace = `tasks:
+  release:
+    flow:
+      ask:
+        type: approval
+        message: ship it?
+      ship:
+        depends_on: [ask]
+        type: script
+        script: "echo 'OUTPUT: {\"version\": \"%s\"}'"
+`
+
+func TestJobKeepsItsRevisionsDefinitionsAcrossARestart(t *testing.T) {
+	ws := t.TempDir()
+	writeWorkspace(t, ws, fmt.Sprintf(inlineWorkspace, "old"))
+	one := 1
+	r := startRestartable(t, map[string]string{"main": ws}, func(c *ServerConfig) { c.Workers = &one })
+	f := r.fixture()
+	job := f.execute("main", "release", nil)
+	f.waitJob(job, "the approval to wait", func(j jobView) bool { return j.step("ask").Status == "waiting" })
+	before := f.currentRevision()
+	writeWorkspace(t, ws, fmt.Sprintf(inlineWorkspace, "new"))
+	waitFor(t, "the edited workspace to load", f.currentRevision, func(r string) bool { return r != before })
+
+	// The restarted server loads only the folder's revision; the job's own
+	// comes back from its snapshot.
+	r.stop()
+	r.start()
+	f = r.fixture()
+	f.approve(job, "ask")
+	if v := shippedVersion(t, f.waitTerminal(job)); v != "old" {
+		t.Fatalf("after a restart the job ran the %v inline script, want old (its revision's)", v)
+	}
+	fresh := f.execute("main", "release", nil)
+	f.waitJob(fresh, "the approval to wait", func(j jobView) bool { return j.step("ask").Status == "waiting" })
+	f.approve(fresh, "ask")
+	if v := shippedVersion(t, f.waitTerminal(fresh)); v != "new" {
+		t.Fatalf("a new job ran the %v inline script, want new", v)
 	}
 }

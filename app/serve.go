@@ -243,7 +243,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	if err != nil {
 		return nil, err
 	}
-	revs, err := openRevisions(cfg.DataDir, cfg.limits.WorkspaceSize, registry, log.With("component", "revisions"))
+	revs, err := openRevisions(cfg.DataDir, cfg.limits.WorkspaceSize, registry, loadOpts, log.With("component", "revisions"))
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +281,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	sink := meteredLogs{serverLogs: jobLogs, metrics: reg}
 	eng, err = engine.New(engine.Config{
 		Store:            db,
-		Workspaces:       registry,
+		Workspaces:       revs, // the registry's, and older revisions from their snapshots
 		Logs:             sink,
 		Logger:           log,
 		HeartbeatTimeout: cfg.heartbeatTimeout,
@@ -373,7 +373,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 
 	if *cfg.Workers > 0 {
 		inProcess := newInProcessServer(eng, registry)
-		inProcess.files = runners.NewSnapshotWorkspaces(revs.extractDir, runners.WorkspaceLimits{TotalSize: cfg.limits.WorkspaceSize}, revs.open)
+		inProcess.files = revs.files
 		inProcess.registered = func() { s.ready.done(inProcessPart) }
 		workers := runners.NewWorker(inProcess, pool, log.With("worker", "in-process"))
 		s.workers = s.sup.start("in-process workers", workers.Run)
