@@ -111,10 +111,15 @@ func (s *inProcessServer) Cancelled(ctx context.Context, jobID string, wait time
 // Workspace returns the files of the job's revision: extracted from its
 // snapshot like a remote worker's download, so editing the workspace
 // folder while a job runs changes nothing for it. Without snapshots (a
-// test wiring) it is the live folder.
+// test wiring), or when the workspace has none at all (its files are over
+// limits.workspace_size), it is the live folder, as remote workers could
+// not run it either.
 func (s *inProcessServer) Workspace(ctx context.Context, name, revision string) (string, error) {
 	if s.files != nil {
-		return s.files.Get(ctx, name, revision)
+		dir, err := s.files.Get(ctx, name, revision)
+		if !errors.Is(err, runners.ErrNotFound) {
+			return dir, err
+		}
 	}
 	if ws, ok := s.workspaces.Revision(name, revision); ok {
 		return ws.Dir, nil
