@@ -38,7 +38,6 @@ const (
 	SourceWebhook = "webhook"
 	SourceHook    = "hook"
 	SourceTask    = "task"
-	// SourceLocal: see local.go.
 )
 
 // Worker statuses.
