@@ -48,6 +48,10 @@ type Orchestrator interface {
 	CompleteStep(ctx context.Context, workerID, jobID, step string, res engine.StepResult) error
 	CheckHolder(ctx context.Context, workerID, jobID, step string) error
 	WaitCancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error)
+	// Local execution mode (engine/local.go).
+	CreateLocalJob(ctx context.Context, workerID string, req engine.CreateJob) (*engine.Job, error)
+	ClaimJob(ctx context.Context, workerID, jobID string, wait time.Duration) (*engine.Claim, error)
+	CompleteJob(ctx context.Context, workerID, jobID string) (*engine.Job, error)
 	Workers(ctx context.Context, limit, offset int) ([]*engine.Worker, int, error)
 	Worker(ctx context.Context, id string) (*engine.Worker, []*engine.WorkerStep, int, error)
 }
@@ -131,6 +135,10 @@ type Config struct {
 	// MaxWorkspace bounds the files of one workspace tarball for remote
 	// workers (default 1 GiB; the download answers 409 beyond).
 	MaxWorkspace int64
+	// Snapshots, if set, opens a revision's saved tarball (os.ErrNotExist
+	// when there is none): the download serves every revision a live job
+	// still runs on from there, not only those the registry still holds.
+	Snapshots func(workspace, revision string) (io.ReadCloser, error)
 	// MaxHeaderBytes bounds the request line and headers (default 64 KiB;
 	// 431 beyond).
 	MaxHeaderBytes int
@@ -229,6 +237,7 @@ func New(cfg Config) *echo.Echo {
 	w := e.Group("/worker", s.requireWorkerToken)
 	w.POST("/register", s.registerWorker)
 	w.POST("/heartbeat", s.heartbeat)
+	w.POST("/jobs", s.createLocalJob)
 	w.POST("/jobs/claim", s.claim)
 	w.POST("/jobs/:id/steps/:step/start", s.startStep)
 	w.POST("/jobs/:id/steps/:step/complete", s.completeStep)
@@ -244,9 +253,6 @@ func New(cfg Config) *echo.Echo {
 	s.uiRoutes(e)
 	return e
 }
-
-// statusOK is the body of the worker endpoints that only acknowledge.
-var statusOK = map[string]string{"status": "ok"}
 
 // configResponse is GET /api/config; auth fills it in once it exists.
 type configResponse struct {

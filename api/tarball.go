@@ -40,7 +40,7 @@ func (s *server) workspaceTarball(c echo.Context) error {
 	}
 	rev := ws.Revision
 	if want := c.QueryParam("revision"); want != "" && want != rev {
-		if _, ok := s.cfg.Workspaces.Revision(name, want); !ok {
+		if _, ok := s.cfg.Workspaces.Revision(name, want); !ok && !s.hasSnapshot(name, want) {
 			return notFound("revision %q of workspace %q", want, name)
 		}
 		rev = want
@@ -52,14 +52,7 @@ func (s *server) workspaceTarball(c echo.Context) error {
 	if etagMatches(c.Request().Header.Get("If-None-Match"), rev) {
 		return c.NoContent(http.StatusNotModified)
 	}
-	data, err := s.tarballs.get(name, rev, func() ([]byte, error) {
-		// Only the revision in use is on disk: an older one is served
-		// only while its tarball is still cached.
-		if rev != ws.Revision {
-			return nil, notFound("revision %q of workspace %q is no longer available for download", rev, name)
-		}
-		return buildTarball(ws, s.cfg.MaxWorkspace)
-	})
+	data, err := s.tarballs.get(name, rev, func() ([]byte, error) { return s.revisionTarball(ws, rev) })
 	if err != nil {
 		return err
 	}

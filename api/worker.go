@@ -156,13 +156,3 @@ func (s *server) waitCancelled(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, protocol.Cancelled{Cancelled: cancelled})
 }
-
-// completeJob is the interface's local execution mode, where a worker runs
-// a whole DAG itself. This server always orchestrates steps itself, so it
-// refuses the report rather than let a worker overwrite step records.
-func (s *server) completeJob(c echo.Context) error {
-	if _, err := jobIDParam(c); err != nil {
-		return err
-	}
-	return badRequest("local execution mode is not supported: this server orchestrates every step; report steps through /worker/jobs/{id}/steps/{step}/complete")
-}

@@ -328,12 +328,6 @@ func TestLogPushValidatesAndReportsCancellation(t *testing.T) {
 	f.worker("GET", "/worker/jobs/"+id+"/cancelled?wait=-1", nil).expectError(400, "wait")
 }
 
-func TestLocalExecutionModeIsRefused(t *testing.T) {
-	f := newFixture(t)
-	id := f.execute("x")
-	f.worker("POST", "/worker/jobs/"+id+"/complete", map[string]any{"output": map[string]any{}}).expectError(400, "local execution mode is not supported")
-}
-
 // A worker repeats a push whose answer it lost; numbered lines the log
 // already has are not written again, and a new run of the step starts its
 // numbering afresh.

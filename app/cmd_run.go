@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 )
@@ -21,12 +22,14 @@ func (f *inputFlags) Set(v string) error { *f = append(*f, v); return nil }
 // cmdRun is `appliance run TASK`: it executes the task, prints the job id
 // and, with --follow, the job's log and its final status.
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	cc := newClientCommand("run", "appliance run TASK [--workspace WS] [--input k=v ...] [--input-json '{...}'] [--follow]", stdout, stderr)
+	cc := newClientCommand("run", "appliance run TASK [--workspace WS] [--input k=v ...] [--input-json '{...}'] [--follow | --local [--worker-token T]]", stdout, stderr)
 	ws := cc.fs.String("workspace", "", "workspace of the task (default: the only one holding it)")
 	var inputs inputFlags
 	cc.fs.Var(&inputs, "input", "input field `k=v`, repeatable; v is read as JSON when it parses (42, true, {...}), else as a string")
 	inputJSON := cc.fs.String("input-json", "", "the input as a JSON object; --input fields override its keys")
 	follow := cc.fs.Bool("follow", false, "stream the job's log until it ends; exit 0 if it completed, 1 if it failed, 130 if it was cancelled")
+	local := cc.fs.Bool("local", false, "run the whole job on this machine, with this machine's runners, recorded on the server as a job with source_type local (needs the worker token)")
+	token := cc.fs.String("worker-token", os.Getenv("APPLIANCE_WORKER_TOKEN"), "with --local: the server's worker_token (default $APPLIANCE_WORKER_TOKEN)")
 	pos, code, ok := cc.parse(args, 1)
 	if !ok {
 		return code
@@ -36,6 +39,15 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return cc.usageError("%v", err)
 	}
 	task := pos[0]
+	if *local {
+		if *follow {
+			return cc.usageError("--follow and --local do not go together: --local always shows the job's output")
+		}
+		if *token == "" {
+			return cc.usageError("--local needs the server's worker token: --worker-token or APPLIANCE_WORKER_TOKEN")
+		}
+		return runLocal(cc, *ws, task, input, *token)
+	}
 	return cc.run(func(ctx context.Context, c *apiClient) (int, error) {
 		if *ws == "" {
 			if *ws, err = c.workspaceOf(ctx, task); err != nil {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -28,6 +29,8 @@ type workspaceLookup interface {
 type inProcessServer struct {
 	service    *workers.Service
 	workspaces workspaceLookup
+	// files, if set, extracts each job's revision snapshot.
+	files *runners.SnapshotWorkspaces
 	// registered, if set, is called once the pool has registered.
 	registered func()
 }
@@ -79,9 +82,19 @@ func (s *inProcessServer) Cancelled(ctx context.Context, jobID string, wait time
 	return s.service.Cancelled(ctx, jobID, wait)
 }
 
-// Workspace returns the workspace folder itself: in-process steps run in
-// the live folder, so no copy is made.
+// Workspace returns the files of the job's revision: extracted from its
+// snapshot like a remote worker's download, so editing the workspace
+// folder while a job runs changes nothing for it. Without snapshots (a
+// test wiring), or when the workspace has none at all (its files are over
+// limits.workspace_size), it is the live folder, as remote workers could
+// not run it either.
 func (s *inProcessServer) Workspace(ctx context.Context, name, revision string) (string, error) {
+	if s.files != nil {
+		dir, err := s.files.Get(ctx, name, revision)
+		if !errors.Is(err, runners.ErrNotFound) {
+			return dir, err
+		}
+	}
 	if ws, ok := s.workspaces.Revision(name, revision); ok {
 		return ws.Dir, nil
 	}

@@ -41,6 +41,7 @@ they use the login stored by "appliance login", or $APPLIANCE_TOKEN when it is s
   login       sign in to a server: appliance login [--server URL] [--api-key KEY|-]
   logout      revoke and forget the stored login: appliance logout [--server URL]
   run         run a task: appliance run TASK [--workspace WS] [--input k=v ...] [--input-json '{...}'] [--follow]
+              or on this machine: appliance run --local TASK [...] (worker token: --worker-token or $APPLIANCE_WORKER_TOKEN)
   jobs        list jobs: appliance jobs [--workspace WS] [--task T] [--limit N] [--offset N]
   logs        print a job's log: appliance logs JOB_ID [--step S] [--follow]
   cancel      cancel a running job: appliance cancel JOB_ID

@@ -113,7 +113,11 @@ tasks:
         type: script
         script: cat data/message.txt
 `)
+	// The job runs on the revision it is created on: wait for the one
+	// with the file.
+	before := f.currentRevision()
 	writeFile(t, filepath.Join(ws, "data", "message.txt"), "shipped with the workspace\n")
+	waitFor(t, "the workspace with the file to load", f.currentRevision, func(r string) bool { return r != before })
 	startWorkerProcess(t, f.url, workerToken, "remote-1", "")
 	w := f.worker("remote-1")
 
@@ -189,7 +193,9 @@ tasks:
         type: script
         script: cat data/message.txt
 `)
+	before := f.currentRevision()
 	writeFile(t, filepath.Join(ws, "data", "message.txt"), "cached\n")
+	waitFor(t, "the workspace with the file to load", f.currentRevision, func(r string) bool { return r != before })
 	counter, proxyURL := startTarballCounter(t, f.url)
 	p := startWorkerProcess(t, proxyURL, workerToken, "remote-1", "")
 

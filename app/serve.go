@@ -189,6 +189,8 @@ type Server struct {
 
 	sup                                            *supervisor
 	orchestrator, scheduler, watcher, api, sweeper *component
+	revisions                                      *revisions
+	revisionSweeper                                *component
 	workers                                        *component // nil without in-process workers
 	eventSources                                   *component
 }
@@ -247,6 +249,10 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	if err != nil {
 		return nil, err
 	}
+	revs, err := openRevisions(cfg.DataDir, cfg.limits.WorkspaceSize, registry, loadOpts, log.With("component", "revisions"))
+	if err != nil {
+		return nil, err
+	}
 	agentCaller, err := agents.New(cfg.Agents, nil)
 	if err != nil {
 		return nil, err
@@ -281,7 +287,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	sink := meteredLogs{serverLogs: jobLogs, metrics: reg}
 	eng, err = engine.New(engine.Config{
 		Store:            db,
-		Workspaces:       registry,
+		Workspaces:       revs, // the registry's, and older revisions from their snapshots
 		Logs:             sink,
 		Logger:           log,
 		HeartbeatTimeout: cfg.heartbeatTimeout,
@@ -300,6 +306,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	if err := eng.Load(ctx); err != nil {
 		return nil, err
 	}
+	revs.live = eng.LiveRevisions
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
@@ -314,7 +321,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		parts = append(parts, inProcessPart)
 	}
 	s := &Server{cfg: cfg, log: log, listener: ln, db: db, logs: logs, archive: archive, engine: eng,
-		metrics: reg, ready: newReadiness(parts...), workerTags: pool.Tags, sup: newSupervisor()}
+		metrics: reg, ready: newReadiness(parts...), workerTags: pool.Tags, sup: newSupervisor(), revisions: revs}
 	health := &healthCheck{loop: eng.Ready, write: db.CheckWrite}
 
 	s.orchestrator = s.sup.start("orchestrator", eng.Run)
@@ -332,6 +339,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	sweeper := store.NewSweeper(store.SweeperConfig{DB: db, Logs: logs, Retention: cfg.retention,
 		Interval: cfg.sweepInterval, Logger: log.With("component", "retention")})
 	s.sweeper = s.sup.start("retention sweeper", sweeper.Run)
+	s.revisionSweeper = s.sup.start("revision sweeper", revs.run)
 
 	// The in-process pool's pods fetch workspaces over HTTP with tokens
 	// the API checks, so both share one minter.
@@ -360,11 +368,14 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 			Metrics:      reg.Handler(),
 			MetricsToken: cfg.MetricsToken,
 
-			ListenAddr:      cfg.Listen,
-			AllowedHosts:    cfg.AllowedHosts,
-			AllowedOrigins:  cfg.AllowedOrigins,
-			MaxRequestBody:  cfg.limits.RequestBody,
-			MaxWorkspace:    cfg.limits.WorkspaceSize,
+			ListenAddr:     cfg.Listen,
+			AllowedHosts:   cfg.AllowedHosts,
+			AllowedOrigins: cfg.AllowedOrigins,
+			MaxRequestBody: cfg.limits.RequestBody,
+			MaxWorkspace:   cfg.limits.WorkspaceSize,
+			Snapshots: func(ws, rev string) (io.ReadCloser, error) {
+				return revs.snaps.Open(ws, rev)
+			},
 			MaxHeaderBytes:  maxHeaderBytes,
 			BodyReadTimeout: bodyReadTimeout,
 		}),
@@ -383,6 +394,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 
 	if *cfg.Workers > 0 {
 		inProcess := newInProcessServer(s.protocol, registry)
+		inProcess.files = revs.files
 		inProcess.registered = func() { s.ready.done(inProcessPart) }
 		inProcessWorkers := runners.NewWorker(inProcess, pool, log.With("worker", "in-process"))
 		s.workers = s.sup.start("in-process workers", inProcessWorkers.Run)
@@ -400,6 +412,7 @@ func (s *Server) Shutdown() error {
 	s.scheduler.stop()
 	s.eventSources.stop()
 	s.sweeper.stop()
+	s.revisionSweeper.stop()
 	s.workers.stop()
 	s.watcher.stop()
 	// Stopping the orchestrator ends the remote workers' long-polls at once,

@@ -27,6 +27,7 @@ func (e *Engine) startChild(b *batch, js *jobState, ss *stepState, input map[str
 // jobEnded does what a job's end sets off: its hooks fire, and a child
 // job's parent step moves on.
 func (e *Engine) jobEnded(b *batch, js *jobState) {
+	e.localJobEnded(b, js)
 	e.fireHooks(b, js)
 	e.childEnded(b, js)
 }

@@ -208,6 +208,10 @@ func (e *Engine) claim(b *batch, w *waiter, park bool) {
 // offer hands a newly ready step to the longest-waiting claim that may run
 // it, in the same batch as the promotion, or files it in the ready index.
 func (e *Engine) offer(b *batch, js *jobState, ss *stepState) {
+	if localHolder(js.job) != "" {
+		e.offerLocal(b, js, ss)
+		return
+	}
 	if w := e.st.waiters.firstMatch(ss.rec.RequiredTags); w != nil {
 		e.st.waiters.remove(w)
 		e.hand(b, js, ss, e.st.workers[w.workerID], w)

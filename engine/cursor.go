@@ -47,7 +47,7 @@ func ValidJobStatus(s string) bool {
 // ValidSourceType reports whether s is a job source type.
 func ValidSourceType(s string) bool {
 	switch s {
-	case SourceAPI, SourceUser, SourceTrigger, SourceWebhook, SourceHook, SourceTask:
+	case SourceAPI, SourceUser, SourceTrigger, SourceWebhook, SourceHook, SourceTask, SourceLocal:
 		return true
 	}
 	return false

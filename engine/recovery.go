@@ -95,7 +95,9 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 		return ri.Seq < rj.Seq
 	})
 	for _, ss := range ready {
-		e.st.ready.push(ss)
+		if js := e.st.jobs[ss.rec.JobID]; js == nil || localHolder(js.job) == "" { // a local job's holder claims its steps by job
+			e.st.ready.push(ss)
+		}
 	}
 
 	for _, wk := range e.st.workers {

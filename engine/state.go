@@ -41,6 +41,8 @@ type jobState struct {
 	steps map[string]*stepState // by record name, instances included
 	flow  []*stepState          // flow step records in Seq order
 	timer Timer                 // task timeout
+	// localWaiters are the parked claims of a local job's holder (local.go).
+	localWaiters []*waiter
 	// upstream caches each flow step's transitive dependencies: the steps
 	// whose outputs its templates may reference.
 	upstream map[string][]string

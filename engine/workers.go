@@ -125,6 +125,7 @@ func (e *Engine) loseWorker(b *batch, wk *workerState) {
 		e.unhold(ss)
 		e.failAttempt(b, js, ss, msg, 0)
 	}
+	e.loseLocalJobs(b, wk)
 }
 
 // sortSteps orders steps by job, then position, so decisions over a set of

@@ -48,6 +48,40 @@ type StepRef struct {
 type Claim struct {
 	WorkerID string   `json:"worker_id"`
 	Tags     []string `json:"tags"`
+	// JobID (ours) claims a step of that local job, which the worker holds
+	// (local execution mode); empty claims from the shared ready queue.
+	JobID string `json:"job_id,omitempty"`
+}
+
+// LocalJob is the body of POST /worker/jobs (ours): local execution mode,
+// where the worker creates a job it holds whole and runs every step of it
+// (`appliance run --local`).
+type LocalJob struct {
+	WorkerID  string         `json:"worker_id"`
+	Workspace string         `json:"workspace"`
+	Task      string         `json:"task"`
+	Input     map[string]any `json:"input"`
+}
+
+// LocalJobCreated answers POST /worker/jobs.
+type LocalJobCreated struct {
+	JobID    string `json:"job_id"`
+	Revision string `json:"revision"`
+}
+
+// JobDone is the body of POST /worker/jobs/{id}/complete: worker_id (ours,
+// required) names the holder of the local job; the interface's output is
+// accepted, but the job's output is its sink steps' outputs, which the
+// worker reported one by one, as for every job.
+type JobDone struct {
+	WorkerID string         `json:"worker_id"`
+	Output   map[string]any `json:"output"`
+}
+
+// JobCompleted answers POST /worker/jobs/{id}/complete.
+type JobCompleted struct {
+	Status    string `json:"status"`
+	JobStatus string `json:"job_status"`
 }
 
 // Assignment is a claimed step: the answer of POST /worker/jobs/claim.

@@ -50,6 +50,25 @@ func (r Heartbeat) Validate() error { return requireWorker(r.WorkerID) }
 // Validate checks a claim: it names its worker.
 func (r Claim) Validate() error { return requireWorker(r.WorkerID) }
 
+// Validate checks a local job's creation: its worker, workspace and task.
+func (r LocalJob) Validate() error {
+	switch {
+	case strings.TrimSpace(r.Workspace) == "":
+		return Errorf(ErrInvalid, "workspace is required")
+	case strings.TrimSpace(r.Task) == "":
+		return Errorf(ErrInvalid, "task is required")
+	}
+	return requireWorker(r.WorkerID)
+}
+
+// Validate checks a local job's end: it names the holder.
+func (r JobDone) Validate() error {
+	if r.WorkerID == "" {
+		return Errorf(ErrInvalid, "worker_id is required: only the worker holding a local job completes it")
+	}
+	return nil
+}
+
 // Validate checks a start or token request: it names its worker.
 func (r WorkerRef) Validate() error { return requireWorker(r.WorkerID) }
 

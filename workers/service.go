@@ -20,6 +20,10 @@ type Engine interface {
 	RegisterWorker(ctx context.Context, name string, tags []string, inProcess bool) (string, error)
 	Heartbeat(ctx context.Context, workerID string, running []engine.StepRef) error
 	Claim(ctx context.Context, workerID string, wait time.Duration) (*engine.Claim, error)
+	// Local execution mode (engine/local.go).
+	CreateLocalJob(ctx context.Context, workerID string, req engine.CreateJob) (*engine.Job, error)
+	ClaimJob(ctx context.Context, workerID, jobID string, wait time.Duration) (*engine.Claim, error)
+	CompleteJob(ctx context.Context, workerID, jobID string) (*engine.Job, error)
 	StartStep(ctx context.Context, workerID, jobID, step string) error
 	CompleteStep(ctx context.Context, workerID, jobID, step string, res engine.StepResult) error
 	CheckHolder(ctx context.Context, workerID, jobID, step string) error
@@ -126,11 +130,59 @@ func (s *Service) Claim(ctx context.Context, req protocol.Claim, wait time.Durat
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	c, err := s.eng.Claim(ctx, req.WorkerID, wait)
+	var (
+		c   *engine.Claim
+		err error
+	)
+	if req.JobID != "" {
+		if err := protocol.CheckJobID(req.JobID); err != nil {
+			return nil, err
+		}
+		c, err = s.eng.ClaimJob(ctx, req.WorkerID, req.JobID, wait)
+	} else {
+		c, err = s.eng.Claim(ctx, req.WorkerID, wait)
+	}
 	if err != nil || c == nil {
 		return nil, workerRefusal(err)
 	}
 	return assignmentOf(c), nil
+}
+
+// CreateLocalJob creates a job the worker holds whole and runs itself
+// (local execution mode): its steps are offered to that worker only.
+func (s *Service) CreateLocalJob(ctx context.Context, req protocol.LocalJob) (protocol.LocalJobCreated, error) {
+	if err := req.Validate(); err != nil {
+		return protocol.LocalJobCreated{}, err
+	}
+	input := req.Input
+	if input == nil {
+		input = map[string]any{}
+	}
+	job, err := s.eng.CreateLocalJob(ctx, req.WorkerID, engine.CreateJob{
+		Workspace: req.Workspace,
+		Task:      req.Task,
+		Input:     input,
+		Strict:    true, // typed by a person on the command line
+	})
+	if err != nil {
+		return protocol.LocalJobCreated{}, workerRefusal(err)
+	}
+	return protocol.LocalJobCreated{JobID: job.ID, Revision: job.Revision}, nil
+}
+
+// CompleteJob ends a local job its holder has run.
+func (s *Service) CompleteJob(ctx context.Context, jobID string, req protocol.JobDone) (protocol.JobCompleted, error) {
+	if err := protocol.CheckJobID(jobID); err != nil {
+		return protocol.JobCompleted{}, err
+	}
+	if err := req.Validate(); err != nil {
+		return protocol.JobCompleted{}, err
+	}
+	job, err := s.eng.CompleteJob(ctx, req.WorkerID, jobID)
+	if err != nil {
+		return protocol.JobCompleted{}, refusal(err)
+	}
+	return protocol.JobCompleted{Status: "ok", JobStatus: job.Status}, nil
 }
 
 // Start records that the worker started a step it claimed.

@@ -48,6 +48,7 @@ type Registry struct {
 	mu      sync.Mutex                        // serialises reloads
 	entries atomic.Pointer[map[string]*entry] // replaced, never mutated
 	changed chan struct{}                     // closed and replaced on every change
+	onLoad  func(*Workspace)                  // under mu; see OnLoad
 }
 
 // NewRegistry loads every workspace (name -> directory), with the server's
@@ -113,6 +114,21 @@ func (r *Registry) Revision(name, revision string) (*Workspace, bool) {
 	return nil, false
 }
 
+// OnLoad calls fn with every revision in use now and, from then on, with
+// each new revision before it is published: a job can be created on a
+// revision only once fn has returned for it (the server snapshots the
+// revision's files there).
+func (r *Registry) OnLoad(fn func(*Workspace)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.onLoad = fn
+	for _, e := range *r.entries.Load() {
+		if e.status.Workspace != nil {
+			fn(e.status.Workspace)
+		}
+	}
+}
+
 // Changed returns a channel closed at the next change of any workspace
 // (a new revision or new errors), for consumers such as the scheduler.
 func (r *Registry) Changed() <-chan struct{} {
@@ -150,6 +166,9 @@ func (r *Registry) reload(name string) {
 			return // nothing changed
 		}
 	default:
+		if r.onLoad != nil {
+			r.onLoad(ws)
+		}
 		next.status.Workspace = ws
 		next.revisions = append(append([]*Workspace(nil), next.revisions...), ws)
 		if len(next.revisions) > keptRevisions {

@@ -108,3 +108,33 @@ func TestRegistryRejectsMissingDirectory(t *testing.T) {
 		t.Fatalf("want a clear error, got %v", err)
 	}
 }
+
+func TestRegistryOnLoadSeesEveryRevisionBeforeItIsPublished(t *testing.T) {
+	dir := t.TempDir()
+	writeWorkflow(t, dir, strings.ReplaceAll(registryTask, "%s", "one"))
+	r, err := NewRegistry(map[string]string{"main": dir}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	var publishedBefore []bool
+	r.OnLoad(func(ws *Workspace) {
+		seen = append(seen, ws.Revision)
+		cur, ok := r.Current("main")
+		publishedBefore = append(publishedBefore, ok && cur.Revision == ws.Revision)
+	})
+	first, _ := r.Current("main")
+	writeWorkflow(t, dir, strings.ReplaceAll(registryTask, "%s", "two"))
+	r.Reload("main")
+	second, _ := r.Current("main")
+	if len(seen) != 2 || seen[0] != first.Revision || seen[1] != second.Revision || first.Revision == second.Revision {
+		t.Fatalf("OnLoad saw %v; want the current revision %s, then the new one %s", seen, first.Revision, second.Revision)
+	}
+	if publishedBefore[1] {
+		t.Fatal("OnLoad ran after the new revision was published")
+	}
+	r.Reload("main") // nothing changed: no call
+	if len(seen) != 2 {
+		t.Fatalf("OnLoad called for an unchanged folder: %v", seen)
+	}
+}

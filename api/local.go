@@ -1,0 +1,44 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/appliance-sh/appliance/protocol"
+)
+
+// Local execution mode: `appliance run --local` registers as a worker,
+// creates a job it holds whole (POST /worker/jobs), claims that job's
+// steps only (the claim's job_id), reports them as any worker does, and
+// ends with POST /worker/jobs/{id}/complete. The engine decides everything
+// else, as for any job (engine/local.go); workers.Service checks the
+// reports.
+
+func (s *server) createLocalJob(c echo.Context) error {
+	var req protocol.LocalJob
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	created, err := s.workers.CreateLocalJob(c.Request().Context(), req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, created)
+}
+
+func (s *server) completeJob(c echo.Context) error {
+	jobID, err := jobIDParam(c)
+	if err != nil {
+		return err
+	}
+	var req protocol.JobDone
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	done, err := s.workers.CompleteJob(c.Request().Context(), jobID, req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, done)
+}

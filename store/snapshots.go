@@ -1,0 +1,242 @@
+package store
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/appliance-sh/appliance/engine/workflow"
+)
+
+// snapshotExt ends every snapshot file.
+const snapshotExt = ".tar.gz"
+
+// ErrSnapshotTooBig is returned by Save when a workspace's files add up to
+// more than the snapshot limit.
+var ErrSnapshotTooBig = errors.New("workspace files over the size limit")
+
+// ErrSnapshotStale is returned by Save when the files on disk no longer
+// hash to the revision being saved (they changed since it was loaded).
+var ErrSnapshotStale = errors.New("workspace files changed since the revision was loaded")
+
+// Snapshots keeps every workspace revision that jobs use as a gzip tarball
+// of its files, `<dir>/<workspace>/<revision>.tar.gz`. A snapshot is
+// content-addressed: it is written only when its files hash to the revision
+// it is named after, so a revision's files are the same wherever and
+// whenever a step runs on them, whatever happened to the folder since.
+// Files are written to a temporary name and renamed, so a crash never
+// leaves half a snapshot under a revision's name.
+type Snapshots struct {
+	dir string
+	max int64 // bytes of files per snapshot
+}
+
+// OpenSnapshots keeps snapshots under dir, refusing workspaces whose files
+// add up to more than max bytes.
+func OpenSnapshots(dir string, max int64) (*Snapshots, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open revision snapshots: %w", err)
+	}
+	return &Snapshots{dir: dir, max: max}, nil
+}
+
+// Dir is the folder holding the snapshots.
+func (s *Snapshots) Dir() string { return s.dir }
+
+func (s *Snapshots) path(workspace, revision string) (string, error) {
+	for _, n := range []string{workspace, revision} {
+		if n == "" || n == "." || n == ".." || strings.HasPrefix(n, ".") || strings.ContainsAny(n, `/\`+"\x00") {
+			return "", fmt.Errorf("revision snapshot %q/%q: %w", workspace, revision, os.ErrNotExist)
+		}
+	}
+	return filepath.Join(s.dir, workspace, revision+snapshotExt), nil
+}
+
+// Has reports whether a revision's snapshot exists.
+func (s *Snapshots) Has(workspace, revision string) bool {
+	p, err := s.path(workspace, revision)
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat(p)
+	return err == nil
+}
+
+// Open returns a revision's tarball (os.ErrNotExist when there is none).
+func (s *Snapshots) Open(workspace, revision string) (*os.File, error) {
+	p, err := s.path(workspace, revision)
+	if err != nil {
+		return nil, err
+	}
+	return os.Open(p)
+}
+
+// Save snapshots the files of a loaded revision, unless its snapshot exists.
+// ErrSnapshotStale when the folder no longer holds that revision.
+func (s *Snapshots) Save(ws *workflow.Workspace) error {
+	target, err := s.path(ws.Name, ws.Revision)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(target); err == nil {
+		touch(target)
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return fmt.Errorf("snapshot workspace %q: %w", ws.Name, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(target), ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("snapshot workspace %q: %w", ws.Name, err)
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	rev, err := writeSnapshot(tmp, ws.Dir, s.max)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("snapshot workspace %q: %w", ws.Name, err)
+	}
+	if rev != ws.Revision {
+		return fmt.Errorf("snapshot workspace %q revision %s (the files now hash to %s): %w", ws.Name, ws.Revision, rev, ErrSnapshotStale)
+	}
+	if err := os.Rename(tmp.Name(), target); err != nil {
+		return fmt.Errorf("snapshot workspace %q: %w", ws.Name, err)
+	}
+	return syncDir(filepath.Dir(target))
+}
+
+// Sweep removes the snapshots that keep does not want and that were not
+// used (saved or kept by an earlier sweep) within grace, and touches the
+// ones it keeps. grace covers a job being created on a revision between
+// the moment its caller chose the revision and the moment keep was asked.
+// It returns how many it removed.
+func (s *Snapshots) Sweep(keep func(workspace, revision string) bool, grace time.Duration, now time.Time) (int, error) {
+	wss, err := os.ReadDir(s.dir)
+	if err != nil {
+		return 0, fmt.Errorf("sweep revision snapshots: %w", err)
+	}
+	removed := 0
+	for _, w := range wss {
+		if !w.IsDir() {
+			continue
+		}
+		dir := filepath.Join(s.dir, w.Name())
+		files, err := os.ReadDir(dir)
+		if err != nil {
+			return removed, fmt.Errorf("sweep revision snapshots: %w", err)
+		}
+		for _, f := range files {
+			p := filepath.Join(dir, f.Name())
+			fi, err := f.Info()
+			if err != nil {
+				continue
+			}
+			if strings.HasPrefix(f.Name(), ".tmp-") {
+				if now.Sub(fi.ModTime()) > time.Hour { // a crashed Save's leftover
+					_ = os.Remove(p)
+				}
+				continue
+			}
+			rev, ok := strings.CutSuffix(f.Name(), snapshotExt)
+			if !ok {
+				continue
+			}
+			if keep(w.Name(), rev) {
+				_ = os.Chtimes(p, now, now)
+				continue
+			}
+			if now.Sub(fi.ModTime()) < grace {
+				continue
+			}
+			if err := os.Remove(p); err == nil {
+				removed++
+			}
+		}
+	}
+	return removed, nil
+}
+
+func touch(p string) {
+	now := time.Now()
+	_ = os.Chtimes(p, now, now)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	_ = d.Sync() // not every file system syncs directories
+	return nil
+}
+
+// writeSnapshot packs the shipped files of dir into w and returns the
+// revision they hash to, computed as workflow does from the very bytes
+// packed: the tarball and its name cannot disagree.
+func writeSnapshot(w io.Writer, dir string, max int64) (string, error) {
+	files, err := workflow.ShippedFiles(dir)
+	if err != nil {
+		return "", err
+	}
+	zw := gzip.NewWriter(w)
+	tw := tar.NewWriter(zw)
+	h := sha256.New()
+	left := max
+	for _, rel := range files {
+		if err := packFile(tw, h, dir, rel, &left); err != nil {
+			return "", err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return "", err
+	}
+	if err := zw.Close(); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil))[:20], nil
+}
+
+// snapshotEpoch stamps every entry, so a revision packs to the same bytes.
+var snapshotEpoch = time.Unix(0, 0).UTC()
+
+func packFile(tw *tar.Writer, h io.Writer, dir, rel string, left *int64) error {
+	f, err := os.Open(filepath.Join(dir, filepath.FromSlash(rel)))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", rel)
+	}
+	if *left -= st.Size(); *left < 0 {
+		return ErrSnapshotTooBig
+	}
+	mode := int64(0o644)
+	if st.Mode()&0o111 != 0 {
+		mode = 0o755
+	}
+	hdr := &tar.Header{Name: rel, Mode: mode, Size: st.Size(), ModTime: snapshotEpoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	// The same framing as workflow's revision hash: path, size, content.
+	fmt.Fprintf(h, "%s\x00%d\x00", rel, st.Size())
+	if _, err := io.CopyN(io.MultiWriter(tw, h), f, st.Size()); err != nil {
+		return fmt.Errorf("read %s: %w", rel, err)
+	}
+	return nil
+}
