@@ -72,8 +72,8 @@ var publicRoutes = map[string]bool{
 	"/api/auth/oidc/:provider/callback": true,
 }
 
-// streamRoute may carry its token as ?token=, since browsers cannot set
-// headers on a WebSocket.
+// streamRoute (and eventsRoute) may carry its token as ?token=, since
+// browsers cannot set headers on a WebSocket or an EventSource.
 const streamRoute = "/api/jobs/:id/logs/stream"
 
 var (
@@ -93,7 +93,7 @@ func (s *server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		token := bearerToken(c.Request())
-		if token == "" && c.Path() == streamRoute {
+		if token == "" && (c.Path() == streamRoute || c.Path() == eventsRoute) {
 			token = c.QueryParam("token")
 		}
 		if token == "" {
