@@ -48,8 +48,9 @@ func (s *JobSubscription) Close() { s.feed.remove(s, false) }
 
 // jobFeed fans committed job changes out to subscribers.
 type jobFeed struct {
-	mu   sync.Mutex
-	subs map[*JobSubscription]struct{}
+	mu     sync.Mutex
+	subs   map[*JobSubscription]struct{}
+	closed bool // the engine stopped: subscriptions end at once
 	// last is the status last published of each live job; only the loop
 	// reads and writes it.
 	last map[string]string
@@ -61,15 +62,31 @@ func newJobFeed() *jobFeed {
 
 // SubscribeJobs starts receiving job events, buffer of them at most
 // waiting (0 = DefaultJobEventBuffer). Close the subscription when done.
+// Once the engine has stopped, Events is closed (and not Lost).
 func (e *Engine) SubscribeJobs(buffer int) *JobSubscription {
 	if buffer <= 0 {
 		buffer = DefaultJobEventBuffer
 	}
 	s := &JobSubscription{ch: make(chan JobEvent, buffer), feed: e.feed}
 	e.feed.mu.Lock()
+	defer e.feed.mu.Unlock()
+	if e.feed.closed {
+		close(s.ch)
+		return s
+	}
 	e.feed.subs[s] = struct{}{}
-	e.feed.mu.Unlock()
 	return s
+}
+
+// close ends every subscription: the engine stopped.
+func (f *jobFeed) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	for s := range f.subs {
+		delete(f.subs, s)
+		close(s.ch)
+	}
 }
 
 func (f *jobFeed) remove(s *JobSubscription, lost bool) {

@@ -49,6 +49,15 @@ b: {action: ok, depends_on: [a]}`))
 	if sub.Lost() {
 		t.Error("a reading subscriber is marked lost")
 	}
+	// A stopping engine ends its subscriptions (an HTTP server shutting
+	// down then has no stream left to wait for), not as lost.
+	f.Stop()
+	if _, open := <-sub.Events(); open || sub.Lost() {
+		t.Fatalf("after Stop: events open %v, lost %v", open, sub.Lost())
+	}
+	if _, open := <-f.Engine.SubscribeJobs(0).Events(); open {
+		t.Fatal("a subscription to a stopped engine is open")
+	}
 }
 
 // A subscriber that never reads does not hold the loop up: 200 jobs run to

@@ -183,5 +183,6 @@ func (e *Engine) shutdown() {
 		}
 		e.st.stopTimers()
 	}
+	e.feed.close()
 	close(e.stopped)
 }
