@@ -114,10 +114,33 @@ func TestBrowserListsShowNewJobsAndStatusChangesLive(t *testing.T) {
 	}
 	b.screenshot("lists-dashboard-live")
 
+	// Filtered to completed jobs, the dashboard leaves a new pending job
+	// out and takes it in once it completes.
+	b.do("filter the dashboard's recent jobs to completed ones",
+		chromedp.SetValue(chromedp.CSS(`#recent-status`), "completed"),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('#recent-status').dispatchEvent(new Event('change'))`),
+		until(`!document.querySelector('#recent-jobs .status-pending, #recent-jobs .status-running') && document.querySelectorAll('#recent-jobs tbody tr').length === 3`),
+	)
+	id3 := f.execute("site", "gate", nil)
+	f.waitJob(id3, "waiting for approval", func(j jobView) bool { return j.step("ask").Status == "waiting" })
+	if eval[bool](b, `!!document.querySelector('#recent-jobs `+row(id3)+`')`) {
+		t.Fatal("a running job shows among the completed ones")
+	}
+	f.approve(id3)
+	b.do("see it join the completed jobs",
+		chromedp.WaitVisible(chromedp.CSS(`#recent-jobs `+row(id3)+` .status-completed`)),
+		until(`document.querySelector('#recent-jobs tbody tr').dataset.jobId === `+jsonString(id3)),
+	)
+	b.do("show all statuses again",
+		chromedp.SetValue(chromedp.CSS(`#recent-status`), ""),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('#recent-status').dispatchEvent(new Event('change'))`),
+		until(`document.querySelectorAll('#recent-jobs tbody tr').length === 4`),
+	)
+
 	// Times read relative, the absolute one in datetime and on hover.
 	rel := eval[[]string](b, `[...document.querySelectorAll('#recent-jobs time[data-rel]')].map(t => t.textContent + '|' + t.getAttribute('datetime') + '|' + t.title)`)
-	if len(rel) != 3 {
-		t.Fatalf("recent jobs' times %q, want 3", rel)
+	if len(rel) != 4 {
+		t.Fatalf("recent jobs' times %q, want 4", rel)
 	}
 	for _, r := range rel {
 		parts := strings.Split(r, "|")

@@ -108,6 +108,9 @@ func (f *jobFeed) publish(b *batch) {
 	if len(b.jobList) == 0 {
 		return
 	}
+	f.mu.Lock()
+	listening := len(f.subs) > 0
+	f.mu.Unlock()
 	created := make(map[*Job]bool, len(b.newJobs))
 	for _, j := range b.newJobs {
 		created[j] = true
@@ -125,7 +128,9 @@ func (f *jobFeed) publish(b *batch) {
 		} else {
 			f.last[j.ID] = j.Status
 		}
-		events = append(events, JobEvent{Change: change, Job: listCopy(j)})
+		if listening {
+			events = append(events, JobEvent{Change: change, Job: listCopy(j)})
+		}
 	}
 	if len(events) == 0 {
 		return

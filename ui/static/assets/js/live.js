@@ -15,7 +15,7 @@ function eventsURL() {
 // client for reading too slowly, or the connection was lost and is back):
 // the caller then reloads its list. A lost connection is reopened with
 // the current token, after a growing pause.
-export function followJobs(signal, { onJob, onResync }) {
+export function followJobs(signal, { onJob, onResync, onReady = () => {} }) {
   let source = null;
   let timer = null;
   let pause = 1000;
@@ -24,6 +24,7 @@ export function followJobs(signal, { onJob, onResync }) {
     if (signal.aborted) return;
     source = new EventSource(eventsURL());
     source.addEventListener('ready', () => {
+      onReady();
       pause = 1000;
       if (dropped) {
         dropped = false;
@@ -55,34 +56,64 @@ export function followJobs(signal, { onJob, onResync }) {
   });
 }
 
-// liveJobs keeps a jobsTable (see format.js) current: a row whose job
-// changes is redrawn in place; a new job matching the list's filter
-// (matches) goes in its place (newest first) when the list shows the
-// newest jobs (atTop); rows are added, never pushed off, so paging by the
-// cursor skips no job. Past the last row only when no older page exists
-// (more). A list of the latest few (limit) keeps that many. onAdd is told
-// how many rows the table now has.
-export function liveJobs(signal, list, { matches = () => true, atTop = true, more = false, limit = 0, onResync, onAdd = () => {} }) {
+// jobFeed follows job events for a page until signal aborts. Open it
+// before loading a list and wait for ready (the server has subscribed, or
+// the stream is not answering): then no job created meanwhile is missed.
+// Events that come before the list is drawn wait for attach, which
+// replays them (applying an event twice changes nothing).
+export function jobFeed(signal) {
+  let handlers = null;
+  const queue = [];
+  let markReady;
+  const ready = new Promise((resolve) => {
+    markReady = resolve;
+  });
+  setTimeout(markReady, 3000);
+  followJobs(signal, {
+    onReady: () => markReady(),
+    onJob: (job) => (handlers ? handlers.onJob(job) : queue.push(job)),
+    onResync: () => handlers?.onResync(),
+  });
+  return {
+    ready,
+    // hold queues the events again, until the next attach (a list being
+    // loaded anew).
+    hold() {
+      handlers = null;
+    },
+    attach(onJob, onResync) {
+      handlers = { onJob, onResync };
+      for (const job of queue.splice(0)) onJob(job);
+    },
+  };
+}
+
+// liveJobs keeps a jobsTable (see format.js) current from a jobFeed: a
+// row whose job changes is redrawn in place; a new job matching the
+// list's filter (matches) goes in its place (newest first) when the list
+// shows the newest jobs (atTop). Rows are added, never pushed off, so
+// paging by the cursor skips no job; past the last row only when no older
+// page exists (more). A list of the latest few (limit) keeps that many.
+// onAdd is told how many rows the table now has; onResync is called when
+// events were missed (reload the list).
+export function liveJobs(feed, list, { matches = () => true, atTop = true, more = false, limit = 0, onResync, onAdd = () => {} }) {
   const table = list.querySelector('table');
   const body = table.querySelector('tbody');
   const empty = list.querySelector('.jobs-empty');
-  followJobs(signal, {
-    onResync,
-    onJob(job) {
-      const row = body.querySelector(`tr[data-job-id="${CSS.escape(job.job_id)}"]`);
-      if (row) {
-        row.replaceWith(jobRow(job));
-        return;
-      }
-      if (!atTop || !matches(job)) return;
-      // Newest first: job ids (UUIDv7) sort by creation time.
-      const after = [...body.rows].find((r) => r.dataset.jobId < job.job_id);
-      if (!after && more) return;
-      body.insertBefore(jobRow(job), after || null);
-      while (limit && body.rows.length > limit) body.lastElementChild.remove();
-      table.hidden = false;
-      if (empty) empty.hidden = true;
-      onAdd(job, body.rows.length);
-    },
-  });
+  feed.attach((job) => {
+    const row = body.querySelector(`tr[data-job-id="${CSS.escape(job.job_id)}"]`);
+    if (row) {
+      row.replaceWith(jobRow(job));
+      return;
+    }
+    if (!atTop || !matches(job)) return;
+    // Newest first: job ids (UUIDv7) sort by creation time.
+    const after = [...body.rows].find((r) => r.dataset.jobId < job.job_id);
+    if (!after && more) return;
+    body.insertBefore(jobRow(job), after || null);
+    while (limit && body.rows.length > limit) body.lastElementChild.remove();
+    table.hidden = false;
+    if (empty) empty.hidden = true;
+    onAdd(job, body.rows.length);
+  }, onResync);
 }

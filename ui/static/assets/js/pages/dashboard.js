@@ -3,7 +3,7 @@
 import { api } from '../api.js';
 import { h, link, path, replace } from '../dom.js';
 import { jobsTable, table } from '../format.js';
-import { liveJobs } from '../live.js';
+import { jobFeed, liveJobs } from '../live.js';
 import { statusSelect } from '../statusfilter.js';
 
 const RECENT = 10;
@@ -11,6 +11,8 @@ const RECENT = 10;
 export async function dashboard(ctx) {
   document.title = 'Dashboard · appliance';
   const { signal } = ctx;
+  const feed = jobFeed(signal);
+  await feed.ready;
   const [workspaces, jobs] = await Promise.all([
     api('/api/workspaces', { signal }),
     api(`/api/jobs?limit=${RECENT}`, { signal }),
@@ -19,23 +21,21 @@ export async function dashboard(ctx) {
     api(`${path('api', 'workspaces', w.name, 'tasks')}`, { signal }).catch((err) => err)));
 
   const recent = h('div', { id: 'recent-jobs' });
-  // Each choice of status draws the list again and follows events for it.
-  let following = null;
+  // Each choice of status draws the list again; the feed follows on.
+  let drawing = 0;
   const draw = async (status, page) => {
-    following?.abort();
-    following = new AbortController();
-    signal.addEventListener('abort', () => following.abort());
-    const own = following.signal;
+    const mine = ++drawing;
+    feed.hold();
     const q = new URLSearchParams({ limit: RECENT });
     if (status) q.set('status', status);
-    page ??= await api(`/api/jobs?${q}`, { signal: own });
-    if (own.aborted) return;
+    page ??= await api(`/api/jobs?${q}`, { signal });
+    if (mine !== drawing || signal.aborted) return;
     const wanted = new Set(status ? status.split(',') : []);
     const list = jobsTable(page.items, status ? 'No jobs with this status.' : 'No jobs yet.');
     const more = h('p', { hidden: page.total <= page.items.length },
       link(status ? `/jobs?${new URLSearchParams({ status })}` : '/jobs', `All ${page.total} jobs`));
     let total = page.total;
-    liveJobs(own, list, {
+    liveJobs(feed, list, {
       limit: RECENT,
       matches: (j) => !wanted.size || wanted.has(j.status),
       onAdd: () => {

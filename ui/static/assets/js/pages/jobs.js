@@ -7,7 +7,7 @@
 import { api } from '../api.js';
 import { h, link, path } from '../dom.js';
 import { jobsTable } from '../format.js';
-import { liveJobs } from '../live.js';
+import { jobFeed, liveJobs } from '../live.js';
 import { statusSelect } from '../statusfilter.js';
 
 const PAGE = 25;
@@ -28,6 +28,8 @@ export async function jobsPage(ctx) {
   if (task) params.set('task_name', task);
   if (statusFilter) params.set('status', statusFilter);
   if (cursor) params.set('cursor', cursor);
+  const feed = jobFeed(signal);
+  await feed.ready;
   const [jobs, workspaces, tasks] = await Promise.all([
     api(`/api/jobs?${params}`, { signal }),
     api('/api/workspaces', { signal }),
@@ -60,7 +62,7 @@ export async function jobsPage(ctx) {
   const count = h('span', { class: 'count' }, `${first}–${last} of ${jobs.total}`);
   let total = jobs.total;
   const wanted = new Set(statusFilter ? statusFilter.split(',') : []);
-  liveJobs(ctx.signal, list, {
+  liveJobs(feed, list, {
     atTop: !cursor,
     more: Boolean(jobs.next_cursor),
     matches: (j) => (!workspace || j.workspace === workspace) && (!task || j.task_name === task) &&

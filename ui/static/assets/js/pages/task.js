@@ -4,7 +4,7 @@ import { api } from '../api.js';
 import { h, link, path } from '../dom.js';
 import { jobsTable, table, time } from '../format.js';
 import { runForm } from '../form.js';
-import { liveJobs } from '../live.js';
+import { jobFeed, liveJobs } from '../live.js';
 import { pageState, pager } from '../pager.js';
 import { runOnly } from '../permission.js';
 import { statusSelect } from '../statusfilter.js';
@@ -20,6 +20,8 @@ export async function taskPage(ctx) {
   const params = new URLSearchParams({ workspace: ws, task_name: name, limit: PAGE });
   if (statusFilter) params.set('status', statusFilter);
   if (state.cursor) params.set('cursor', state.cursor);
+  const feed = jobFeed(signal);
+  await feed.ready;
   const [task, jobs] = await Promise.all([
     api(path('api', 'workspaces', ws, 'tasks', name), { signal }),
     api(`/api/jobs?${params}`, { signal }),
@@ -42,7 +44,7 @@ export async function taskPage(ctx) {
   const list = jobsTable(jobs.items, statusFilter ? 'No jobs of this task with this status.' : 'This task has not run yet.');
   const wanted = new Set(statusFilter ? statusFilter.split(',') : []);
   let total = jobs.total;
-  liveJobs(signal, list, {
+  liveJobs(feed, list, {
     atTop: !state.cursor,
     more: Boolean(jobs.next_cursor),
     matches: (j) => j.workspace === ws && j.task_name === name && (!wanted.size || wanted.has(j.status)),
