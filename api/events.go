@@ -57,9 +57,20 @@ func (s *server) streamEvents(c echo.Context) error {
 	}
 	ping := time.NewTicker(s.cfg.EventsPing)
 	defer ping.Stop()
+	// The stream lasts as long as the access token it was opened with: a
+	// signed-out or deleted user stops receiving events then, and a
+	// browser reconnects with its renewed token.
+	var expired <-chan time.Time
+	if p := caller(c); p != nil && !p.expires.IsZero() {
+		t := time.NewTimer(p.expires.Sub(s.auth.now()))
+		defer t.Stop()
+		expired = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
+			return nil
+		case <-expired:
 			return nil
 		case <-ping.C:
 			if !send(": ping\n\n") {

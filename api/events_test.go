@@ -111,9 +111,10 @@ func TestJobEventsHideDeniedTasks(t *testing.T) {
 		if ev.name != "job" || ev.data["job_id"] != want || ev.data["change"] != "created" {
 			t.Fatalf("admin event %d: %s %v; want job %s created", i, ev.name, ev.data, want)
 		}
-		if _, ok := ev.data["input"]; ok {
-			t.Fatalf("event carries the input: %v", ev.data)
-		}
+		// Small messages: the list fields of a job (JobEvent), no input
+		// or output.
+		assertKeys(t, "job event", ev.data, "change", "job_id", "workspace", "task_name", "mode", "status",
+			"source_type", "source_id", "revision", "created_at", "started_at", "completed_at")
 	}
 	// Events reach a stream in commit order, so the viewer's first job
 	// event coming after the three of other shows those were withheld.
@@ -144,5 +145,29 @@ func TestJobEventsNeedsEventStreamAccept(t *testing.T) {
 	r = a.do("GET", "/api/events", nil, map[string]string{"Accept": "text/event-stream"})
 	if r.status != http.StatusUnauthorized {
 		t.Fatalf("GET /api/events without token: %d %s", r.status, r.body)
+	}
+}
+
+// A stream lasts as long as the access token it was opened with: then it
+// ends, and the client comes back with its renewed token.
+func TestJobEventsEndWhenTheTokenExpires(t *testing.T) {
+	f := newACLFixture(t, func(c *fixtureConfig) { c.Auth.AccessTokenTTL = 2 * time.Second })
+	events := openEvents(t, f.url, f.tokens[roleView])
+	start := time.Now()
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				if d := time.Since(start); d > 5*time.Second {
+					t.Fatalf("the stream ended after %v, the token lived 2s", d)
+				}
+				return
+			}
+			if ev.name != ":" {
+				t.Fatalf("unexpected event %s %v", ev.name, ev.data)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the stream outlived its token by 8s")
+		}
 	}
 }
