@@ -309,3 +309,42 @@ func TestBrowserTaskPageFiltersAndPagesItsJobs(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(row(live))),
 	)
 }
+
+// With auth on, the event stream ends when the access token it was opened
+// with expires; the page reconnects with its renewed token, reloads its
+// list in place (no page load) and goes on showing new jobs live.
+func TestBrowserListsReconnectWhenTheStreamDrops(t *testing.T) {
+	b := newBrowser(t)
+	s := startAuthServer(t, func(c *ServerConfig) { c.Auth.AccessTokenTTL = "3s" })
+	b.do("sign in and open the jobs page",
+		chromedp.Navigate(s.url+"/login"),
+		chromedp.WaitVisible(chromedp.CSS(`#login-email`)),
+		chromedp.SetValue(chromedp.CSS(`#login-email`), "admin@example.com"),
+		chromedp.SetValue(chromedp.CSS(`#login-password`), "first-password"),
+		chromedp.Click(chromedp.CSS(`form button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#user-menu summary`)),
+		chromedp.Click(chromedp.CSS(`header nav a[href="/jobs"]`)),
+		pageText("No jobs match."),
+		chromedp.Evaluate[chromedp.Void](`window.notReloaded = 'yes'; document.querySelector('table.jobs-table tbody').dataset.mark = 'first'`),
+	)
+	b.do("see the list reloaded in place after the stream dropped and came back",
+		until(`!document.querySelector('table.jobs-table tbody[data-mark]')`),
+	)
+	if v := eval[string](b, `window.notReloaded || 'reloaded'`); v != "yes" {
+		t.Fatalf("the page was reloaded (marker %q)", v)
+	}
+	token := loginToken(t, s.url, "first-password")
+	var out struct {
+		JobID string `json:"job_id"`
+	}
+	if code := doAuthBody(t, "POST", s.url+"/api/workspaces/main/tasks/hello/execute", token, map[string]any{"input": map[string]any{}}, &out); code != 200 {
+		t.Fatalf("execute: %d", code)
+	}
+	b.do("see a job created after the reconnect, live",
+		chromedp.WaitVisible(chromedp.CSS(row(out.JobID))),
+		chromedp.WaitVisible(chromedp.CSS(row(out.JobID)+` .status-completed`)),
+	)
+	if v := eval[string](b, `window.notReloaded || 'reloaded'`); v != "yes" {
+		t.Fatalf("the page was reloaded (marker %q)", v)
+	}
+}
