@@ -43,7 +43,7 @@ type aclFixture struct {
 	ids    [roleCount]string
 }
 
-func newACLFixture(t *testing.T) *aclFixture {
+func newACLFixture(t *testing.T, opts ...fixtureOption) *aclFixture {
 	t.Helper()
 	users, err := store.Open(filepath.Join(t.TempDir(), "users.db"))
 	if err != nil {
@@ -55,7 +55,7 @@ func newACLFixture(t *testing.T) *aclFixture {
 		JWTSecret: testJWTSecret, RefreshSecret: testRefreshSecret,
 		Providers: map[string]api.AuthProvider{"local": {Type: api.ProviderInternal}}, Now: clock.Now,
 	}
-	f := newFixture(t, func(c *fixtureConfig) { c.Auth, c.Users, c.ACL = cfg, users, testACL })
+	f := newFixture(t, append([]fixtureOption{func(c *fixtureConfig) { c.Auth, c.Users, c.ACL = cfg, users, testACL }}, opts...)...)
 	af := &aclFixture{authFixture: &authFixture{fixture: f, users: users, clock: clock, cfg: cfg}}
 	groups := [roleCount][]string{nil, {"runners"}, {"viewers", "unrelated"}, {"unrelated"}}
 	for r := range roleCount {
@@ -155,7 +155,10 @@ var aclRouteTable = map[string]routeCase{
 	"GET /api/jobs/{id}/steps":                       {onNewJob("/steps", nil), readJob},
 	"GET /api/jobs/{id}/steps/{step}/logs":           {onNewJob("/steps/say/logs", nil), readJob},
 	"GET /api/jobs/{id}/logs/stream":                 {onNewJob("/logs/stream", nil), [roleCount]int{426, 426, 426, 404}},
-	"GET /api/workers":                               {fixed("/api/workers", nil), all200},
+	// The event stream filters each event (TestJobEventsHideDeniedTasks);
+	// without Accept: text/event-stream it answers 406 to everyone.
+	"GET /api/events":  {fixed("/api/events", nil), [roleCount]int{406, 406, 406, 406}},
+	"GET /api/workers": {fixed("/api/workers", nil), all200},
 	"GET /api/workers/{id}": {func(f *aclFixture, n int) routeCall {
 		return routeCall{path: "/api/workers/" + f.register(fmt.Sprintf("w%d", n))}
 	}, all200},

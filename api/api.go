@@ -40,6 +40,9 @@ type Orchestrator interface {
 	StepsPage(ctx context.Context, jobID string, q engine.StepQuery) ([]*engine.Step, error)
 	JobDone(ctx context.Context, jobID string) (<-chan struct{}, error)
 	workers.Emitter
+	// SubscribeJobs streams committed job creations and status changes
+	// (GET /api/events).
+	SubscribeJobs(buffer int) *engine.JobSubscription
 
 	RegisterWorker(ctx context.Context, name string, tags []string, inProcess bool) (string, error)
 	Heartbeat(ctx context.Context, workerID string, running []engine.StepRef) error
@@ -104,6 +107,9 @@ type Config struct {
 	// viewer that stopped reading before the viewer is disconnected
 	// (default 10s).
 	StreamWriteTimeout time.Duration
+	// EventsPing is how often an idle GET /api/events stream sends a
+	// comment (default 20s).
+	EventsPing time.Duration
 	// Now is the clock for trigger next_runs and log timestamps (nil = time.Now).
 	Now func() time.Time
 	// UI serves every GET outside /api, /worker, /hooks and the operator
@@ -178,6 +184,9 @@ func New(cfg Config) *echo.Echo {
 	if cfg.StreamWriteTimeout <= 0 {
 		cfg.StreamWriteTimeout = 10 * time.Second
 	}
+	if cfg.EventsPing <= 0 {
+		cfg.EventsPing = 20 * time.Second
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -231,6 +240,7 @@ func New(cfg Config) *echo.Echo {
 	a.GET("/jobs/:id/logs", s.jobLogs)
 	a.GET("/jobs/:id/steps/:step/logs", s.stepLogs)
 	a.GET("/jobs/:id/logs/stream", s.streamLogs)
+	a.GET("/events", s.streamEvents)
 	a.GET("/workers", s.listWorkers)
 	a.GET("/workers/:id", s.getWorker)
 

@@ -56,6 +56,9 @@ type principal struct {
 	viaAPIKey bool
 	// family is the login (refresh token family) of an access token.
 	family string
+	// expires is when the access token expires (zero for an API key): a
+	// long-lived stream ends then, and the client comes back with a new one.
+	expires time.Time
 }
 
 // principalKey is where authenticate leaves the principal in the echo context.
@@ -72,8 +75,8 @@ var publicRoutes = map[string]bool{
 	"/api/auth/oidc/:provider/callback": true,
 }
 
-// streamRoute may carry its token as ?token=, since browsers cannot set
-// headers on a WebSocket.
+// streamRoute (and eventsRoute) may carry its token as ?token=, since
+// browsers cannot set headers on a WebSocket or an EventSource.
 const streamRoute = "/api/jobs/:id/logs/stream"
 
 var (
@@ -93,7 +96,7 @@ func (s *server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		token := bearerToken(c.Request())
-		if token == "" && c.Path() == streamRoute {
+		if token == "" && (c.Path() == streamRoute || c.Path() == eventsRoute) {
 			token = c.QueryParam("token")
 		}
 		if token == "" {
@@ -146,7 +149,11 @@ func (a *authService) principalOf(ctx context.Context, token string) (*principal
 	if err != nil {
 		return nil, fmt.Errorf("load user of token: %w", err)
 	}
-	return &principal{user: u, family: claims.Family}, nil
+	p := &principal{user: u, family: claims.Family}
+	if claims.ExpiresAt != nil {
+		p.expires = claims.ExpiresAt.Time
+	}
+	return p, nil
 }
 
 func (a *authService) apiKeyPrincipal(ctx context.Context, key string) (*principal, error) {

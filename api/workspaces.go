@@ -33,12 +33,17 @@ type taskSummary struct {
 	Mode        string `json:"mode"`
 	HasTriggers bool   `json:"has_triggers"`
 	Folder      string `json:"folder,omitempty"`
+	// Beyond the interface: the task's display name (its `name:`) and
+	// description, for lists that show them.
+	DisplayName string `json:"display_name,omitempty"`
+	Description string `json:"description,omitempty"`
 	// Beyond the interface: the caller's permission when the ACL is on.
 	Permission string `json:"permission,omitempty"`
 }
 
 type taskDetail struct {
 	Name        string           `json:"name"`
+	DisplayName string           `json:"display_name,omitempty"` // the task's `name:` (ours)
 	Description string           `json:"description,omitempty"`
 	Folder      string           `json:"folder,omitempty"`
 	Mode        string           `json:"mode"`
@@ -154,6 +159,8 @@ func (s *server) listTasks(c echo.Context) error {
 				Mode:        t.Mode,
 				HasTriggers: len(s.triggersOf(c, ws, name, true)) > 0,
 				Folder:      t.Folder,
+				DisplayName: t.Name,
+				Description: t.Description,
 				Permission:  s.permissionField(perm),
 			})
 		}
@@ -177,6 +184,7 @@ func (s *server) getTask(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, taskDetail{
 		Name:        c.Param("name"),
+		DisplayName: t.Name,
 		Description: t.Description,
 		Folder:      t.Folder,
 		Mode:        t.Mode,

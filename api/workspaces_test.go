@@ -52,8 +52,11 @@ func TestTaskListIsSortedWithFolderOnlyWhenSet(t *testing.T) {
 	if len(items) != 2 || items[0]["name"] != "hello" || items[1]["name"] != "other" {
 		t.Fatalf("tasks = %v, want hello then other", items)
 	}
-	assertKeys(t, "hello summary", items[0], "name", "workspace", "mode", "has_triggers", "folder")
-	if items[0]["workspace"] != "main" || items[0]["mode"] != "distributed" || items[0]["has_triggers"] != true || items[0]["folder"] != "demo/greetings" {
+	// The description is there for lists to show; a task without a
+	// display name (`name:`) has no display_name.
+	assertKeys(t, "hello summary", items[0], "name", "workspace", "mode", "has_triggers", "folder", "description")
+	if items[0]["workspace"] != "main" || items[0]["mode"] != "distributed" || items[0]["has_triggers"] != true || items[0]["folder"] != "demo/greetings" ||
+		items[0]["description"] != "Say hello" {
 		t.Fatalf("hello = %v", items[0])
 	}
 	// other's only trigger is disabled, and it has no folder.

@@ -445,9 +445,10 @@ func TestBrowserOffersRunControlsOnlyToUsersWhoMayRun(t *testing.T) {
 		}
 		return false
 	})
-	// The log's own tools (search, downloads) are for anyone who may view;
-	// hidden controls (a big job's step pager) are not offered.
-	controls := `[...document.querySelectorAll('main button')].filter((b) => !b.closest('.logs') && b.checkVisibility()).map((b) => b.textContent).join(',')`
+	// The controls a user is offered: visible buttons, but for copying an id
+	// and the log's own tools (search, downloads), which are for anyone who
+	// may view.
+	controls := `[...document.querySelectorAll('main button:not(.copy-id)')].filter((b) => !b.closest('.logs') && b.checkVisibility()).map((b) => b.textContent).join(',')`
 
 	b.signIn(s.url, "viewer@example.com", "viewers password")
 	b.do("see the task marked view only on the dashboard",

@@ -61,6 +61,7 @@ type Engine struct {
 	commits atomic.Int64
 	metrics Metrics
 	notify  *notifier
+	feed    *jobFeed        // job events for live lists
 	holders *holderIndex    // read by log pushes outside the loop
 	secrets *secretRegistry // live jobs' secrets, read by log pushes
 	pool    *renderPool
@@ -114,6 +115,7 @@ func New(cfg Config) (*Engine, error) {
 		cmds:    make(chan *command, maxBatch),
 		stopped: make(chan struct{}),
 		notify:  newNotifier(),
+		feed:    newJobFeed(),
 		holders: newHolderIndex(),
 		secrets: newSecretRegistry(),
 		pool:    newRenderPool(template.Limits{Time: cfg.TemplateTime, Output: cfg.TemplateOutput}, cfg.RenderSlots),

@@ -123,6 +123,7 @@ func (e *Engine) finishBatch(b *batch) {
 		e.notify.add(js.job.ID)
 	}
 	e.observeBatch(b)
+	e.feed.publish(b)
 	e.appendLogs(b)
 	if ender, ok := e.cfg.Logs.(StepLogEnder); ok {
 		for _, st := range b.ended {
@@ -182,5 +183,6 @@ func (e *Engine) shutdown() {
 		}
 		e.st.stopTimers()
 	}
+	e.feed.close()
 	close(e.stopped)
 }

@@ -38,6 +38,9 @@ var Load = sync.OnceValues(func() (*Document, error) {
 	if err != nil {
 		return nil, err
 	}
+	// An event stream's body is text that never ends: checked as a string
+	// (the transport leaves it unread).
+	openapi3filter.RegisterBodyDecoder("text/event-stream", openapi3filter.PlainBodyDecoder)
 	loader := openapi3.NewLoader()
 	doc, err := loader.LoadFromData(data)
 	if err != nil {
@@ -79,8 +82,11 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	var body []byte
-	if resp.StatusCode != http.StatusSwitchingProtocols {
-		// The body of a 101 is the WebSocket: only its status is checked.
+	// The body of a 101 is the WebSocket, and that of an event stream
+	// never ends: only their status and headers are checked.
+	streaming := resp.StatusCode == http.StatusSwitchingProtocols ||
+		strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	if !streaming {
 		body, err = io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if err != nil {

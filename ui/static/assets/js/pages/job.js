@@ -7,7 +7,7 @@
 // the steps that did not complete). Running durations tick every second.
 import { api } from '../api.js';
 import { append, h, link, path, replace } from '../dom.js';
-import { duration, isLive, json, jobLink, shortId, status, taskLink, time } from '../format.js';
+import { copyButton, duration, isLive, json, jobLink, shortId, status, taskLink, time } from '../format.js';
 import { counts, countsText, graph, splitSteps, tick, ticking } from '../graph.js';
 import { follow, logView } from '../logview.js';
 import { runOnly } from '../permission.js';
@@ -105,7 +105,7 @@ export async function jobPage(ctx) {
     replace(head,
       h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, link('/jobs', 'Jobs'), ' / ', job.workspace, ' / ', taskLink(job.workspace, job.task_name)),
       h('div', { class: 'title-row' },
-        h('h1', {}, `${job.task_name} `, h('code', { class: 'muted', title: job.job_id }, shortId(job.job_id))),
+        h('h1', {}, `${job.task_name} `, h('code', { class: 'muted', title: job.job_id }, shortId(job.job_id)), ' ', copyButton(job.job_id, 'job id')),
         h('span', { id: 'job-status' }, status(job.status)),
         runOnly(job, h('div', { class: 'actions' }, cancel, rerun, rerunFailed), 'cancel or re-run this job')),
       actionError);

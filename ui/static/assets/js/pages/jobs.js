@@ -2,17 +2,15 @@
 // a time. Pages follow the list's cursor (next_cursor), so jobs arriving
 // meanwhile never shift a page; the filters, the cursor and the cursors of
 // the pages before (for "Newer") live in the URL so a page can be reloaded
-// and shared.
+// and shared. The list follows job events: new jobs appear at the top of
+// the first page, and statuses change in place.
 import { api } from '../api.js';
 import { h, link, path } from '../dom.js';
 import { jobsTable } from '../format.js';
+import { jobFeed, liveJobs } from '../live.js';
+import { statusSelect } from '../statusfilter.js';
 
 const PAGE = 25;
-const STATUSES = [
-  ['', 'All statuses'], ['pending,running', 'Live'], ['pending', 'pending'], ['running', 'running'],
-  ['completed', 'completed'], ['failed', 'failed'], ['cancelled', 'cancelled'], ['skipped', 'skipped'],
-];
-
 export async function jobsPage(ctx) {
   document.title = 'Jobs · appliance';
   const { signal, query } = ctx;
@@ -30,6 +28,8 @@ export async function jobsPage(ctx) {
   if (task) params.set('task_name', task);
   if (statusFilter) params.set('status', statusFilter);
   if (cursor) params.set('cursor', cursor);
+  const feed = jobFeed(signal);
+  await feed.ready;
   const [jobs, workspaces, tasks] = await Promise.all([
     api(`/api/jobs?${params}`, { signal }),
     api('/api/workspaces', { signal }),
@@ -49,8 +49,6 @@ export async function jobsPage(ctx) {
   const taskSelect = h('select', { id: 'filter-task', value: task, disabled: !workspace, onchange: (e) => refilter({ task_name: e.target.value }) },
     h('option', { value: '' }, workspace ? 'All tasks' : 'Choose a workspace first'),
     tasks.map((t) => h('option', { value: t.name }, t.name)));
-  const statusSelect = h('select', { id: 'filter-status', value: statusFilter, onchange: (e) => refilter({ status: e.target.value }) },
-    STATUSES.map(([v, label]) => h('option', { value: v }, label)));
 
   const first = jobs.items.length ? at + 1 : at;
   const last = at + jobs.items.length;
@@ -60,16 +58,29 @@ export async function jobsPage(ctx) {
   const older = jobs.next_cursor
     ? link(to({ cursor: jobs.next_cursor, trail: [...trail, cursor].join('.'), at: last }), 'Older →')
     : h('span', { class: 'muted' }, 'Older →');
+  const list = jobsTable(jobs.items, cursor ? 'No jobs on this page.' : 'No jobs match.');
+  const count = h('span', { class: 'count' }, `${first}–${last} of ${jobs.total}`);
+  let total = jobs.total;
+  const wanted = new Set(statusFilter ? statusFilter.split(',') : []);
+  liveJobs(feed, list, {
+    atTop: !cursor,
+    more: Boolean(jobs.next_cursor),
+    matches: (j) => (!workspace || j.workspace === workspace) && (!task || j.task_name === task) &&
+      (!wanted.size || wanted.has(j.status)),
+    onAdd: (_, rows) => {
+      total += 1;
+      count.textContent = `${rows ? 1 : 0}–${rows} of ${total}`;
+    },
+    onResync: () => ctx.navigate(location.pathname + location.search, { replace: true }),
+  });
   ctx.show(
     h('h1', {}, 'Jobs'),
     h('form', { class: 'filters', role: 'search', onsubmit: (e) => e.preventDefault() },
       h('div', { class: 'field' }, h('label', { for: 'filter-ws' }, 'Workspace'), wsSelect),
       h('div', { class: 'field' }, h('label', { for: 'filter-task' }, 'Task'), taskSelect),
-      h('div', { class: 'field' }, h('label', { for: 'filter-status' }, 'Status'), statusSelect)),
-    jobsTable(jobs.items, cursor ? 'No jobs on this page.' : 'No jobs match.'),
-    h('nav', { class: 'pager', 'aria-label': 'Pages' },
-      newer,
-      h('span', { class: 'count' }, `${first}–${last} of ${jobs.total}`),
-      older),
+      h('div', { class: 'field' }, h('label', { for: 'filter-status' }, 'Status'),
+        statusSelect('filter-status', statusFilter, (v) => refilter({ status: v })))),
+    list,
+    h('nav', { class: 'pager', 'aria-label': 'Pages' }, newer, count, older),
   );
 }

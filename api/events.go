@@ -1,0 +1,104 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// eventsRoute is the job event stream; like the log stream it may carry
+// its token as ?token=, since a browser's EventSource cannot set headers.
+const eventsRoute = "/api/events"
+
+// jobEvent is the data of a `job` event: the job's list fields (as in GET
+// /api/jobs) and what changed.
+type jobEvent struct {
+	Change string `json:"change"`
+	jobItem
+}
+
+// streamEvents serves GET /api/events, a Server-Sent Events stream of job
+// changes once committed: `ready` when subscribed, then a `job` event per
+// job created ("change": "created") or changed status ("status"), only of
+// the jobs the caller may view. A client that falls behind gets `resync`
+// (events were dropped: reload the lists) and the stream goes on.
+func (s *server) streamEvents(c echo.Context) error {
+	if !headerHasToken(c.Request().Header, "Accept", "text/event-stream") {
+		return echo.NewHTTPError(http.StatusNotAcceptable,
+			"this endpoint is a Server-Sent Events stream: send Accept: text/event-stream (an EventSource does)")
+	}
+	// An idle stream sends a comment every EventsPing, so proxies keep it
+	// open and a vanished client is noticed.
+	visible := s.jobVisibility(c)
+	ctx := c.Request().Context()
+	sub := s.cfg.Engine.SubscribeJobs(0)
+	defer func() { sub.Close() }()
+
+	w := c.Response()
+	h := w.Header()
+	h.Set(echo.HeaderContentType, "text/event-stream; charset=utf-8")
+	h.Set(echo.HeaderCacheControl, "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx: pass events through as they come
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	send := func(frame string) bool {
+		// A client that stops reading is let go after the write timeout.
+		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.StreamWriteTimeout))
+		if _, err := w.Write([]byte(frame)); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !send("retry: 2000\nevent: ready\ndata: {}\n\n") {
+		return nil
+	}
+	ping := time.NewTicker(s.cfg.EventsPing)
+	defer ping.Stop()
+	// The stream lasts as long as the access token it was opened with: a
+	// signed-out or deleted user stops receiving events then, and a
+	// browser reconnects with its renewed token.
+	var expired <-chan time.Time
+	if p := caller(c); p != nil && !p.expires.IsZero() {
+		t := time.NewTimer(p.expires.Sub(s.auth.now()))
+		defer t.Stop()
+		expired = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-expired:
+			return nil
+		case <-ping.C:
+			if !send(": ping\n\n") {
+				return nil
+			}
+		case ev, ok := <-sub.Events():
+			if !ok {
+				if !sub.Lost() {
+					return nil
+				}
+				// Dropped for falling behind: start afresh, and say so.
+				sub = s.cfg.Engine.SubscribeJobs(0)
+				if !send("event: resync\ndata: {}\n\n") {
+					return nil
+				}
+				continue
+			}
+			if visible != nil && !visible(ev.Job.Workspace, ev.Job.TaskName) {
+				continue
+			}
+			data, err := json.Marshal(jobEvent{Change: ev.Change, jobItem: jobItemOf(&ev.Job)})
+			if err != nil {
+				s.log.Error("encode job event", "job", ev.Job.ID, "err", err)
+				continue
+			}
+			if !send(fmt.Sprintf("event: job\ndata: %s\n\n", data)) {
+				return nil
+			}
+		}
+	}
+}

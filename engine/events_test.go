@@ -1,0 +1,109 @@
+package engine_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/enginetest"
+)
+
+// A job's life reaches a subscriber as created, running, then its end,
+// each once, in order; a status-neutral change sends nothing.
+func TestJobEventsReportCreationAndEachStatusOnce(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`
+a: {action: ok}
+b: {action: ok, depends_on: [a]}`))
+	sub := f.Engine.SubscribeJobs(0)
+	defer sub.Close()
+	job := f.Execute("t", nil)
+	f.RunStep("a", enginetest.Ok(nil))
+	f.RunStep("b", enginetest.Ok(nil))
+	f.WaitStatus(job, engine.JobCompleted)
+
+	var got []string
+	for len(got) < 3 {
+		select {
+		case ev := <-sub.Events():
+			if ev.Job.ID != job {
+				t.Fatalf("event of job %s, want %s", ev.Job.ID, job)
+			}
+			if ev.Job.Input != nil || ev.Job.Output != nil {
+				t.Errorf("event carries input or output: %+v", ev.Job)
+			}
+			got = append(got, ev.Change+":"+ev.Job.Status)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("events so far %v; want 3", got)
+		}
+	}
+	want := fmt.Sprint([]string{"created:pending", "status:running", "status:completed"})
+	if fmt.Sprint(got) != want {
+		t.Fatalf("events %v, want %s", got, want)
+	}
+	select {
+	case ev := <-sub.Events():
+		t.Fatalf("extra event %s:%s", ev.Change, ev.Job.Status)
+	default:
+	}
+	if sub.Lost() {
+		t.Error("a reading subscriber is marked lost")
+	}
+	// A stopping engine ends its subscriptions (an HTTP server shutting
+	// down then has no stream left to wait for), not as lost.
+	f.Stop()
+	if _, open := <-sub.Events(); open || sub.Lost() {
+		t.Fatalf("after Stop: events open %v, lost %v", open, sub.Lost())
+	}
+	if _, open := <-f.Engine.SubscribeJobs(0).Events(); open {
+		t.Fatal("a subscription to a stopped engine is open")
+	}
+}
+
+// A subscriber that never reads does not hold the loop up: 200 jobs run to
+// completion, the stalled subscriber is dropped and told (Lost), and a
+// reading subscriber gets every event.
+func TestSlowJobSubscriberDoesNotStallJobs(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`only: {action: ok}`))
+	stalled := f.Engine.SubscribeJobs(4)
+	defer stalled.Close()
+	reader := f.Engine.SubscribeJobs(2000)
+	defer reader.Close()
+
+	const n = 200
+	start := time.Now()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = f.Execute("t", nil)
+		f.RunJobStep(ids[i], "only", enginetest.Ok(nil))
+	}
+	for _, id := range ids {
+		f.WaitStatus(id, engine.JobCompleted)
+	}
+	t.Logf("%d jobs ran in %v with a stalled subscriber", n, time.Since(start))
+
+	if !stalled.Lost() {
+		t.Fatal("the stalled subscriber is not marked lost")
+	}
+	held := 0
+	for range stalled.Events() { // closed: drains what it held, then ends
+		held++
+	}
+	if held > 4 {
+		t.Fatalf("stalled subscriber held %d events, buffer is 4", held)
+	}
+	ended := 0
+	for ended < n {
+		select {
+		case ev, ok := <-reader.Events():
+			if !ok {
+				t.Fatalf("reader's events closed after %d ended jobs (lost %v)", ended, reader.Lost())
+			}
+			if ev.Job.Status == engine.JobCompleted {
+				ended++
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("reader got %d of %d completions", ended, n)
+		}
+	}
+}
