@@ -59,24 +59,24 @@ func findInterpreter(lang, override string, lookPath func(string) (string, error
 		}
 		return path, nil
 	}
-	var tried []string
 	for _, name := range interpreters[lang] {
-		companion := companions[name]
-		if companion == "" {
-			tried = append(tried, name)
-		} else {
-			tried = append(tried, name+" with "+companion)
-		}
 		path, err := lookPath(name)
 		if err != nil {
 			continue
 		}
-		if companion != "" {
+		if companion := companions[name]; companion != "" {
 			if _, err := lookPath(companion); err != nil {
 				continue
 			}
 		}
 		return path, nil
+	}
+	var tried []string
+	for _, name := range interpreters[lang] {
+		if companion := companions[name]; companion != "" {
+			name += " with " + companion
+		}
+		tried = append(tried, name)
 	}
 	return "", fmt.Errorf("%s: no interpreter found (tried %s)", lang, strings.Join(tried, ", "))
 }
