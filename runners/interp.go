@@ -14,9 +14,13 @@ var interpreters = map[string][]string{
 	"shell":      {"bash", "sh"},
 	"python":     {"uv", "python3", "python"},
 	"javascript": {"bun", "node"},
-	"typescript": {"bun", "deno"},
+	"typescript": {"bun", "deno", "tsc"},
 	"go":         {"go"},
 }
+
+// companions are programs an interpreter cannot run a script without: tsc
+// only transpiles TypeScript, node runs the result (see tsnode.go).
+var companions = map[string]string{"tsc": "node"}
 
 // scriptExt is the file extension an inline script is written with; some
 // interpreters (go run, deno, bun) decide how to run a file by it.
@@ -55,11 +59,24 @@ func findInterpreter(lang, override string, lookPath func(string) (string, error
 		}
 		return path, nil
 	}
-	tried := interpreters[lang]
-	for _, name := range tried {
-		if path, err := lookPath(name); err == nil {
-			return path, nil
+	for _, name := range interpreters[lang] {
+		path, err := lookPath(name)
+		if err != nil {
+			continue
 		}
+		if companion := companions[name]; companion != "" {
+			if _, err := lookPath(companion); err != nil {
+				continue
+			}
+		}
+		return path, nil
+	}
+	var tried []string
+	for _, name := range interpreters[lang] {
+		if companion := companions[name]; companion != "" {
+			name += " with " + companion
+		}
+		tried = append(tried, name)
 	}
 	return "", fmt.Errorf("%s: no interpreter found (tried %s)", lang, strings.Join(tried, ", "))
 }

@@ -139,6 +139,15 @@ func (l *Local) Run(ctx context.Context, step *Step) (int, error) {
 	}
 
 	args := scriptArgs(interp, file)
+	if isTsc(interp) {
+		shown := a.Source
+		if shown == "" {
+			shown = "script.ts"
+		}
+		if args, err = l.tscArgs(interp, file, shown); err != nil {
+			return 0, err
+		}
+	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = cwd
 	cmd.Env = env
