@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"sort"
@@ -43,7 +44,7 @@ type aclFixture struct {
 	ids    [roleCount]string
 }
 
-func newACLFixture(t *testing.T) *aclFixture {
+func newACLFixture(t *testing.T, opts ...fixtureOption) *aclFixture {
 	t.Helper()
 	users, err := store.Open(filepath.Join(t.TempDir(), "users.db"))
 	if err != nil {
@@ -55,7 +56,7 @@ func newACLFixture(t *testing.T) *aclFixture {
 		JWTSecret: testJWTSecret, RefreshSecret: testRefreshSecret,
 		Providers: map[string]api.AuthProvider{"local": {Type: api.ProviderInternal}}, Now: clock.Now,
 	}
-	f := newFixture(t, func(c *fixtureConfig) { c.Auth, c.Users, c.ACL = cfg, users, testACL })
+	f := newFixture(t, append([]fixtureOption{func(c *fixtureConfig) { c.Auth, c.Users, c.ACL = cfg, users, testACL }}, opts...)...)
 	af := &aclFixture{authFixture: &authFixture{fixture: f, users: users, clock: clock, cfg: cfg}}
 	groups := [roleCount][]string{nil, {"runners"}, {"viewers", "unrelated"}, {"unrelated"}}
 	for r := range roleCount {
@@ -388,6 +389,32 @@ func TestWorkerDetailHidesStepsOfHiddenTasks(t *testing.T) {
 	}
 	if got := fmt.Sprint(stepsSeen(f.tokens[roleDeny])); got != "[]" {
 		t.Fatalf("denied user sees %s", got)
+	}
+}
+
+// /metrics names every workspace and task with their job counts: with the
+// ACL on, only admins and the metrics token read it, not a user the ACL
+// hides tasks from.
+func TestMetricsNeedAnAdminUnderTheACL(t *testing.T) {
+	const metricsToken = "metrics-token-0123456789"
+	f := newACLFixture(t, func(c *fixtureConfig) {
+		c.MetricsToken = metricsToken
+		c.Metrics = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = io.WriteString(w, `appliance_jobs_created_total{task="other",workspace="main"} 1`+"\n")
+		})
+	})
+	want := [roleCount]int{200, 403, 403, 403}
+	for r := range roleCount {
+		res := f.as(f.tokens[r], "GET", "/metrics", nil)
+		if res.status != want[r] {
+			t.Errorf("%s user: /metrics = %d, want %d", roleNames[r], res.status, want[r])
+		}
+		if res.status != 200 && strings.Contains(string(res.body), `task="other"`) {
+			t.Errorf("%s user read the hidden task's series", roleNames[r])
+		}
+	}
+	if got := f.as(metricsToken, "GET", "/metrics", nil).status; got != 200 {
+		t.Errorf("metrics token: /metrics = %d, want 200", got)
 	}
 }
 
