@@ -53,6 +53,7 @@ func Run(t *testing.T, b Backend) {
 		{"WorkersInRegistrationOrder", workersOrder},
 		{"ClaimsListNewestFirstAndMoveWithTheStep", claims},
 		{"TriggerFiresCommitWithTheBatch", triggerFires},
+		{"EventMarksCommitWithTheBatch", eventMarks},
 		{"AFailedCommitWritesNothing", failedCommitWritesNothing},
 		{"EverythingSurvivesAReopen", survivesReopen},
 	}
@@ -406,6 +407,68 @@ func triggerFires(t *testing.T, b Backend) {
 	if err := s.SetLastFire("", "x", at(1)); !errors.Is(err, engine.ErrInvalid) {
 		t.Errorf("SetLastFire without a workspace: %v, want ErrInvalid", err)
 	}
+}
+
+// eventMarks: a backend that keeps event sources' progress
+// (engine.EventStore) writes a batch's marks with its jobs, the batch's
+// last mark of a step wins, a failed commit writes none, and they survive
+// a reopen. One that keeps none leaves them to the engine's memory.
+func eventMarks(t *testing.T, b Backend) {
+	s := b.Open(t)
+	es, ok := s.(engine.EventStore)
+	if !ok {
+		t.Skip("this backend keeps no event marks (engine.EventStore): the engine holds them in memory")
+	}
+	ctx := context.Background()
+	mark := func(what, jobID, step, wantRun string, wantSeq int64) {
+		t.Helper()
+		run, seq, err := es.EventMark(ctx, jobID, step)
+		if err != nil || run != wantRun || seq != wantSeq {
+			t.Errorf("%s: mark of %s/%s = %q %d (%v), want %q %d", what, jobID, step, run, seq, err, wantRun, wantSeq)
+		}
+	}
+	consumed := func(what, source string, want int64) {
+		t.Helper()
+		if n, err := es.EventsConsumed(ctx, source); err != nil || n != want {
+			t.Errorf("%s: %s consumed %d (%v), want %d", what, source, n, err, want)
+		}
+	}
+	mark("none yet", "c1", "read", "", 0)
+	consumed("none yet", "ops/inbox", 0)
+	commit(t, s, &engine.Batch{
+		Jobs: []*engine.Job{job("e1", "ops", "handle", engine.JobPending, 1), job("e2", "ops", "handle", engine.JobPending, 2)},
+		EventMarks: []engine.EventMark{
+			{Source: "ops/inbox", JobID: "c1", Step: "read", Run: "r1", Seq: 1, Consumed: 1},
+			{Source: "ops/inbox", JobID: "c1", Step: "read", Run: "r1", Seq: 2, Consumed: 2},
+		},
+	})
+	mark("after a commit", "c1", "read", "r1", 2)
+	consumed("after a commit", "ops/inbox", 2)
+	mark("another step", "c1", "other", "", 0)
+	consumed("another source", "ops/other", 0)
+	// A failed commit writes neither its jobs nor its marks.
+	err := s.Commit(ctx, &engine.Batch{
+		Jobs:       []*engine.Job{job("e3", "ops", "handle", engine.JobPending, 3)},
+		Fires:      []engine.TriggerFire{{Workspace: "ops", Trigger: "", At: at(3)}},
+		EventMarks: []engine.EventMark{{Source: "ops/inbox", JobID: "c1", Step: "read", Run: "r1", Seq: 3, Consumed: 3}},
+	})
+	if !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("commit with a bad fire: %v, want ErrInvalid", err)
+	}
+	mark("after a failed commit", "c1", "read", "r1", 2)
+	consumed("after a failed commit", "ops/inbox", 2)
+	// A new run of the step starts its numbering afresh.
+	commit(t, s, &engine.Batch{EventMarks: []engine.EventMark{{Source: "ops/inbox", JobID: "c1", Step: "read", Run: "r2", Seq: 1, Consumed: 3}}})
+	mark("a new run", "c1", "read", "r2", 1)
+	if b.Reopen == nil {
+		return
+	}
+	s = b.Reopen(t, s)
+	if es, ok = s.(engine.EventStore); !ok {
+		t.Fatal("the reopened store keeps no event marks")
+	}
+	mark("after reopen", "c1", "read", "r2", 1)
+	consumed("after reopen", "ops/inbox", 3)
 }
 
 func failedCommitWritesNothing(t *testing.T, b Backend) {
