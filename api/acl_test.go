@@ -374,9 +374,14 @@ func TestWorkerDetailHidesStepsOfHiddenTasks(t *testing.T) {
 	stepsSeen := func(tok string) []string {
 		d := f.as(tok, "GET", "/api/workers/"+worker, nil).expect(200).object()
 		var out []string
-		for _, it := range d["steps"].(map[string]any)["items"].([]any) {
+		steps := d["steps"].(map[string]any)
+		for _, it := range steps["items"].([]any) {
 			st := it.(map[string]any)
 			out = append(out, st["task_name"].(string)+"/"+st["step_name"].(string))
+		}
+		// The total counts what the caller may see, as the job list's does.
+		if total := int(steps["total"].(float64)); total != len(out) {
+			t.Errorf("steps.total = %d for %d visible steps %v", total, len(out), out)
 		}
 		sort.Strings(out)
 		return out

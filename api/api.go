@@ -41,7 +41,9 @@ type Orchestrator interface {
 	workers.Engine
 
 	Workers(ctx context.Context, limit, offset int) ([]*engine.Worker, int, error)
-	Worker(ctx context.Context, id string) (*engine.Worker, []*engine.WorkerStep, int, error)
+	// WorkerFor is a worker with its recent steps and their total, as a
+	// caller who sees only the jobs visible accepts (nil: all) knows it.
+	WorkerFor(ctx context.Context, id string, visible func(workspace, task string) bool) (*engine.Worker, []*engine.WorkerStep, int, error)
 }
 
 // EventSources is the event sources' supervisor; *events.Supervisor
