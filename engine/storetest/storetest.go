@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -48,6 +49,7 @@ func Run(t *testing.T, b Backend) {
 		{"UnknownRecordsAreNotFound", unknownRecords},
 		{"StepsComeInSeqOrder", stepsInSeqOrder},
 		{"JobsListNewestFirstWithFiltersAndTotals", jobsList},
+		{"CursorPagesUnderVisibilityAndFilters", cursorPagesVisible},
 		{"CountsFollowUpdates", countsFollowUpdates},
 		{"LoadActiveReturnsLiveAndHookPendingJobs", loadActive},
 		{"WorkersInRegistrationOrder", workersOrder},
@@ -226,6 +228,79 @@ func jobsList(t *testing.T, b Backend) {
 	}
 	if _, _, err := s.Jobs(context.Background(), engine.JobFilter{Offset: -1, Limit: 10}); !errors.Is(err, engine.ErrInvalid) {
 		t.Errorf("negative offset: %v, want ErrInvalid", err)
+	}
+}
+
+// cursorPagesVisible walks cursor pages of job lists filtered by
+// visibility (the ACL) with and without status, source and workspace
+// filters: every page holds the next matching jobs newest first, none is
+// repeated or skipped, pages stay full, and the total counts only the
+// matching visible jobs. Some jobs share a creation time (the id breaks
+// the tie).
+func cursorPagesVisible(t *testing.T, b Backend) {
+	s := b.Open(t)
+	statuses := []string{engine.JobPending, engine.JobRunning, engine.JobCompleted, engine.JobFailed}
+	sources := []string{engine.SourceAPI, engine.SourceTrigger, engine.SourceWebhook}
+	tasks := [][2]string{{"ops", "build"}, {"ops", "secret"}, {"dev", "build"}, {"dev", "hidden"}}
+	var all []*engine.Job
+	for i := range 40 {
+		wt := tasks[i%len(tasks)]
+		j := job(fmt.Sprintf("j%02d", i), wt[0], wt[1], statuses[i%3], i/3) // three jobs per second
+		j.SourceType = sources[i%len(sources)]
+		all = append(all, j)
+	}
+	commit(t, s, &engine.Batch{Jobs: all})
+	visible := func(ws, task string) bool { return task != "secret" && task != "hidden" }
+	for _, f := range []engine.JobFilter{
+		{},
+		{Statuses: []string{engine.JobPending}},
+		{Statuses: []string{engine.JobRunning, engine.JobCompleted}},
+		{SourceType: engine.SourceTrigger},
+		{Workspace: "ops"},
+		{Workspace: "ops", TaskName: "secret"},
+		{Workspace: "dev", Statuses: []string{engine.JobPending, engine.JobCompleted}},
+		{Workspace: "ops", SourceType: engine.SourceAPI},
+		{Statuses: []string{engine.JobFailed}},
+	} {
+		f.Visible = visible
+		var want []string
+		for i := len(all) - 1; i >= 0; i-- { // newest first: time, then id
+			j := all[i]
+			if visible(j.Workspace, j.TaskName) && (f.Workspace == "" || j.Workspace == f.Workspace) &&
+				(f.TaskName == "" || j.TaskName == f.TaskName) && (f.SourceType == "" || j.SourceType == f.SourceType) &&
+				(len(f.Statuses) == 0 || slices.Contains(f.Statuses, j.Status)) {
+				want = append(want, j.ID)
+			}
+		}
+		var got []string
+		f.Limit = 3
+		for pages := 0; ; pages++ {
+			if pages > len(all) {
+				t.Fatalf("%+v: the cursor pages do not end", f)
+			}
+			jobs, total, err := s.Jobs(context.Background(), f)
+			if err != nil {
+				t.Fatalf("jobs %+v: %v", f, err)
+			}
+			if total != len(want) {
+				t.Errorf("%+v page %d: total %d, want %d", f, pages, total, len(want))
+			}
+			if len(jobs) < f.Limit && len(got)+len(jobs) < len(want) {
+				t.Errorf("%+v page %d: %d jobs, a short page before the end", f, pages, len(jobs))
+			}
+			got = append(got, ids(jobs)...)
+			if len(jobs) < f.Limit {
+				break
+			}
+			cur, err := engine.ParseJobCursor(engine.CursorOf(jobs[len(jobs)-1]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Cursor = &cur
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%+v: cursor pages gave %v, want %v", f, got, want)
+		}
 	}
 }
 
