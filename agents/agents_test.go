@@ -189,3 +189,23 @@ func TestRetriesStopAtMaxRetries(t *testing.T) {
 		t.Fatalf("err %v after %d requests", err, l.count())
 	}
 }
+
+// The start-up banner names each provider's endpoint without the password
+// a proxy URL may carry.
+func TestDescribeHidesTheEndpointsPassword(t *testing.T) {
+	cfg := Config{Providers: map[string]ProviderConfig{
+		"proxy": {Type: TypeOpenAI, Model: "m", APIEndpoint: "https://team:s3cret-pass@llm.internal/v1", APIKey: "k-123"},
+		"plain": {Type: TypeAnthropic, Model: "c", APIEndpoint: "http://127.0.0.1:9/"},
+	}}
+	got := cfg.Describe()
+	for _, secret := range []string{"s3cret-pass", "k-123"} {
+		if strings.Contains(got, secret) {
+			t.Errorf("the banner shows %q: %s", secret, got)
+		}
+	}
+	for _, want := range []string{"proxy (openai, m at https://team:xxxxx@llm.internal/v1)", "plain (anthropic, c at http://127.0.0.1:9/)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the banner lacks %q: %s", want, got)
+		}
+	}
+}

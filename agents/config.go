@@ -5,6 +5,7 @@ package agents
 
 import (
 	"fmt"
+	"net/url"
 	"sort"
 	"strings"
 )
@@ -101,9 +102,19 @@ func (c Config) Describe() string {
 		p := c.Providers[id]
 		d := fmt.Sprintf("%s (%s, %s", id, p.Type, p.Model)
 		if p.APIEndpoint != "" {
-			d += " at " + p.APIEndpoint
+			d += " at " + redactedURL(p.APIEndpoint)
 		}
 		parts = append(parts, d+")")
 	}
 	return strings.Join(parts, ", ")
+}
+
+// redactedURL is an endpoint as the banner may print it: a password in it
+// (a proxy's credentials) shows as "xxxxx".
+func redactedURL(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return "(an endpoint that is no URL)"
+	}
+	return u.Redacted()
 }

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"sort"
@@ -376,9 +377,14 @@ func TestWorkerDetailHidesStepsOfHiddenTasks(t *testing.T) {
 	stepsSeen := func(tok string) []string {
 		d := f.as(tok, "GET", "/api/workers/"+worker, nil).expect(200).object()
 		var out []string
-		for _, it := range d["steps"].(map[string]any)["items"].([]any) {
+		steps := d["steps"].(map[string]any)
+		for _, it := range steps["items"].([]any) {
 			st := it.(map[string]any)
 			out = append(out, st["task_name"].(string)+"/"+st["step_name"].(string))
+		}
+		// The total counts what the caller may see, as the job list's does.
+		if total := int(steps["total"].(float64)); total != len(out) {
+			t.Errorf("steps.total = %d for %d visible steps %v", total, len(out), out)
 		}
 		sort.Strings(out)
 		return out
@@ -391,6 +397,32 @@ func TestWorkerDetailHidesStepsOfHiddenTasks(t *testing.T) {
 	}
 	if got := fmt.Sprint(stepsSeen(f.tokens[roleDeny])); got != "[]" {
 		t.Fatalf("denied user sees %s", got)
+	}
+}
+
+// /metrics names every workspace and task with their job counts: with the
+// ACL on, only admins and the metrics token read it, not a user the ACL
+// hides tasks from.
+func TestMetricsNeedAnAdminUnderTheACL(t *testing.T) {
+	const metricsToken = "metrics-token-0123456789"
+	f := newACLFixture(t, func(c *fixtureConfig) {
+		c.MetricsToken = metricsToken
+		c.Metrics = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = io.WriteString(w, `appliance_jobs_created_total{task="other",workspace="main"} 1`+"\n")
+		})
+	})
+	want := [roleCount]int{200, 403, 403, 403}
+	for r := range roleCount {
+		res := f.as(f.tokens[r], "GET", "/metrics", nil)
+		if res.status != want[r] {
+			t.Errorf("%s user: /metrics = %d, want %d", roleNames[r], res.status, want[r])
+		}
+		if res.status != 200 && strings.Contains(string(res.body), `task="other"`) {
+			t.Errorf("%s user read the hidden task's series", roleNames[r])
+		}
+	}
+	if got := f.as(metricsToken, "GET", "/metrics", nil).status; got != 200 {
+		t.Errorf("metrics token: /metrics = %d, want 200", got)
 	}
 }
 

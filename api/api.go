@@ -28,10 +28,6 @@ type Orchestrator interface {
 	Job(ctx context.Context, id string) (*engine.Job, []*engine.Step, error)
 	SecretsOf(j *engine.Job, steps []*engine.Step) ([]string, error)
 	SecretValues(ctx context.Context, jobID string) ([]string, error)
-	// AppendLog writes pushed lines to the job's log, the job's secrets
-	// masked: the engine owns masking, so the API never writes the log
-	// store itself.
-	AppendLog(jobID string, lines []engine.LogLine) error
 	Jobs(ctx context.Context, f engine.JobFilter) ([]*engine.Job, int, error)
 	// JobRecord, StepSummary and StepsPage serve a big job's detail and
 	// steps without reading every step record.
@@ -39,24 +35,18 @@ type Orchestrator interface {
 	StepSummary(ctx context.Context, jobID string) (map[string]int, error)
 	StepsPage(ctx context.Context, jobID string, q engine.StepQuery) ([]*engine.Step, error)
 	JobDone(ctx context.Context, jobID string) (<-chan struct{}, error)
-	workers.Emitter
 	// SubscribeJobs streams committed job creations and status changes
 	// (GET /api/events).
 	SubscribeJobs(buffer int) *engine.JobSubscription
+	// workers.Engine serves the worker protocol; its AppendLog is how
+	// lines reach a job's log, the job's secrets masked: the engine owns
+	// masking, so the API never writes the log store itself.
+	workers.Engine
 
-	RegisterWorker(ctx context.Context, name string, tags []string, inProcess bool) (string, error)
-	Heartbeat(ctx context.Context, workerID string, running []engine.StepRef) error
-	Claim(ctx context.Context, workerID string, wait time.Duration) (*engine.Claim, error)
-	StartStep(ctx context.Context, workerID, jobID, step string) error
-	CompleteStep(ctx context.Context, workerID, jobID, step string, res engine.StepResult) error
-	CheckHolder(ctx context.Context, workerID, jobID, step string) error
-	WaitCancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error)
-	// Local execution mode (engine/local.go).
-	CreateLocalJob(ctx context.Context, workerID string, req engine.CreateJob) (*engine.Job, error)
-	ClaimJob(ctx context.Context, workerID, jobID string, wait time.Duration) (*engine.Claim, error)
-	CompleteJob(ctx context.Context, workerID, jobID string) (*engine.Job, error)
 	Workers(ctx context.Context, limit, offset int) ([]*engine.Worker, int, error)
-	Worker(ctx context.Context, id string) (*engine.Worker, []*engine.WorkerStep, int, error)
+	// WorkerFor is a worker with its recent steps and their total, as a
+	// caller who sees only the jobs visible accepts (nil: all) knows it.
+	WorkerFor(ctx context.Context, id string, visible func(workspace, task string) bool) (*engine.Worker, []*engine.WorkerStep, int, error)
 }
 
 // EventSources is the event sources' supervisor; *events.Supervisor

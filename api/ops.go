@@ -53,7 +53,9 @@ func (s *server) probe(check func(ctx context.Context) error) echo.HandlerFunc {
 	}
 }
 
-// requireMetricsReader guards /metrics. With auth off it is open, but
+// requireMetricsReader guards /metrics. With auth on it needs a user
+// token, an API key or the metrics token; with the ACL on as well, an
+// admin's or the metrics token. With auth off it is open, but
 // only under this server's names, as /api is (see guard.go): a page whose
 // name was rebound to 127.0.0.1 must not read the workspaces' and tasks'
 // names out of it.
@@ -72,8 +74,14 @@ func (s *server) requireMetricsReader(next echo.HandlerFunc) echo.HandlerFunc {
 		if t := s.cfg.MetricsToken; t != "" && sameSecret(token, t) {
 			return next(c)
 		}
-		if _, err := s.auth.principalOf(c.Request().Context(), token); err != nil {
+		p, err := s.auth.principalOf(c.Request().Context(), token)
+		if err != nil {
 			return err
+		}
+		if s.cfg.ACL != nil && !p.user.IsAdmin {
+			// Its series name every workspace and task with their job
+			// counts, those the ACL hides from this user too.
+			return echo.NewHTTPError(http.StatusForbidden, "with the ACL on, /metrics is for admins and the metrics_token only (it names every task)")
 		}
 		return next(c)
 	}

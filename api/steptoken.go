@@ -67,7 +67,7 @@ func (t *StepTokens) Mint(ctx context.Context, eng Orchestrator, workerID, jobID
 	if err := eng.CheckHolder(ctx, workerID, jobID, step); err != nil {
 		return "", time.Time{}, err
 	}
-	job, _, err := eng.Job(ctx, jobID)
+	job, err := eng.JobRecord(ctx, jobID) // not every step of a big job
 	if err != nil {
 		return "", time.Time{}, err
 	}

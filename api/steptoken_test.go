@@ -2,14 +2,17 @@ package api_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/appliance-sh/appliance/runners"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/appliance-sh/appliance/api"
+	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/runners"
 )
 
 // movableClock is the API's clock, moved by the test.
@@ -111,4 +114,25 @@ func TestStepTokenExpires(t *testing.T) {
 	f.do("GET", path, nil, map[string]string{"Authorization": "Bearer " + tok}).expect(200)
 	clock.add(16 * time.Minute)
 	f.do("GET", path, nil, map[string]string{"Authorization": "Bearer " + tok}).expectError(401, "workspace token expired")
+}
+
+// jobRecordOnly is the engine without Job, which reads every step record
+// of a job: a pod step of a big for_each job mints its token from the job
+// record alone.
+type jobRecordOnly struct{ api.Orchestrator }
+
+func (jobRecordOnly) Job(context.Context, string) (*engine.Job, []*engine.Step, error) {
+	return nil, nil, errors.New("Job read every step of the job to mint a token")
+}
+
+func TestStepTokenMintReadsTheJobRecordOnly(t *testing.T) {
+	f := newFixture(t)
+	w := f.register("pod-worker")
+	job := f.execute("pod")
+	f.claimStep(w, job, "say")
+	f.worker("POST", "/worker/jobs/"+job+"/steps/say/start", map[string]any{"worker_id": w}).expect(200)
+	tok, _, err := api.NewStepTokens(0, nil).Mint(context.Background(), jobRecordOnly{f.eng}, w, job, "say")
+	if err != nil || !strings.HasPrefix(tok, "apst_") {
+		t.Fatalf("Mint = %q, %v", tok, err)
+	}
 }

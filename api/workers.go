@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 
 	"github.com/labstack/echo/v4"
 
@@ -32,14 +31,11 @@ func (s *server) getWorker(c echo.Context) error {
 	if !isUUID(id) {
 		return notFound("worker %q", id)
 	}
-	w, steps, total, err := s.cfg.Engine.Worker(c.Request().Context(), id)
+	// Steps of tasks the caller may not see are absent, from the page and
+	// from its total.
+	w, steps, total, err := s.cfg.Engine.WorkerFor(c.Request().Context(), id, s.jobVisibility(c))
 	if err != nil {
 		return err
-	}
-	if visible := s.jobVisibility(c); visible != nil {
-		// Steps of tasks the caller may not see are left out; total stays
-		// the worker's count of steps, a figure about the worker.
-		steps = slices.DeleteFunc(steps, func(st *engine.WorkerStep) bool { return !visible(st.Workspace, st.TaskName) })
 	}
 	d := workerDetail{workerItem: workerItemOf(w), Steps: workerSteps{Items: make([]workerStepView, len(steps)), Total: total}}
 	secrets := map[string][]string{} // by job: a page often holds many steps of one job

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -73,6 +74,13 @@ func (e *Engine) Workers(ctx context.Context, limit, offset int) ([]*Worker, int
 
 // Worker returns a worker with its most recent steps (at most 50) and their total.
 func (e *Engine) Worker(ctx context.Context, id string) (*Worker, []*WorkerStep, int, error) {
+	return e.WorkerFor(ctx, id, nil)
+}
+
+// WorkerFor is Worker as a caller who sees only the jobs visible accepts
+// (nil: all) knows it: its most recent visible steps and their total. A
+// worker that ran hidden steps costs a walk over all of its steps.
+func (e *Engine) WorkerFor(ctx context.Context, id string, visible func(workspace, task string) bool) (*Worker, []*WorkerStep, int, error) {
 	w, err := e.cfg.Store.Worker(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil, 0, fmt.Errorf("worker %s: %w", id, ErrNotFound)
@@ -84,7 +92,16 @@ func (e *Engine) Worker(ctx context.Context, id string) (*Worker, []*WorkerStep,
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("steps of worker %s: %w", id, err)
 	}
-	return w, steps, total, nil
+	if visible == nil {
+		return w, steps, total, nil
+	}
+	if total > len(steps) {
+		if steps, _, err = e.cfg.Store.WorkerSteps(ctx, id, total); err != nil {
+			return nil, nil, 0, fmt.Errorf("steps of worker %s: %w", id, err)
+		}
+	}
+	steps = slices.DeleteFunc(steps, func(st *WorkerStep) bool { return !visible(st.Workspace, st.TaskName) })
+	return w, steps[:min(len(steps), maxWorkerSteps)], len(steps), nil
 }
 
 // WaitCancelled waits up to wait for the job to be cancelled (or to end by

@@ -200,3 +200,32 @@ c: {action: ok}`)), enginetest.Options{NoWorker: true, HeartbeatTimeout: 90 * ti
 		t.Fatalf("a is not claimable again: %+v %v", next, err)
 	}
 }
+
+// WorkerFor answers as a caller who sees only some jobs: hidden steps are
+// absent from the page and from the total, and the page stays full when
+// the worker's newest steps are hidden ones.
+func TestWorkerForCountsOnlyVisibleSteps(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`
+a: {action: ok}`))
+	const runs = 60
+	for range runs {
+		job := f.Execute("t", nil)
+		f.RunStep("a", enginetest.Ok(nil))
+		f.WaitStatus(job, engine.JobCompleted)
+	}
+	if _, steps, n, err := f.Engine.WorkerFor(t.Context(), f.Worker, nil); err != nil || n != runs || len(steps) != 50 {
+		t.Fatalf("unfiltered: %d steps of %d, %v; want 50 of %d", len(steps), n, err, runs)
+	}
+	if _, steps, n, err := f.Engine.WorkerFor(t.Context(), f.Worker, func(string, string) bool { return false }); err != nil || n != 0 || len(steps) != 0 {
+		t.Fatalf("all hidden: %d steps of %d, %v; want none", len(steps), n, err)
+	}
+	// Every job is of one task, so a filter that hides every other step it
+	// is asked about hides half: beyond the first page of 50, which holds
+	// only 25 visible steps, the walk finds the other 5.
+	calls := 0
+	alternate := func(string, string) bool { calls++; return calls%2 == 0 }
+	_, steps, n, err := f.Engine.WorkerFor(t.Context(), f.Worker, alternate)
+	if err != nil || n != runs/2 || len(steps) != runs/2 {
+		t.Fatalf("half hidden: %d steps of %d, %v; want %d of %d", len(steps), n, err, runs/2, runs/2)
+	}
+}

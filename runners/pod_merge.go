@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +33,9 @@ func mergeManifest(pod *corev1.Pod, manifest map[string]any) (*corev1.Pod, error
 	if err != nil {
 		return nil, fmt.Errorf("manifest: %w", err)
 	}
+	if err := checkManifest(over); err != nil {
+		return nil, err
+	}
 	merged := mergeValue(base, over)
 	raw, err = json.Marshal(merged)
 	if err != nil {
@@ -47,6 +51,46 @@ func mergeManifest(pod *corev1.Pod, manifest map[string]any) (*corev1.Pod, error
 		return nil, err
 	}
 	return &out, nil
+}
+
+// checkManifest refuses a manifest that changes what the runner controls:
+// where the pod lives and how it is known (metadata.name, namespace, the
+// appliance.* labels and annotations: a pod in another namespace, or one
+// labelled for another worker or step, escapes the runner's clean-up and
+// its cancel, or is deleted as another's leftover), and the init
+// container, which holds the step's workspace token. What a pod may do on
+// its node (hostPID, privileged, ...) is the namespace's Pod Security
+// admission to decide, as for any pod created there.
+func checkManifest(over map[string]any) error {
+	var errs []string
+	if meta, ok := over["metadata"].(map[string]any); ok {
+		for _, k := range []string{"name", "generateName", "namespace"} {
+			if _, ok := meta[k]; ok {
+				errs = append(errs, fmt.Sprintf("metadata.%s: set by the runner", k))
+			}
+		}
+		for _, field := range []string{"labels", "annotations"} {
+			m, _ := meta[field].(map[string]any)
+			for k := range m {
+				if strings.HasPrefix(k, "appliance.") {
+					errs = append(errs, fmt.Sprintf("metadata.%s.%s: set by the runner", field, k))
+				}
+			}
+		}
+	}
+	if spec, ok := over["spec"].(map[string]any); ok {
+		list, _ := spec["initContainers"].([]any)
+		for _, c := range list {
+			if m, ok := c.(map[string]any); ok && m["name"] == podInitContainer {
+				errs = append(errs, fmt.Sprintf("spec.initContainers[%s]: the runner's own init container cannot be changed", podInitContainer))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		sort.Strings(errs)
+		return fmt.Errorf("manifest: %s", strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // normalJSON turns a YAML-decoded value into plain JSON types.

@@ -148,6 +148,27 @@ func TestPodManifestMerge(t *testing.T) {
 		{name: "mount of no volume", manifest: map[string]any{"spec": map[string]any{"containers": []any{
 			map[string]any{"name": "step", "volumeMounts": []any{map[string]any{"name": "cache", "mountPath": "/cache"}}},
 		}}}, err: `no volume named "cache"`},
+		{name: "namespace", manifest: map[string]any{"metadata": map[string]any{"namespace": "kube-system"}},
+			err: "metadata.namespace: set by the runner"},
+		{name: "pod name", manifest: map[string]any{"metadata": map[string]any{"name": "fixed"}},
+			err: "metadata.name: set by the runner"},
+		{name: "runner label", manifest: map[string]any{"metadata": map[string]any{"labels": map[string]any{LabelWorker: "other"}}},
+			err: "metadata.labels.appliance.worker: set by the runner"},
+		{name: "runner annotation", manifest: map[string]any{"metadata": map[string]any{"annotations": map[string]any{LabelJobID: "job-0002"}}},
+			err: "metadata.annotations.appliance.job_id: set by the runner"},
+		{name: "init container", manifest: map[string]any{"spec": map[string]any{"initContainers": []any{
+			map[string]any{"name": "appliance-init", "image": "evil:1"},
+		}}}, err: "spec.initContainers[appliance-init]: the runner's own init container"},
+		{name: "own labels and init containers kept", manifest: map[string]any{
+			"metadata": map[string]any{"labels": map[string]any{"team": "data"}, "annotations": map[string]any{"note": "x"}},
+			"spec":     map[string]any{"initContainers": []any{map[string]any{"name": "warm", "image": "busybox"}}},
+		}, check: func(t *testing.T, y string) {
+			for _, want := range []string{"team: data", "note: x", "name: warm", "name: appliance-init", "appliance.worker: w"} {
+				if !strings.Contains(y, want) {
+					t.Errorf("merged pod lacks %q:\n%s", want, y)
+				}
+			}
+		}},
 		{name: "bad container name", manifest: map[string]any{"spec": map[string]any{"containers": []any{
 			map[string]any{"name": "Side_Car", "image": "x"},
 		}}}, err: `spec.containers[Side_Car].name`},

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -48,11 +49,13 @@ func Run(t *testing.T, b Backend) {
 		{"UnknownRecordsAreNotFound", unknownRecords},
 		{"StepsComeInSeqOrder", stepsInSeqOrder},
 		{"JobsListNewestFirstWithFiltersAndTotals", jobsList},
+		{"CursorPagesUnderVisibilityAndFilters", cursorPagesVisible},
 		{"CountsFollowUpdates", countsFollowUpdates},
 		{"LoadActiveReturnsLiveAndHookPendingJobs", loadActive},
 		{"WorkersInRegistrationOrder", workersOrder},
 		{"ClaimsListNewestFirstAndMoveWithTheStep", claims},
 		{"TriggerFiresCommitWithTheBatch", triggerFires},
+		{"EventMarksCommitWithTheBatch", eventMarks},
 		{"AFailedCommitWritesNothing", failedCommitWritesNothing},
 		{"EverythingSurvivesAReopen", survivesReopen},
 	}
@@ -225,6 +228,79 @@ func jobsList(t *testing.T, b Backend) {
 	}
 	if _, _, err := s.Jobs(context.Background(), engine.JobFilter{Offset: -1, Limit: 10}); !errors.Is(err, engine.ErrInvalid) {
 		t.Errorf("negative offset: %v, want ErrInvalid", err)
+	}
+}
+
+// cursorPagesVisible walks cursor pages of job lists filtered by
+// visibility (the ACL) with and without status, source and workspace
+// filters: every page holds the next matching jobs newest first, none is
+// repeated or skipped, pages stay full, and the total counts only the
+// matching visible jobs. Some jobs share a creation time (the id breaks
+// the tie).
+func cursorPagesVisible(t *testing.T, b Backend) {
+	s := b.Open(t)
+	statuses := []string{engine.JobPending, engine.JobRunning, engine.JobCompleted, engine.JobFailed}
+	sources := []string{engine.SourceAPI, engine.SourceTrigger, engine.SourceWebhook}
+	tasks := [][2]string{{"ops", "build"}, {"ops", "secret"}, {"dev", "build"}, {"dev", "hidden"}}
+	var all []*engine.Job
+	for i := range 40 {
+		wt := tasks[i%len(tasks)]
+		j := job(fmt.Sprintf("j%02d", i), wt[0], wt[1], statuses[i%3], i/3) // three jobs per second
+		j.SourceType = sources[i%len(sources)]
+		all = append(all, j)
+	}
+	commit(t, s, &engine.Batch{Jobs: all})
+	visible := func(ws, task string) bool { return task != "secret" && task != "hidden" }
+	for _, f := range []engine.JobFilter{
+		{},
+		{Statuses: []string{engine.JobPending}},
+		{Statuses: []string{engine.JobRunning, engine.JobCompleted}},
+		{SourceType: engine.SourceTrigger},
+		{Workspace: "ops"},
+		{Workspace: "ops", TaskName: "secret"},
+		{Workspace: "dev", Statuses: []string{engine.JobPending, engine.JobCompleted}},
+		{Workspace: "ops", SourceType: engine.SourceAPI},
+		{Statuses: []string{engine.JobFailed}},
+	} {
+		f.Visible = visible
+		var want []string
+		for i := len(all) - 1; i >= 0; i-- { // newest first: time, then id
+			j := all[i]
+			if visible(j.Workspace, j.TaskName) && (f.Workspace == "" || j.Workspace == f.Workspace) &&
+				(f.TaskName == "" || j.TaskName == f.TaskName) && (f.SourceType == "" || j.SourceType == f.SourceType) &&
+				(len(f.Statuses) == 0 || slices.Contains(f.Statuses, j.Status)) {
+				want = append(want, j.ID)
+			}
+		}
+		var got []string
+		f.Limit = 3
+		for pages := 0; ; pages++ {
+			if pages > len(all) {
+				t.Fatalf("%+v: the cursor pages do not end", f)
+			}
+			jobs, total, err := s.Jobs(context.Background(), f)
+			if err != nil {
+				t.Fatalf("jobs %+v: %v", f, err)
+			}
+			if total != len(want) {
+				t.Errorf("%+v page %d: total %d, want %d", f, pages, total, len(want))
+			}
+			if len(jobs) < f.Limit && len(got)+len(jobs) < len(want) {
+				t.Errorf("%+v page %d: %d jobs, a short page before the end", f, pages, len(jobs))
+			}
+			got = append(got, ids(jobs)...)
+			if len(jobs) < f.Limit {
+				break
+			}
+			cur, err := engine.ParseJobCursor(engine.CursorOf(jobs[len(jobs)-1]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Cursor = &cur
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%+v: cursor pages gave %v, want %v", f, got, want)
+		}
 	}
 }
 
@@ -406,6 +482,68 @@ func triggerFires(t *testing.T, b Backend) {
 	if err := s.SetLastFire("", "x", at(1)); !errors.Is(err, engine.ErrInvalid) {
 		t.Errorf("SetLastFire without a workspace: %v, want ErrInvalid", err)
 	}
+}
+
+// eventMarks: a backend that keeps event sources' progress
+// (engine.EventStore) writes a batch's marks with its jobs, the batch's
+// last mark of a step wins, a failed commit writes none, and they survive
+// a reopen. One that keeps none leaves them to the engine's memory.
+func eventMarks(t *testing.T, b Backend) {
+	s := b.Open(t)
+	es, ok := s.(engine.EventStore)
+	if !ok {
+		t.Skip("this backend keeps no event marks (engine.EventStore): the engine holds them in memory")
+	}
+	ctx := context.Background()
+	mark := func(what, jobID, step, wantRun string, wantSeq int64) {
+		t.Helper()
+		run, seq, err := es.EventMark(ctx, jobID, step)
+		if err != nil || run != wantRun || seq != wantSeq {
+			t.Errorf("%s: mark of %s/%s = %q %d (%v), want %q %d", what, jobID, step, run, seq, err, wantRun, wantSeq)
+		}
+	}
+	consumed := func(what, source string, want int64) {
+		t.Helper()
+		if n, err := es.EventsConsumed(ctx, source); err != nil || n != want {
+			t.Errorf("%s: %s consumed %d (%v), want %d", what, source, n, err, want)
+		}
+	}
+	mark("none yet", "c1", "read", "", 0)
+	consumed("none yet", "ops/inbox", 0)
+	commit(t, s, &engine.Batch{
+		Jobs: []*engine.Job{job("e1", "ops", "handle", engine.JobPending, 1), job("e2", "ops", "handle", engine.JobPending, 2)},
+		EventMarks: []engine.EventMark{
+			{Source: "ops/inbox", JobID: "c1", Step: "read", Run: "r1", Seq: 1, Consumed: 1},
+			{Source: "ops/inbox", JobID: "c1", Step: "read", Run: "r1", Seq: 2, Consumed: 2},
+		},
+	})
+	mark("after a commit", "c1", "read", "r1", 2)
+	consumed("after a commit", "ops/inbox", 2)
+	mark("another step", "c1", "other", "", 0)
+	consumed("another source", "ops/other", 0)
+	// A failed commit writes neither its jobs nor its marks.
+	err := s.Commit(ctx, &engine.Batch{
+		Jobs:       []*engine.Job{job("e3", "ops", "handle", engine.JobPending, 3)},
+		Fires:      []engine.TriggerFire{{Workspace: "ops", Trigger: "", At: at(3)}},
+		EventMarks: []engine.EventMark{{Source: "ops/inbox", JobID: "c1", Step: "read", Run: "r1", Seq: 3, Consumed: 3}},
+	})
+	if !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("commit with a bad fire: %v, want ErrInvalid", err)
+	}
+	mark("after a failed commit", "c1", "read", "r1", 2)
+	consumed("after a failed commit", "ops/inbox", 2)
+	// A new run of the step starts its numbering afresh.
+	commit(t, s, &engine.Batch{EventMarks: []engine.EventMark{{Source: "ops/inbox", JobID: "c1", Step: "read", Run: "r2", Seq: 1, Consumed: 3}}})
+	mark("a new run", "c1", "read", "r2", 1)
+	if b.Reopen == nil {
+		return
+	}
+	s = b.Reopen(t, s)
+	if es, ok = s.(engine.EventStore); !ok {
+		t.Fatal("the reopened store keeps no event marks")
+	}
+	mark("after reopen", "c1", "read", "r2", 1)
+	consumed("after reopen", "ops/inbox", 3)
 }
 
 func failedCommitWritesNothing(t *testing.T, b Backend) {

@@ -2,6 +2,7 @@ package template
 
 import (
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -74,23 +75,11 @@ type refCollector struct {
 
 func (c *refCollector) guardedPath(p []string) bool {
 	for _, g := range c.guarded {
-		if len(g) <= len(p) && slicesEqual(g, p[:len(g)]) {
+		if len(g) <= len(p) && slices.Equal(g, p[:len(g)]) {
 			return true
 		}
 	}
 	return false
-}
-
-func slicesEqual(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func (c *refCollector) walk(v reflect.Value) {
