@@ -48,6 +48,9 @@ func TestClaimRoutesByRequiredTags(t *testing.T) {
 			if err != nil || c == nil || c.StepName != "s" {
 				t.Fatalf("claim with every tag = %+v, %v; want step s", c, err)
 			}
+			if err := f.Engine.StartStep(t.Context(), w, job, "s"); err != nil {
+				t.Fatal(err)
+			}
 			if s := f.Step(job, "s"); s.Status != engine.StepRunning || deref(s.WorkerID) != w {
 				t.Errorf("claimed step = %s held by %s, want running held by %s", s.Status, deref(s.WorkerID), w)
 			}

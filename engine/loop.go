@@ -105,12 +105,23 @@ func (e *Engine) runBatch(ctx context.Context, cmds []*command) error {
 	return nil
 }
 
+// commit writes the batch, with the claims made since the last commit,
+// unless it changed nothing durable: a batch of claims alone commits
+// nothing (see state.claimed).
 func (e *Engine) commit(ctx context.Context, b *batch) error {
 	if b.empty() {
 		return nil
 	}
+	for _, s := range e.st.claimed {
+		b.dirtyStep(s)
+	}
 	e.commits.Add(1)
-	return e.cfg.Store.Commit(context.WithoutCancel(ctx), &Batch{Jobs: b.jobList, Steps: b.stepList, Workers: b.workerLst, Fires: b.fires})
+	err := e.cfg.Store.Commit(context.WithoutCancel(ctx), &Batch{Jobs: b.jobList, Steps: b.stepList, Workers: b.workerLst, Fires: b.fires})
+	if err == nil {
+		clear(e.st.claimed)
+		e.st.claimed = e.st.claimed[:0]
+	}
+	return err
 }
 
 // finishBatch performs a committed batch's side effects: timers, channels,
