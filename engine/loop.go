@@ -76,13 +76,16 @@ func (e *Engine) runBatch(ctx context.Context, cmds []*command) error {
 	for _, c := range cmds {
 		c.res.val, c.res.err = c.apply(b)
 	}
+	// Claims are answered from memory, before the commit (see
+	// state.claimed): the worker's start report, which must be durable
+	// before it runs the step, comes in a later batch, so it follows this
+	// commit. Should the commit fail, the state reloads without the claim
+	// and its start report is refused.
+	e.deliver(b)
 	start := time.Now()
 	if err := e.commit(ctx, b); err != nil {
 		err = fmt.Errorf("commit: %w", err)
 		e.log.Error("engine commit failed; reloading state from the store", "err", err)
-		for _, d := range b.deliveries {
-			d.w.got <- claimResult{err: err}
-		}
 		for _, c := range cmds {
 			if c.reply != nil {
 				c.reply <- result{err: err}
@@ -151,9 +154,15 @@ func (e *Engine) finishBatch(b *batch) {
 		stopTimer(&js.timer)
 		delete(e.st.jobs, js.job.ID)
 	}
+	e.deliver(b)
+}
+
+// deliver answers the claims of the batch so far.
+func (e *Engine) deliver(b *batch) {
 	for _, d := range b.deliveries {
 		d.w.got <- claimResult{claim: d.claim, err: d.err, render: d.render}
 	}
+	b.deliveries = b.deliveries[:0]
 }
 
 func (e *Engine) appendLogs(b *batch) {
