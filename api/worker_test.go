@@ -219,8 +219,9 @@ func TestWorkersReportOnlyStepsTheyHold(t *testing.T) {
 	}
 
 	forge(t)
-	if s := say(); s["status"] != "running" || s["started_at"] != nil || s["worker_id"] != holder {
-		t.Fatalf("after forged reports say = %v, want running, not started, held by the holder", s)
+	// A claim is durable, and so shown, only with its start report.
+	if s := say(); s["status"] != "ready" || s["started_at"] != nil || s["worker_id"] != nil || s["output"] != nil {
+		t.Fatalf("after forged reports say = %v, want it ready as stored before the holder's start report", s)
 	}
 	if l := sayLog(); l != "" {
 		t.Fatalf("after forged pushes the log = %q, want empty", l)

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/appliance-sh/appliance/runners"
 )
 
 // chainWorkspace is a task of n sequential steps that each run `true`.
@@ -67,20 +69,45 @@ func BenchmarkChain40(b *testing.B) {
 // BenchmarkExecuteToCompletion measures a one-step job from the execute
 // call to the job being terminal.
 func BenchmarkExecuteToCompletion(b *testing.B) {
-	f := benchFixture(b, 2)
+	f := benchFixture(b, 4)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		f.waitDone(f.execute("bench", "one", nil))
 	}
 }
 
-// BenchmarkThousandJobs submits 1,000 one-step jobs at once over HTTP and
-// waits for all of them; reports jobs per second.
+// BenchmarkThousandJobs submits 1,000 one-step jobs (`true`) at once over
+// HTTP to 4 in-process workers and waits for all of them; reports jobs per
+// second, durable commits, and the process's CPU time and allocations per
+// job (the client's included), which the machine's load does not skew.
 func BenchmarkThousandJobs(b *testing.B) {
+	thousandJobs(b, benchFixture(b, 4))
+}
+
+// BenchmarkThousandJobsNoSpawn is BenchmarkThousandJobs with a runner that
+// spawns nothing: the cost of orchestration alone (HTTP in, commits, claim,
+// start and completion reports), in steps per second.
+func BenchmarkThousandJobsNoSpawn(b *testing.B) {
+	tuneRuntime()
+	dir := b.TempDir()
+	writeWorkspace(b, dir, chainWorkspace(1))
+	thousandJobs(b, startFixture(b, map[string]string{"bench": dir}, 4, func(c *ServerConfig) {
+		c.runners = map[string]runners.Runner{"local": noopRunner{}}
+	}))
+}
+
+// noopRunner runs nothing and succeeds.
+type noopRunner struct{}
+
+func (noopRunner) Run(context.Context, *runners.Step) (int, error) { return 0, nil }
+
+func thousandJobs(b *testing.B, f *serverFixture) {
 	const jobs, clients = 1000, 64
-	f := benchFixture(b, 32)
 	var elapsed time.Duration
 	commits := f.srv.engine.Commits()
+	cpu := cpuTime(b)
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
@@ -102,8 +129,14 @@ func BenchmarkThousandJobs(b *testing.B) {
 		}
 		elapsed += time.Since(start)
 	}
-	b.ReportMetric(float64(jobs*b.N)/elapsed.Seconds(), "jobs/s")
-	b.ReportMetric(float64(f.srv.engine.Commits()-commits)/float64(jobs*b.N), "commits/job")
+	b.StopTimer()
+	n := float64(jobs * b.N)
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(n/elapsed.Seconds(), "jobs/s")
+	b.ReportMetric(float64(f.srv.engine.Commits()-commits)/n, "commits/job")
+	b.ReportMetric(float64((cpuTime(b)-cpu).Microseconds())/n, "cpu-us/job")
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "allocs/job")
 }
 
 // BenchmarkIdleServer measures the CPU an idle server uses (in-process

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -229,6 +230,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		MaxConcurrent: *cfg.Workers,
 		DrainTimeout:  cfg.drainTimeout,
 		LogBuffer:     cfg.logBuffer,
+		Runners:       maps.Clone(cfg.runners),
 	}
 	if *cfg.Workers > 0 {
 		if err := detectRunners(ctx, cfg.Docker, cfg.Kubernetes, "", &pool, log.With("worker", "in-process")); err != nil {

@@ -238,7 +238,7 @@ func (e *Engine) hand(b *batch, js *jobState, ss *stepState, wk *workerState, w 
 		ss.rec.Deadline = &d
 		b.afterCommit(func() { e.armStepTimer(js, ss) })
 	}
-	b.dirtyStep(ss.rec)
+	e.st.claimed = append(e.st.claimed, ss.rec) // written with the next commit (see state.claimed)
 	wk.running[ss] = b.now
 	e.holders.hold(ss, id)
 	w.assigned = true

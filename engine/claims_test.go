@@ -48,6 +48,9 @@ func TestClaimRoutesByRequiredTags(t *testing.T) {
 			if err != nil || c == nil || c.StepName != "s" {
 				t.Fatalf("claim with every tag = %+v, %v; want step s", c, err)
 			}
+			if err := f.Engine.StartStep(t.Context(), w, job, "s"); err != nil {
+				t.Fatal(err)
+			}
 			if s := f.Step(job, "s"); s.Status != engine.StepRunning || deref(s.WorkerID) != w {
 				t.Errorf("claimed step = %s held by %s, want running held by %s", s.Status, deref(s.WorkerID), w)
 			}
@@ -154,8 +157,10 @@ b: {action: ok, depends_on: [a]}`))
 	f.Eventually(func() bool { return f.Engine.ParkedClaims() == 1 }, func() string { return "claim never parked" })
 	f.WaitTimers(1)
 
-	// The loop hands b to the poller and is held in the commit while the
-	// poller's wait runs out, so its withdraw arrives after the assignment.
+	// The loop hands b to the poller (claims are answered before the
+	// commit) and is held in the commit while the poller's wait runs out:
+	// whether the poller sees the answer or its expiry first, and then
+	// withdraws, it gets b.
 	entered, release := holdCommits(f)
 	completed := make(chan error, 1)
 	go func() {
@@ -163,7 +168,6 @@ b: {action: ok, depends_on: [a]}`))
 	}()
 	<-entered
 	f.Clock.Advance(10 * time.Second)
-	f.Eventually(func() bool { return f.Engine.QueuedCommands() == 1 }, func() string { return "withdraw never sent" })
 	release()
 	if err := <-completed; err != nil {
 		t.Fatal(err)
@@ -195,15 +199,25 @@ b: {action: ok, depends_on: [a]}`))
 	}()
 	f.Eventually(func() bool { return f.Engine.ParkedClaims() == 1 }, func() string { return "claim never parked" })
 
+	// Hold the loop in the commit of a heartbeat, so that the completion
+	// that promotes b and the poller's withdraw queue up behind it and
+	// share a batch: the loop hands b to the poller, then hears it went
+	// away.
 	entered, release := holdCommits(f)
+	beat := make(chan error, 1)
+	go func() { beat <- f.Engine.Heartbeat(context.Background(), poller, nil) }()
+	<-entered
 	completed := make(chan error, 1)
 	go func() {
 		completed <- f.Engine.CompleteStep(context.Background(), f.Worker, job, "a", enginetest.Ok(nil))
 	}()
-	<-entered
+	f.Eventually(func() bool { return f.Engine.QueuedCommands() == 1 }, func() string { return "completion never sent" })
 	cancel() // the worker went away while the loop was handing it b
-	f.Eventually(func() bool { return f.Engine.QueuedCommands() == 1 }, func() string { return "withdraw never sent" })
+	f.Eventually(func() bool { return f.Engine.QueuedCommands() == 2 }, func() string { return "withdraw never sent" })
 	release()
+	if err := <-beat; err != nil {
+		t.Fatal(err)
+	}
 	if err := <-completed; err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/enginetest"
@@ -60,7 +61,7 @@ func TestFailedCommitIsReportedAndStateReloadedFromTheStore(t *testing.T) {
 a: {action: ok}
 b: {action: ok, depends_on: [a]}`))
 	job := f.Execute("t", nil)
-	f.ClaimStep("a")
+	claimAndStart(t, f, job, "a")
 
 	disk := errors.New("disk full")
 	f.Store.FailNextCommit(disk)
@@ -85,5 +86,72 @@ b: {action: ok, depends_on: [a]}`))
 	}
 	if _, total, _ := f.Engine.Jobs(t.Context(), engine.JobFilter{}); total != 1 {
 		t.Errorf("%d jobs stored, want only the first", total)
+	}
+}
+
+// TestOneStepJobTakesAtMostThreeCommits is the durable-commit budget of a
+// one-step job run by a worker one call at a time (no grouping to hide
+// behind): the creation, the start report (which carries the claim) and
+// the completion. The claim itself is answered from memory.
+func TestOneStepJobTakesAtMostThreeCommits(t *testing.T) {
+	f := enginetest.NewWith(t, enginetest.LoadWorkspace(t, flowYAML(`a: {action: ok}`)), enginetest.Options{NoWorker: true})
+	w := f.Register("edge", nil, false)
+	const jobs = 5
+	for range jobs {
+		before := f.Store.Commits()
+		job := f.Execute("t", nil)
+		created := f.Store.Commits()
+		c, err := f.Engine.Claim(t.Context(), w, 0)
+		if err != nil || c == nil || c.JobID != job {
+			t.Fatalf("claim = %+v, %v", c, err)
+		}
+		if n := f.Store.Commits() - created; n != 0 {
+			t.Errorf("the claim took %d commits, want it answered from memory", n)
+		}
+		if err := f.Engine.StartStep(t.Context(), w, job, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Engine.CompleteStep(t.Context(), w, job, "a", enginetest.Ok(nil)); err != nil {
+			t.Fatal(err)
+		}
+		f.WaitStatus(job, engine.JobCompleted)
+		if n := f.Store.Commits() - before; n > 3 {
+			t.Errorf("a one-step job took %d commits, want at most 3 (create; claim+start; complete)", n)
+		}
+		if s := f.Step(job, "a"); s.Status != engine.StepCompleted || deref(s.WorkerID) != w || s.StartedAt == nil {
+			t.Errorf("stored step = %s held by %s started %v", s.Status, deref(s.WorkerID), s.StartedAt)
+		}
+	}
+}
+
+// TestClaimLostInACrashLeavesTheStepReady: a claim is answered before it
+// is durable. A crash before the start report loses it, which is safe: the
+// step is ready again and the start report of the lost claim is refused,
+// so the worker never runs it.
+func TestClaimLostInACrashLeavesTheStepReady(t *testing.T) {
+	f := enginetest.NewWith(t, enginetest.LoadWorkspace(t, flowYAML(`a: {action: ok}`)),
+		enginetest.Options{NoWorker: true, HeartbeatTimeout: time.Minute})
+	edge := f.Register("edge", nil, false)
+	job := f.Execute("t", nil)
+	if c, err := f.Engine.Claim(t.Context(), edge, 0); err != nil || c == nil {
+		t.Fatalf("claim = %+v, %v", c, err)
+	}
+	f.Restart()
+	if s := f.Step(job, "a"); s.Status != engine.StepReady || s.WorkerID != nil {
+		t.Fatalf("after the crash a is %s held by %s, want ready", s.Status, deref(s.WorkerID))
+	}
+	if err := f.Engine.StartStep(t.Context(), edge, job, "a"); !errors.Is(err, engine.ErrConflict) {
+		t.Fatalf("start of the lost claim: err = %v, want ErrConflict", err)
+	}
+	c, err := f.Engine.Claim(t.Context(), edge, 0)
+	if err != nil || c == nil || c.JobID != job {
+		t.Fatalf("claim again = %+v, %v", c, err)
+	}
+	if err := f.Engine.StartStep(t.Context(), edge, job, "a"); err != nil {
+		t.Fatal(err)
+	}
+	f.Restart()
+	if s := f.Step(job, "a"); s.Status != engine.StepRunning || deref(s.WorkerID) != edge || s.StartedAt == nil {
+		t.Fatalf("after a started step's crash a is %s held by %s, want running held by %s", s.Status, deref(s.WorkerID), edge)
 	}
 }

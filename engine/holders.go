@@ -56,11 +56,12 @@ func (h *holderIndex) rebuild(st *state) {
 	h.workers, h.steps = workers, steps
 }
 
-// holds reports whether the worker is known, and whether it holds the step.
-func (h *holderIndex) holds(workerID string, ref StepRef) (known, held bool) {
+// holds reports whether the worker is known, and which worker holds the
+// step ("" for none).
+func (h *holderIndex) holds(workerID string, ref StepRef) (known bool, holder string) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	return h.workers[workerID], h.steps[ref] == workerID
+	return h.workers[workerID], h.steps[ref]
 }
 
 func refOf(ss *stepState) StepRef { return StepRef{JobID: ss.rec.JobID, Step: ss.rec.Name} }
@@ -86,12 +87,16 @@ func reporterErr(workerID string, known bool) error {
 // ErrInvalid without a worker id; ErrNotFound for an unknown worker, job or
 // step; ErrConflict when the step is not running or another worker holds it.
 func (e *Engine) CheckHolder(ctx context.Context, workerID, jobID, step string) error {
-	known, held := e.holders.holds(workerID, StepRef{JobID: jobID, Step: step})
+	known, holder := e.holders.holds(workerID, StepRef{JobID: jobID, Step: step})
 	if err := reporterErr(workerID, known); err != nil {
 		return err
 	}
-	if held {
+	if holder == workerID {
 		return nil
+	}
+	if holder != "" {
+		// The store may not have the claim yet (see state.claimed).
+		return fmt.Errorf("step %q is held by another worker: %w", step, ErrConflict)
 	}
 	// The refusal is the rare path: read the job to say why.
 	_, steps, err := e.Job(ctx, jobID)

@@ -76,13 +76,16 @@ func (e *Engine) runBatch(ctx context.Context, cmds []*command) error {
 	for _, c := range cmds {
 		c.res.val, c.res.err = c.apply(b)
 	}
+	// Claims are answered from memory, before the commit (see
+	// state.claimed): the worker's start report, which must be durable
+	// before it runs the step, comes in a later batch, so it follows this
+	// commit. Should the commit fail, the state reloads without the claim
+	// and its start report is refused.
+	e.deliver(b)
 	start := time.Now()
 	if err := e.commit(ctx, b); err != nil {
 		err = fmt.Errorf("commit: %w", err)
 		e.log.Error("engine commit failed; reloading state from the store", "err", err)
-		for _, d := range b.deliveries {
-			d.w.got <- claimResult{err: err}
-		}
 		for _, c := range cmds {
 			if c.reply != nil {
 				c.reply <- result{err: err}
@@ -105,12 +108,23 @@ func (e *Engine) runBatch(ctx context.Context, cmds []*command) error {
 	return nil
 }
 
+// commit writes the batch, with the claims made since the last commit,
+// unless it changed nothing durable: a batch of claims alone commits
+// nothing (see state.claimed).
 func (e *Engine) commit(ctx context.Context, b *batch) error {
 	if b.empty() {
 		return nil
 	}
+	for _, s := range e.st.claimed {
+		b.dirtyStep(s)
+	}
 	e.commits.Add(1)
-	return e.cfg.Store.Commit(context.WithoutCancel(ctx), &Batch{Jobs: b.jobList, Steps: b.stepList, Workers: b.workerLst, Fires: b.fires, EventMarks: b.marks})
+	err := e.cfg.Store.Commit(context.WithoutCancel(ctx), &Batch{Jobs: b.jobList, Steps: b.stepList, Workers: b.workerLst, Fires: b.fires, EventMarks: b.marks})
+	if err == nil {
+		clear(e.st.claimed)
+		e.st.claimed = e.st.claimed[:0]
+	}
+	return err
 }
 
 // finishBatch performs a committed batch's side effects: timers, channels,
@@ -141,9 +155,15 @@ func (e *Engine) finishBatch(b *batch) {
 		stopTimer(&js.timer)
 		delete(e.st.jobs, js.job.ID)
 	}
+	e.deliver(b)
+}
+
+// deliver answers the claims of the batch so far.
+func (e *Engine) deliver(b *batch) {
 	for _, d := range b.deliveries {
 		d.w.got <- claimResult{claim: d.claim, err: d.err, render: d.render}
 	}
+	b.deliveries = b.deliveries[:0]
 }
 
 func (e *Engine) appendLogs(b *batch) {

@@ -24,7 +24,7 @@ waiting: {action: ok}`)), enginetest.Options{HeartbeatTimeout: 90 * time.Second}
 	if err := f.Engine.StartStep(t.Context(), edge, job, "remote"); err != nil {
 		t.Fatal(err)
 	}
-	f.ClaimStep("local")
+	claimAndStart(t, f, job, "local")
 	oldWorker := f.Worker
 
 	f.Restart()
@@ -81,6 +81,9 @@ tasks:
 	if c, _ := f.Engine.Claim(t.Context(), edge, 0); c == nil {
 		t.Fatal("no claim")
 	}
+	if err := f.Engine.StartStep(t.Context(), edge, slow, "a"); err != nil {
+		t.Fatal(err)
+	}
 	f.Clock.Advance(80 * time.Second)
 	f.Restart()
 
@@ -105,6 +108,9 @@ tasks:
 	quiet := f.Execute("quiet", nil)
 	if c, _ := f.Engine.Claim(t.Context(), edge, 0); c == nil || c.JobID != quiet {
 		t.Fatal("no claim of the quiet job")
+	}
+	if err := f.Engine.StartStep(t.Context(), edge, quiet, "a"); err != nil {
+		t.Fatal(err)
 	}
 	f.Restart()
 	f.Clock.Advance(90 * time.Second)

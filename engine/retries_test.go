@@ -172,7 +172,7 @@ func TestLostWorkerStepIsRetriedOnAnother(t *testing.T) {
 func TestInProcessStepLostInARestartIsRetried(t *testing.T) {
 	f := enginetest.New(t, flowYAML(`a: {action: ok, retries: 1, retry_delay: 1s}`))
 	job := f.Execute("t", nil)
-	f.ClaimStep("a")
+	claimAndStart(t, f, job, "a")
 	f.Restart()
 	s := waitRetry(t, f, job, "a")
 	if !strings.HasPrefix(deref(s.ErrorMessage), "Worker heartbeat timeout") {

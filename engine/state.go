@@ -20,6 +20,13 @@ type state struct {
 	// the store) is dropped.
 	hooking map[string]*jobState
 	events  eventMemory // event sources' marks (see Emit)
+	// claimed holds the step records that claims changed since the last
+	// commit. A claim is answered from memory: it needs no commit of its
+	// own, since a worker runs a step only once its start report is
+	// durable, and a claim lost to a crash leaves the step ready (the
+	// start report is then refused). Each is written with the next commit,
+	// normally its start report's.
+	claimed []*Step
 }
 
 func newState() *state {

@@ -68,7 +68,7 @@ c: {action: ok}`)), enginetest.Options{NoWorker: true, HeartbeatTimeout: 90 * ti
 func TestInProcessWorkersNeverTimeOut(t *testing.T) {
 	f := enginetest.NewWith(t, enginetest.LoadWorkspace(t, flowYAML(`a: {action: ok}`)), enginetest.Options{HeartbeatTimeout: time.Minute})
 	job := f.Execute("t", nil)
-	f.ClaimStep("a")
+	claimAndStart(t, f, job, "a")
 	f.Clock.Advance(time.Hour)
 	if s := f.Step(job, "a"); s.Status != engine.StepRunning {
 		t.Errorf("a is %s after an hour on an in-process worker, want running", s.Status)

@@ -10,13 +10,16 @@ import (
 	"time"
 )
 
-// runAssignment runs one claimed step from start report to completion
-// report. Reporting the start is retried until claimCtx ends (the worker
+// runAssignment runs one claimed step from start report to the end of its
+// process, and returns a channel closed once the server has the step's
+// completion report (or refused it), or nil if the step never started. The
+// report goes on in the background meanwhile, so the slot claims its next
+// step while the server commits the last one's result: the two then share
+// a commit. Reporting the start is retried until claimCtx ends (the worker
 // stops): a step not started yet is left to the server to hand out again.
-func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, workerID string, a *Assignment) {
+func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, workerID string, a *Assignment) <-chan struct{} {
 	ref := StepRef{JobID: a.JobID, Step: a.StepName}
 	w.track(ref)
-	defer w.untrack(ref) // only once the server has the completion (or refused it)
 	log := w.log.With("job_id", a.JobID, "step", a.StepName)
 	err := w.retry(claimCtx, "report step start", func(ctx context.Context) error {
 		return w.srv.Start(ctx, workerID, a.JobID, a.StepName)
@@ -25,7 +28,8 @@ func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, workerID 
 		// The step is not ours to run any more, or the worker is stopping;
 		// the server recovers steps whose worker went quiet.
 		log.Error("step not started", "err", err)
-		return
+		w.untrack(ref)
+		return nil
 	}
 	log.Info("step started", "runner", a.Runner)
 
@@ -55,6 +59,7 @@ func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, workerID 
 	delivered := make(chan struct{})
 	go func() {
 		defer close(delivered)
+		defer w.untrack(ref) // only once the server has the completion (or refused it)
 		w.deliver(lt, &delivery{j: j, log: log, finished: finished, kill: kill})
 	}()
 	watchCtx, stopWatch := context.WithCancel(stepCtx)
@@ -70,7 +75,7 @@ func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, workerID 
 	// The result goes after the last line, so a finished job's log is whole.
 	j.Finish(res)
 	close(finished)
-	<-delivered
+	return delivered
 }
 
 // newJournal begins a step run's journal: in the spool when the worker has

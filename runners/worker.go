@@ -285,7 +285,18 @@ func (w *Worker) runningSteps() []StepRef {
 
 // claimLoop claims and runs one step at a time until ctx ends. Its error is
 // one the worker cannot get past.
+//
+// The last step's completion report may still be on its way while the
+// loop claims, starts and runs the next step; the loop waits for it once
+// that step's process ends, so a slot has at most two reports outstanding,
+// and none once it returns.
 func (w *Worker) claimLoop(ctx context.Context, lt lifetimes) error {
+	var reporting <-chan struct{} // the last step's completion report
+	defer func() {
+		if reporting != nil {
+			<-reporting
+		}
+	}()
 	b := newBackoff(w.cfg.RetryMin, w.cfg.RetryMax)
 	for ctx.Err() == nil {
 		id := w.ID()
@@ -316,7 +327,11 @@ func (w *Worker) claimLoop(ctx context.Context, lt lifetimes) error {
 			sleep(ctx, w.cfg.IdlePause-time.Since(began))
 			continue
 		}
-		w.runAssignment(ctx, lt, id, a)
+		done := w.runAssignment(ctx, lt, id, a)
+		if reporting != nil {
+			<-reporting
+		}
+		reporting = done
 	}
 	return nil
 }
