@@ -107,3 +107,96 @@ func TestSlowJobSubscriberDoesNotStallJobs(t *testing.T) {
 		}
 	}
 }
+
+// A subscriber following one job gets its step changes in commit order
+// (each step ready or later, running, completed; a's end before b's run)
+// and its job events, and nothing of another job; a list subscriber gets
+// job events only, never a step event.
+func TestStepEventsReachOnlyTheJobsFollowers(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`
+a: {action: ok}
+b: {action: ok, depends_on: [a]}`))
+	list := f.Engine.SubscribeJobs(0)
+	defer list.Close()
+	job := f.Execute("t", nil)
+	other := f.Execute("t", nil)
+	follower := f.Engine.SubscribeJob(job, 0)
+	defer follower.Close()
+	f.RunJobStep(job, "a", enginetest.Ok(nil))
+	f.RunJobStep(other, "a", enginetest.Ok(nil))
+	f.RunJobStep(job, "b", enginetest.Ok(nil))
+	f.WaitStatus(job, engine.JobCompleted)
+
+	var got []string
+	for done := false; !done; {
+		select {
+		case ev, ok := <-follower.Events():
+			if !ok {
+				t.Fatalf("follower's events closed (lost %v) after %v", follower.Lost(), got)
+			}
+			if ev.Job.ID != job {
+				t.Fatalf("follower got an event of job %s: %s", ev.Job.ID, ev.Change)
+			}
+			switch ev.Change {
+			case engine.StepChanged:
+				if ev.Job.Workspace == "" || ev.Job.TaskName != "t" || ev.Step == nil {
+					t.Fatalf("step event without its job's workspace and task or its step: %+v", ev)
+				}
+				if ev.Step.Status == engine.StepCompleted && ev.Step.CompletedAt == nil {
+					t.Errorf("step %s completed without completed_at", ev.Step.Name)
+				}
+				got = append(got, ev.Step.Name+":"+ev.Step.Status)
+			case engine.JobStatusChanged:
+				got = append(got, "job:"+ev.Job.Status)
+				done = ev.Job.Status == engine.JobCompleted
+			default:
+				t.Fatalf("follower got change %q", ev.Change)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("events so far %v; the job's completion never came", got)
+		}
+	}
+	// Subscribed after the job was created and a became ready: a's first
+	// event may be ready; then each change once, in order.
+	at := map[string]int{}
+	for i, e := range got {
+		if _, dup := at[e]; dup {
+			t.Fatalf("event %s twice in %v", e, got)
+		}
+		at[e] = i
+	}
+	order := []string{"a:running", "a:completed", "b:ready", "b:running", "b:completed", "job:completed"}
+	for i, e := range order {
+		if _, ok := at[e]; !ok {
+			t.Fatalf("no %s in %v", e, got)
+		}
+		if i > 0 && at[e] < at[order[i-1]] {
+			t.Fatalf("%s before %s in %v", e, order[i-1], got)
+		}
+	}
+	t.Logf("follower's events: %v", got)
+
+	f.WaitStatus(other, engine.JobRunning)
+	jobs := 0
+	for jobs < 4 { // both created, job running and completed
+		select {
+		case ev := <-list.Events():
+			if ev.Change == engine.StepChanged || ev.Step != nil {
+				t.Fatalf("list subscriber got a step event: %+v", ev)
+			}
+			jobs++
+		case <-time.After(10 * time.Second):
+			t.Fatalf("list subscriber got %d job events, want 4 at least", jobs)
+		}
+	}
+	for {
+		select {
+		case ev := <-list.Events():
+			if ev.Change == engine.StepChanged || ev.Step != nil {
+				t.Fatalf("list subscriber got a step event: %+v", ev)
+			}
+		default:
+			return
+		}
+	}
+}
