@@ -62,7 +62,23 @@ export function followJobs(signal, { onJob, onStep = () => {}, onResync, onReady
     });
   };
   open();
+  // A page left for another keeps its connections until the browser
+  // drops it (the back-forward cache): close the stream, so streams of
+  // pages gone do not use up the browser's few connections to the server;
+  // a page shown again from that cache reopens it and catches up.
+  const hide = () => {
+    clearTimeout(timer);
+    source?.close();
+    dropped = true;
+  };
+  const show = (e) => {
+    if (e.persisted && !signal.aborted) open();
+  };
+  addEventListener('pagehide', hide);
+  addEventListener('pageshow', show);
   signal.addEventListener('abort', () => {
+    removeEventListener('pagehide', hide);
+    removeEventListener('pageshow', show);
     clearTimeout(timer);
     source?.close();
   });
