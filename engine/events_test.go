@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,6 +194,86 @@ b: {action: ok, depends_on: [a]}`))
 		select {
 		case ev := <-list.Events():
 			if ev.Change == engine.StepChanged || ev.Step != nil {
+				t.Fatalf("list subscriber got a step event: %+v", ev)
+			}
+		default:
+			return
+		}
+	}
+}
+
+// A for_each of many instances, followed: a follower that keeps up gets
+// the instances' changes, and one that fell behind (a commit of more
+// changes than its buffer) subscribes again, as the API does (resync),
+// and still sees the job end; a stalled follower is dropped without
+// holding the job up; a list subscriber gets no step event.
+func TestStepEventsOfABigForEach(t *testing.T) {
+	n := 2000
+	if testing.Short() {
+		n = 200
+	}
+	items := make([]string, n)
+	for i := range items {
+		items[i] = fmt.Sprint(i)
+	}
+	f := enginetest.New(t, flowYAML(fmt.Sprintf(`
+fan: {action: ok, for_each: [%s]}`, strings.Join(items, ", "))))
+	list := f.Engine.SubscribeJobs(0)
+	defer list.Close()
+	start := time.Now()
+	job := f.Execute("t", nil)
+	stalled := f.Engine.SubscribeJob(job, 4)
+	defer stalled.Close()
+	type tally struct{ steps, resyncs int }
+	got := make(chan tally, 1)
+	stop := make(chan struct{})
+	reader := f.Engine.SubscribeJob(job, 0)
+	go func() {
+		var c tally
+		defer func() { reader.Close(); got <- c }()
+		for {
+			select {
+			case ev, ok := <-reader.Events():
+				if !ok {
+					c.resyncs++
+					reader = f.Engine.SubscribeJob(job, 0)
+					continue
+				}
+				if ev.Step != nil {
+					c.steps++
+				}
+				if ev.Change == engine.JobStatusChanged && ev.Job.Status == engine.JobCompleted {
+					return
+				}
+			case <-stop:
+				return
+			}
+		}
+	}()
+	for i := range n {
+		f.RunJobStep(job, fmt.Sprintf("fan[%d]", i), enginetest.Ok(nil))
+	}
+	f.WaitStatus(job, engine.JobCompleted)
+	t.Logf("%d instances ran in %v, followed", n, time.Since(start))
+	var c tally
+	select {
+	case c = <-got:
+	case <-time.After(10 * time.Second):
+		close(stop)
+		c = <-got
+		t.Fatalf("the follower never saw the job complete (%d step events, %d resyncs)", c.steps, c.resyncs)
+	}
+	t.Logf("the follower got %d step events and subscribed again %d times", c.steps, c.resyncs)
+	if c.steps < n {
+		t.Errorf("the follower got %d step events of %d instances", c.steps, n)
+	}
+	if !stalled.Lost() {
+		t.Fatal("the stalled follower was not dropped")
+	}
+	for {
+		select {
+		case ev := <-list.Events():
+			if ev.Step != nil {
 				t.Fatalf("list subscriber got a step event: %+v", ev)
 			}
 		default:
