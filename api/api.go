@@ -38,6 +38,8 @@ type Orchestrator interface {
 	// SubscribeJobs streams committed job creations and status changes
 	// (GET /api/events).
 	SubscribeJobs(buffer int) *engine.JobSubscription
+	// SubscribeJob follows one job: its job and step events.
+	SubscribeJob(jobID string, buffer int) *engine.JobSubscription
 	// workers.Engine serves the worker protocol; its AppendLog is how
 	// lines reach a job's log, the job's secrets masked: the engine owns
 	// masking, so the API never writes the log store itself.

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/appliance-sh/appliance/engine"
 )
 
 // eventsRoute is the job event stream; like the log stream it may carry
@@ -20,10 +22,27 @@ type jobEvent struct {
 	jobItem
 }
 
+// stepEvent is the data of a `step` event: a step of the followed job
+// changed status, attempt or retry time.
+type stepEvent struct {
+	JobID       string     `json:"job_id"`
+	Workspace   string     `json:"workspace"`
+	TaskName    string     `json:"task_name"`
+	StepName    string     `json:"step_name"`
+	Status      string     `json:"status"`
+	WorkerID    *string    `json:"worker_id"`
+	StartedAt   *time.Time `json:"started_at"`
+	CompletedAt *time.Time `json:"completed_at"`
+	Attempt     int        `json:"attempt"`
+	RetryAt     *time.Time `json:"retry_at,omitempty"`
+}
+
 // streamEvents serves GET /api/events, a Server-Sent Events stream of job
 // changes once committed: `ready` when subscribed, then a `job` event per
 // job created ("change": "created") or changed status ("status"), only of
-// the jobs the caller may view. A client that falls behind gets `resync`
+// the jobs the caller may view. With ?job_id= it follows that one job:
+// its `job` events and a `step` event per step changing status, attempt
+// or retry time (404 for a job the caller may not view). A client that falls behind gets `resync`
 // (events were dropped: reload the lists) and the stream goes on.
 func (s *server) streamEvents(c echo.Context) error {
 	if !headerHasToken(c.Request().Header, "Accept", "text/event-stream") {
@@ -34,7 +53,24 @@ func (s *server) streamEvents(c echo.Context) error {
 	// open and a vanished client is noticed.
 	visible := s.jobVisibility(c)
 	ctx := c.Request().Context()
-	sub := s.cfg.Engine.SubscribeJobs(0)
+	subscribe := func() *engine.JobSubscription { return s.cfg.Engine.SubscribeJobs(0) }
+	if id := c.QueryParam("job_id"); id != "" {
+		if !isUUID(id) {
+			return notFound("job %q", id)
+		}
+		job, err := s.cfg.Engine.JobRecord(ctx, id)
+		if err != nil {
+			return err
+		}
+		if visible != nil && !visible(job.Workspace, job.TaskName) {
+			return jobNotFound(id)
+		}
+		// A big for_each job's instances change by the thousand: a
+		// roomier buffer, and a follower that still falls behind gets
+		// `resync` (refetch the job) as any other.
+		subscribe = func() *engine.JobSubscription { return s.cfg.Engine.SubscribeJob(id, 4*engine.DefaultJobEventBuffer) }
+	}
+	sub := subscribe()
 	defer func() { sub.Close() }()
 
 	w := c.Response()
@@ -82,7 +118,7 @@ func (s *server) streamEvents(c echo.Context) error {
 					return nil
 				}
 				// Dropped for falling behind: start afresh, and say so.
-				sub = s.cfg.Engine.SubscribeJobs(0)
+				sub = subscribe()
 				if !send("event: resync\ndata: {}\n\n") {
 					return nil
 				}
@@ -91,12 +127,22 @@ func (s *server) streamEvents(c echo.Context) error {
 			if visible != nil && !visible(ev.Job.Workspace, ev.Job.TaskName) {
 				continue
 			}
-			data, err := json.Marshal(jobEvent{Change: ev.Change, jobItem: jobItemOf(&ev.Job)})
+			name, data, err := "job", []byte(nil), error(nil)
+			if st := ev.Step; st != nil {
+				name = "step"
+				data, err = json.Marshal(stepEvent{
+					JobID: ev.Job.ID, Workspace: ev.Job.Workspace, TaskName: ev.Job.TaskName,
+					StepName: st.Name, Status: st.Status, WorkerID: st.WorkerID,
+					StartedAt: st.StartedAt, CompletedAt: st.CompletedAt, Attempt: st.Attempt, RetryAt: st.RetryAt,
+				})
+			} else {
+				data, err = json.Marshal(jobEvent{Change: ev.Change, jobItem: jobItemOf(&ev.Job)})
+			}
 			if err != nil {
 				s.log.Error("encode job event", "job", ev.Job.ID, "err", err)
 				continue
 			}
-			if !send(fmt.Sprintf("event: job\ndata: %s\n\n", data)) {
+			if !send(fmt.Sprintf("event: %s\ndata: %s\n\n", name, data)) {
 				return nil
 			}
 		}

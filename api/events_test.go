@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -23,9 +24,15 @@ type sseEvent struct {
 // browser's EventSource sends it) and returns its events once `ready`.
 func openEvents(t *testing.T, base, token string) <-chan sseEvent {
 	t.Helper()
+	return openEventsQuery(t, base, token, "")
+}
+
+// openEventsQuery is openEvents with more of the query (e.g. "&job_id=…").
+func openEventsQuery(t *testing.T, base, token, query string) <-chan sseEvent {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	req, err := http.NewRequestWithContext(ctx, "GET", base+"/api/events?token="+token, nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", base+"/api/events?token="+token+query, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,5 +176,55 @@ func TestJobEventsEndWhenTheTokenExpires(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("the stream outlived its token by 8s")
 		}
+	}
+}
+
+// ?job_id= follows one job: a job the caller may not view is unknown
+// (404, as the job's detail), and a viewer of it gets its step changes
+// and its own job events, in order, and nothing of another job.
+func TestJobEventsFollowOneJobUnderTheACL(t *testing.T) {
+	f := newACLFixture(t, func(c *fixtureConfig) { c.EventsPing = 50 * time.Millisecond })
+	other := f.run("other")
+	hello := f.run("hello")
+	stream := map[string]string{"Accept": "text/event-stream"}
+	for _, c := range []struct {
+		role int
+		job  string
+	}{{roleDeny, other}, {roleDeny, hello}, {roleView, other}, {roleAdmin, "not-a-job"}, {roleAdmin, "0190c5b2-0000-7000-8000-000000000000"}} {
+		r := f.do("GET", "/api/events?job_id="+c.job+"&token="+f.tokens[c.role], nil, stream)
+		r.expectError(http.StatusNotFound, "job")
+	}
+
+	events := openEventsQuery(t, f.url, f.tokens[roleView], "&job_id="+hello)
+	w := f.register("w")
+	f.runStep(w, other, "only", map[string]any{}) // claims take the oldest job first
+	f.runStep(w, hello, "say", map[string]any{})
+	f.runStep(w, hello, "after", map[string]any{})
+	var got []string
+	for done := false; !done; {
+		ev := nextJob(t, events)
+		if ev.data["job_id"] != hello {
+			t.Fatalf("follower of %s got %s %v", hello, ev.name, ev.data)
+		}
+		switch ev.name {
+		case "step":
+			assertKeys(t, "step event", ev.data, "job_id", "workspace", "task_name", "step_name", "status",
+				"worker_id", "started_at", "completed_at", "attempt")
+			got = append(got, ev.data["step_name"].(string)+":"+ev.data["status"].(string))
+		case "job":
+			got = append(got, "job:"+ev.data["status"].(string))
+			done = ev.data["status"] == "completed"
+		default:
+			t.Fatalf("follower got %s %v", ev.name, ev.data)
+		}
+	}
+	// say was ready before the stream began: its first record write after
+	// subscribing may report it so.
+	if len(got) > 0 && got[0] == "say:ready" {
+		got = got[1:]
+	}
+	want := "[say:running job:running say:completed after:ready after:running after:completed job:completed]"
+	if s := fmt.Sprint(got); s != want {
+		t.Fatalf("events %s, want %s", s, want)
 	}
 }

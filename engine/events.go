@@ -12,17 +12,46 @@ import (
 // bounded buffer, and one that falls behind is dropped and told so (it
 // reloads its list and subscribes again).
 
+//
+// A subscriber may follow one job (SubscribeJob): it then receives that
+// job's events and its step events (a step record changed status,
+// attempt or retry time), and no other job's. Step events are made only
+// for jobs someone follows, so a big for_each job costs nothing more
+// while no page shows it, and list subscribers never see them.
+
 // Job changes an event reports.
 const (
 	JobCreated       = "created"
 	JobStatusChanged = "status"
+	StepChanged      = "step" // to subscribers of the step's job only
 )
 
 // JobEvent is one committed change of a job: the job's list fields, never
-// its input or output.
+// its input or output. A StepChanged event's Job holds only the job's ID,
+// Workspace and TaskName, and Step says what the step now is.
 type JobEvent struct {
-	Change string // JobCreated or JobStatusChanged
-	Job    Job    // a copy; Input and Output are nil
+	Change string     // JobCreated, JobStatusChanged or StepChanged
+	Job    Job        // a copy; Input and Output are nil
+	Step   *StepEvent // StepChanged only
+}
+
+// StepEvent is a step record's list fields: no input, output or error
+// text (a page that wants them fetches the job).
+type StepEvent struct {
+	Name        string
+	Status      string
+	WorkerID    *string
+	StartedAt   *time.Time
+	CompletedAt *time.Time
+	Attempt     int // 1-based
+	RetryAt     *time.Time
+}
+
+// stepSig is what a step event reports a change of.
+type stepSig struct {
+	status  string
+	attempt int
+	retryAt time.Time
 }
 
 // DefaultJobEventBuffer is how many events a subscriber may have waiting.
@@ -30,6 +59,7 @@ const DefaultJobEventBuffer = 256
 
 // JobSubscription receives job events until Close, or until it fell behind.
 type JobSubscription struct {
+	job  string // the job followed; "" for every job's job events
 	ch   chan JobEvent
 	feed *jobFeed
 	lost atomic.Bool
@@ -49,32 +79,60 @@ func (s *JobSubscription) Close() { s.feed.remove(s, false) }
 // jobFeed fans committed job changes out to subscribers.
 type jobFeed struct {
 	mu     sync.Mutex
-	subs   map[*JobSubscription]struct{}
-	closed bool // the engine stopped: subscriptions end at once
+	subs   map[*JobSubscription]struct{}            // of every job's job events
+	byJob  map[string]map[*JobSubscription]struct{} // following one job
+	closed bool                                     // the engine stopped: subscriptions end at once
 	// last is the status last published of each live job; only the loop
 	// reads and writes it.
 	last map[string]string
+	// steps is what was last published of each step of the followed
+	// jobs; only the loop reads and writes it.
+	steps map[string]map[string]stepSig
 }
 
 func newJobFeed() *jobFeed {
-	return &jobFeed{subs: map[*JobSubscription]struct{}{}, last: map[string]string{}}
+	return &jobFeed{
+		subs:  map[*JobSubscription]struct{}{},
+		byJob: map[string]map[*JobSubscription]struct{}{},
+		last:  map[string]string{},
+		steps: map[string]map[string]stepSig{},
+	}
 }
 
 // SubscribeJobs starts receiving job events, buffer of them at most
 // waiting (0 = DefaultJobEventBuffer). Close the subscription when done.
 // Once the engine has stopped, Events is closed (and not Lost).
 func (e *Engine) SubscribeJobs(buffer int) *JobSubscription {
+	return e.feed.subscribe("", buffer)
+}
+
+// SubscribeJob is SubscribeJobs for one job: its job events and its step
+// events (StepChanged), in commit order; of one commit, the jobs created
+// come first and the jobs' status changes last. The first change of each step after subscribing is
+// reported even if its status is the one it had.
+func (e *Engine) SubscribeJob(jobID string, buffer int) *JobSubscription {
+	return e.feed.subscribe(jobID, buffer)
+}
+
+func (f *jobFeed) subscribe(job string, buffer int) *JobSubscription {
 	if buffer <= 0 {
 		buffer = DefaultJobEventBuffer
 	}
-	s := &JobSubscription{ch: make(chan JobEvent, buffer), feed: e.feed}
-	e.feed.mu.Lock()
-	defer e.feed.mu.Unlock()
-	if e.feed.closed {
+	s := &JobSubscription{job: job, ch: make(chan JobEvent, buffer), feed: f}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
 		close(s.ch)
 		return s
 	}
-	e.feed.subs[s] = struct{}{}
+	if job == "" {
+		f.subs[s] = struct{}{}
+		return s
+	}
+	if f.byJob[job] == nil {
+		f.byJob[job] = map[*JobSubscription]struct{}{}
+	}
+	f.byJob[job][s] = struct{}{}
 	return s
 }
 
@@ -87,15 +145,37 @@ func (f *jobFeed) close() {
 		delete(f.subs, s)
 		close(s.ch)
 	}
+	for job, subs := range f.byJob {
+		delete(f.byJob, job)
+		for s := range subs {
+			close(s.ch)
+		}
+	}
 }
 
 func (f *jobFeed) remove(s *JobSubscription, lost bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.subs[s]; !ok {
-		return
+	f.drop(s, lost)
+}
+
+// drop ends s, if it is still subscribed; f.mu is held.
+func (f *jobFeed) drop(s *JobSubscription, lost bool) {
+	if s.job == "" {
+		if _, ok := f.subs[s]; !ok {
+			return
+		}
+		delete(f.subs, s)
+	} else {
+		subs := f.byJob[s.job]
+		if _, ok := subs[s]; !ok {
+			return
+		}
+		delete(subs, s)
+		if len(subs) == 0 {
+			delete(f.byJob, s.job)
+		}
 	}
-	delete(f.subs, s)
 	if lost {
 		s.lost.Store(true)
 	}
@@ -103,19 +183,36 @@ func (f *jobFeed) remove(s *JobSubscription, lost bool) {
 }
 
 // publish sends the jobs of a committed batch that were created or
-// changed status. Called by the loop only; it never blocks.
-func (f *jobFeed) publish(b *batch) {
-	if len(b.jobList) == 0 {
+// changed status, and the changed steps of followed jobs; jobOf is a
+// live job by ID (nil if unknown). Called by the loop only; it never
+// blocks.
+func (f *jobFeed) publish(b *batch, jobOf func(id string) *Job) {
+	if len(b.jobList) == 0 && len(b.stepList) == 0 {
 		return
 	}
 	f.mu.Lock()
 	listening := len(f.subs) > 0
+	var followed map[string]bool
+	if len(f.byJob) > 0 {
+		followed = make(map[string]bool, len(f.byJob))
+		for id := range f.byJob {
+			followed[id] = true
+		}
+	}
 	f.mu.Unlock()
+	for id := range f.steps {
+		if !followed[id] {
+			delete(f.steps, id) // nobody follows it any more
+		}
+	}
+
 	created := make(map[*Job]bool, len(b.newJobs))
 	for _, j := range b.newJobs {
 		created[j] = true
 	}
-	var events []JobEvent
+	// Jobs created, then the steps changed, then jobs changed status: a
+	// job's end comes after its last step's.
+	var events, changed []JobEvent
 	for _, j := range b.jobList {
 		change := JobStatusChanged
 		if created[j] {
@@ -128,27 +225,91 @@ func (f *jobFeed) publish(b *batch) {
 		} else {
 			f.last[j.ID] = j.Status
 		}
-		if listening {
+		if !listening && !followed[j.ID] {
+			continue
+		}
+		if change == JobCreated {
 			events = append(events, JobEvent{Change: change, Job: listCopy(j)})
+		} else {
+			changed = append(changed, JobEvent{Change: change, Job: listCopy(j)})
 		}
 	}
+	if followed != nil {
+		for _, st := range b.stepList {
+			if !followed[st.JobID] {
+				continue
+			}
+			sig := stepSig{status: st.Status, attempt: st.AttemptNumber()}
+			if st.RetryAt != nil {
+				sig.retryAt = *st.RetryAt
+			}
+			seen := f.steps[st.JobID]
+			if seen == nil {
+				seen = map[string]stepSig{}
+				f.steps[st.JobID] = seen
+			}
+			if prev, ok := seen[st.Name]; ok && prev == sig {
+				continue
+			}
+			seen[st.Name] = sig
+			ref := Job{ID: st.JobID}
+			if j := jobOf(st.JobID); j != nil {
+				ref.Workspace, ref.TaskName = j.Workspace, j.TaskName
+			}
+			events = append(events, JobEvent{Change: StepChanged, Job: ref, Step: &StepEvent{
+				Name:        st.Name,
+				Status:      st.Status,
+				WorkerID:    copyString(st.WorkerID),
+				StartedAt:   copyTime(st.StartedAt),
+				CompletedAt: copyTime(st.CompletedAt),
+				Attempt:     sig.attempt,
+				RetryAt:     copyTime(st.RetryAt),
+			}})
+		}
+	}
+	events = append(events, changed...)
 	if len(events) == 0 {
 		return
 	}
+	// Each followed job's events, in order, for its subscribers.
+	var perJob map[string][]JobEvent
+	if followed != nil {
+		perJob = map[string][]JobEvent{}
+		for _, ev := range events {
+			if followed[ev.Job.ID] {
+				perJob[ev.Job.ID] = append(perJob[ev.Job.ID], ev)
+			}
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for s := range f.subs {
+	if len(f.subs) > 0 {
+		var jobEvents []JobEvent
 		for _, ev := range events {
-			select {
-			case s.ch <- ev:
-				continue
-			default:
+			if ev.Change != StepChanged {
+				jobEvents = append(jobEvents, ev)
 			}
-			// Full: drop the subscriber rather than wait for it.
-			delete(f.subs, s)
-			s.lost.Store(true)
-			close(s.ch)
-			break
+		}
+		for s := range f.subs {
+			f.send(s, jobEvents)
+		}
+	}
+	for job, evs := range perJob {
+		for s := range f.byJob[job] {
+			f.send(s, evs)
+		}
+	}
+}
+
+// send gives s the events, or drops it if its buffer is full rather than
+// wait for it; f.mu is held.
+func (f *jobFeed) send(s *JobSubscription, events []JobEvent) {
+	for _, ev := range events {
+		select {
+		case s.ch <- ev:
+		default:
+			f.drop(s, true)
+			return
 		}
 	}
 }

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,6 +105,179 @@ func TestSlowJobSubscriberDoesNotStallJobs(t *testing.T) {
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("reader got %d of %d completions", ended, n)
+		}
+	}
+}
+
+// A subscriber following one job gets its step changes in commit order
+// (each step ready or later, running, completed; a's end before b's run)
+// and its job events, and nothing of another job; a list subscriber gets
+// job events only, never a step event.
+func TestStepEventsReachOnlyTheJobsFollowers(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`
+a: {action: ok}
+b: {action: ok, depends_on: [a]}`))
+	list := f.Engine.SubscribeJobs(0)
+	defer list.Close()
+	job := f.Execute("t", nil)
+	other := f.Execute("t", nil)
+	follower := f.Engine.SubscribeJob(job, 0)
+	defer follower.Close()
+	f.RunJobStep(job, "a", enginetest.Ok(nil))
+	f.RunJobStep(other, "a", enginetest.Ok(nil))
+	f.RunJobStep(job, "b", enginetest.Ok(nil))
+	f.WaitStatus(job, engine.JobCompleted)
+
+	var got []string
+	for done := false; !done; {
+		select {
+		case ev, ok := <-follower.Events():
+			if !ok {
+				t.Fatalf("follower's events closed (lost %v) after %v", follower.Lost(), got)
+			}
+			if ev.Job.ID != job {
+				t.Fatalf("follower got an event of job %s: %s", ev.Job.ID, ev.Change)
+			}
+			switch ev.Change {
+			case engine.StepChanged:
+				if ev.Job.Workspace == "" || ev.Job.TaskName != "t" || ev.Step == nil {
+					t.Fatalf("step event without its job's workspace and task or its step: %+v", ev)
+				}
+				if ev.Step.Status == engine.StepCompleted && ev.Step.CompletedAt == nil {
+					t.Errorf("step %s completed without completed_at", ev.Step.Name)
+				}
+				got = append(got, ev.Step.Name+":"+ev.Step.Status)
+			case engine.JobStatusChanged:
+				got = append(got, "job:"+ev.Job.Status)
+				done = ev.Job.Status == engine.JobCompleted
+			default:
+				t.Fatalf("follower got change %q", ev.Change)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("events so far %v; the job's completion never came", got)
+		}
+	}
+	// Subscribed after the job was created and a became ready: a's first
+	// event may be ready; then each change once, in order.
+	at := map[string]int{}
+	for i, e := range got {
+		if _, dup := at[e]; dup {
+			t.Fatalf("event %s twice in %v", e, got)
+		}
+		at[e] = i
+	}
+	order := []string{"a:running", "a:completed", "b:ready", "b:running", "b:completed", "job:completed"}
+	for i, e := range order {
+		if _, ok := at[e]; !ok {
+			t.Fatalf("no %s in %v", e, got)
+		}
+		if i > 0 && at[e] < at[order[i-1]] {
+			t.Fatalf("%s before %s in %v", e, order[i-1], got)
+		}
+	}
+	t.Logf("follower's events: %v", got)
+
+	f.WaitStatus(other, engine.JobRunning)
+	jobs := 0
+	for jobs < 4 { // both created, job running and completed
+		select {
+		case ev := <-list.Events():
+			if ev.Change == engine.StepChanged || ev.Step != nil {
+				t.Fatalf("list subscriber got a step event: %+v", ev)
+			}
+			jobs++
+		case <-time.After(10 * time.Second):
+			t.Fatalf("list subscriber got %d job events, want 4 at least", jobs)
+		}
+	}
+	for {
+		select {
+		case ev := <-list.Events():
+			if ev.Change == engine.StepChanged || ev.Step != nil {
+				t.Fatalf("list subscriber got a step event: %+v", ev)
+			}
+		default:
+			return
+		}
+	}
+}
+
+// A for_each of many instances, followed: a follower that keeps up gets
+// the instances' changes, and one that fell behind (a commit of more
+// changes than its buffer) subscribes again, as the API does (resync),
+// and still sees the job end; a stalled follower is dropped without
+// holding the job up; a list subscriber gets no step event.
+func TestStepEventsOfABigForEach(t *testing.T) {
+	n := 2000
+	if testing.Short() {
+		n = 200
+	}
+	items := make([]string, n)
+	for i := range items {
+		items[i] = fmt.Sprint(i)
+	}
+	f := enginetest.New(t, flowYAML(fmt.Sprintf(`
+fan: {action: ok, for_each: [%s]}`, strings.Join(items, ", "))))
+	list := f.Engine.SubscribeJobs(0)
+	defer list.Close()
+	start := time.Now()
+	job := f.Execute("t", nil)
+	stalled := f.Engine.SubscribeJob(job, 4)
+	defer stalled.Close()
+	type tally struct{ steps, resyncs int }
+	got := make(chan tally, 1)
+	stop := make(chan struct{})
+	reader := f.Engine.SubscribeJob(job, 0)
+	go func() {
+		var c tally
+		defer func() { reader.Close(); got <- c }()
+		for {
+			select {
+			case ev, ok := <-reader.Events():
+				if !ok {
+					c.resyncs++
+					reader = f.Engine.SubscribeJob(job, 0)
+					continue
+				}
+				if ev.Step != nil {
+					c.steps++
+				}
+				if ev.Change == engine.JobStatusChanged && ev.Job.Status == engine.JobCompleted {
+					return
+				}
+			case <-stop:
+				return
+			}
+		}
+	}()
+	for i := range n {
+		f.RunJobStep(job, fmt.Sprintf("fan[%d]", i), enginetest.Ok(nil))
+	}
+	f.WaitStatus(job, engine.JobCompleted)
+	t.Logf("%d instances ran in %v, followed", n, time.Since(start))
+	var c tally
+	select {
+	case c = <-got:
+	case <-time.After(10 * time.Second):
+		close(stop)
+		c = <-got
+		t.Fatalf("the follower never saw the job complete (%d step events, %d resyncs)", c.steps, c.resyncs)
+	}
+	t.Logf("the follower got %d step events and subscribed again %d times", c.steps, c.resyncs)
+	if c.steps < n {
+		t.Errorf("the follower got %d step events of %d instances", c.steps, n)
+	}
+	if !stalled.Lost() {
+		t.Fatal("the stalled follower was not dropped")
+	}
+	for {
+		select {
+		case ev := <-list.Events():
+			if ev.Step != nil {
+				t.Fatalf("list subscriber got a step event: %+v", ev)
+			}
+		default:
+			return
 		}
 	}
 }

@@ -137,7 +137,12 @@ func (e *Engine) finishBatch(b *batch) {
 		e.notify.add(js.job.ID)
 	}
 	e.observeBatch(b)
-	e.feed.publish(b)
+	e.feed.publish(b, func(id string) *Job {
+		if js := e.st.jobs[id]; js != nil {
+			return js.job
+		}
+		return nil
+	})
 	e.appendLogs(b)
 	if ender, ok := e.cfg.Logs.(StepLogEnder); ok {
 		for _, st := range b.ended {

@@ -1,28 +1,33 @@
 // Follows GET /api/events (Server-Sent Events: jobs created and changing
-// status) and keeps job tables current in place, instead of polling.
+// status; with ?job_id=, one job and its steps) and keeps job tables
+// current in place, instead of polling.
 import { tokens } from './api.js';
 import { jobRow } from './format.js';
 
 // eventsURL carries the token in the query: an EventSource cannot set
-// headers.
-function eventsURL() {
-  const q = tokens.access ? `?${new URLSearchParams({ token: tokens.access })}` : '';
-  return `/api/events${q}`;
+// headers. jobID follows that job only.
+function eventsURL(jobID) {
+  const q = new URLSearchParams();
+  if (jobID) q.set('job_id', jobID);
+  if (tokens.access) q.set('token', tokens.access);
+  const query = q.toString();
+  return `/api/events${query ? `?${query}` : ''}`;
 }
 
 // followJobs calls onJob with each job event until signal aborts, and
 // onResync when events may have been missed (the server dropped this
 // client for reading too slowly, or the connection was lost and is back):
 // the caller then reloads its list. A lost connection is reopened with
-// the current token, after a growing pause.
-export function followJobs(signal, { onJob, onResync, onReady = () => {} }) {
+// the current token, after a growing pause. With jobID it follows that
+// job only, and onStep gets each of its step events.
+export function followJobs(signal, { onJob, onStep = () => {}, onResync, onReady = () => {}, jobID = '' }) {
   let source = null;
   let timer = null;
   let pause = 1000;
   let dropped = false;
   const open = () => {
     if (signal.aborted) return;
-    source = new EventSource(eventsURL());
+    source = new EventSource(eventsURL(jobID));
     source.addEventListener('ready', () => {
       onReady();
       pause = 1000;
@@ -34,6 +39,13 @@ export function followJobs(signal, { onJob, onResync, onReady = () => {} }) {
     source.addEventListener('job', (e) => {
       try {
         onJob(JSON.parse(e.data));
+      } catch {
+        onResync();
+      }
+    });
+    source.addEventListener('step', (e) => {
+      try {
+        onStep(JSON.parse(e.data));
       } catch {
         onResync();
       }
@@ -50,7 +62,23 @@ export function followJobs(signal, { onJob, onResync, onReady = () => {} }) {
     });
   };
   open();
+  // A page left for another keeps its connections until the browser
+  // drops it (the back-forward cache): close the stream, so streams of
+  // pages gone do not use up the browser's few connections to the server;
+  // a page shown again from that cache reopens it and catches up.
+  const hide = () => {
+    clearTimeout(timer);
+    source?.close();
+    dropped = true;
+  };
+  const show = (e) => {
+    if (e.persisted && !signal.aborted) open();
+  };
+  addEventListener('pagehide', hide);
+  addEventListener('pageshow', show);
   signal.addEventListener('abort', () => {
+    removeEventListener('pagehide', hide);
+    removeEventListener('pageshow', show);
     clearTimeout(timer);
     source?.close();
   });

@@ -5,17 +5,25 @@
 // table (child jobs linked), the live log, a Cancel button while it runs,
 // and Re-run buttons (the whole job, or, for a failed or cancelled one, only
 // the steps that did not complete). Running durations tick every second.
+// A live job is followed through its events (GET /api/events?job_id=):
+// each job or step change fetches the job again, not a poll.
 import { api } from '../api.js';
 import { append, h, link, path, replace } from '../dom.js';
 import { copyButton, duration, isLive, json, jobLink, shortId, status, taskLink, time } from '../format.js';
 import { counts, countsText, graph, splitSteps, tick, ticking } from '../graph.js';
+import { followJobs } from '../live.js';
 import { follow, logView } from '../logview.js';
 import { runOnly } from '../permission.js';
 import { timeline } from '../timeline.js';
 
-// POLL is how often a live job's record is fetched again: approvals and
-// status changes carry no log line to notice them by.
-const POLL = 1000;
+// REFETCH_GAP is the least time between two fetches of the job that its
+// events ask for: a for_each of thousands of instances sends thousands.
+const REFETCH_GAP = 250;
+
+// SAFETY is how often a live job is fetched even without events: should a
+// proxy hold the event stream's frames back while passing its pings (the
+// stream looks open, but is silent), the page still catches up.
+const SAFETY = 30000;
 
 // FAILED_LINES is how much of a failed step's log its panel shows.
 const FAILED_LINES = 20;
@@ -330,10 +338,51 @@ export async function jobPage(ctx) {
   paint();
   ctx.show(head, failures, approvals, graphSection, timelineSection, facts, stepsBox, allSteps.el, logs.el);
 
+  // Each event of the job or its steps asks for the job again: at most one
+  // fetch at a time, REFETCH_GAP apart; events that come meanwhile make
+  // one more. A stream that was lost and is back (resync) may have missed
+  // events: the same.
+  const live = new AbortController();
+  signal.addEventListener('abort', () => live.abort());
+  let pending = null;
+  let fetching = false;
+  let again = false;
+  let last = 0;
+  const fetchAgain = async () => {
+    pending = null;
+    fetching = true;
+    last = Date.now();
+    await refresh();
+    fetching = false;
+    if (!isLive(job.status)) live.abort();
+    else if (again) soon();
+  };
+  const soon = () => {
+    if (fetching) {
+      again = true;
+      return;
+    }
+    again = false;
+    if (pending === null) pending = setTimeout(fetchAgain, Math.max(0, last + REFETCH_GAP - Date.now()));
+  };
+  if (isLive(job.status)) {
+    // ready: what changed between the first fetch and the subscription.
+    let subscribed = false;
+    followJobs(live.signal, {
+      jobID: id,
+      onJob: soon,
+      onStep: soon,
+      onResync: soon,
+      onReady: () => {
+        if (!subscribed) soon();
+        subscribed = true;
+      },
+    });
+  }
   const timer = setInterval(() => {
     if (isLive(job.status)) refresh();
     else clearInterval(timer);
-  }, POLL);
+  }, SAFETY);
   // Running durations and the timeline's bars advance every second
   // between fetches, from the times already known.
   const clock = setInterval(() => {
@@ -344,6 +393,7 @@ export async function jobPage(ctx) {
   signal.addEventListener('abort', () => {
     clearInterval(timer);
     clearInterval(clock);
+    clearTimeout(pending);
   });
   follow(id, logs, signal, { isLive: () => isLive(job.status), onEnd: refresh });
 }
