@@ -23,10 +23,6 @@ const (
 	maxHookWaitSecs = 300
 )
 
-// The keys of a webhook job's input that the request fills in; the
-// trigger's own input defaults never overwrite them.
-var requestInputKeys = []string{"body", "headers", "method", "query"}
-
 var errHookSecret = echo.NewHTTPError(http.StatusUnauthorized, "missing or invalid webhook secret")
 
 // webhookRoutes serves /hooks: outside /api, no user auth, each trigger's
@@ -308,6 +304,8 @@ func hookInput(c echo.Context, t *workflow.Trigger) (map[string]any, error) {
 			query[k] = oneOrMany(vs)
 		}
 	}
+	// The request fills these keys; the trigger's own input defaults never
+	// overwrite them.
 	input := map[string]any{"body": body, "headers": headers, "method": r.Method, "query": query}
 	for k, v := range t.Input {
 		if _, taken := input[k]; !taken {

@@ -182,5 +182,3 @@ func oneOf(o obj, key, def string, allowed map[string]bool) string {
 	}
 	return s
 }
-
-func quote(s string) string { return `"` + s + `"` }

@@ -389,21 +389,6 @@ func (n node) strList() []string {
 	return out
 }
 
-// strMap returns a map of text values (env maps).
-func (n node) strMap() map[string]string {
-	es, _ := n.mapping()
-	if len(es) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(es))
-	for _, e := range es {
-		if s, ok := e.v.text(); ok {
-			out[e.key] = s
-		}
-	}
-	return out
-}
-
 // value converts a node to plain Go values: map[string]any, []any, string,
 // int, float64, bool or nil, as JSON would carry them.
 func (n node) value() any {
