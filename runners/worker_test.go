@@ -361,8 +361,18 @@ func TestCompletionIsRetriedOnErrorsButNotOnConflict(t *testing.T) {
 			f.enqueue(script("j1", "s", "true"))
 			f.enqueue(script("j2", "next", "true"))
 			startWorker(t, f, testWorkerConfig())
-			// The worker moves on to the next step once done with the first.
+			// The worker moves on to the next step while the first's report
+			// is still on its way, so wait for that report to settle.
 			waitStarted(t, f, "j2/next")
+			if tc.reported {
+				waitResult(t, f, "j1/s")
+			} else {
+				eventually(t, 10*time.Second, "the refused report", func() bool {
+					f.mu.Lock()
+					defer f.mu.Unlock()
+					return f.completes >= 1
+				})
+			}
 			_, reported := f.result("j1/s")
 			f.with(func() {
 				if reported != tc.reported || f.completes < tc.completes {
