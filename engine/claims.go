@@ -73,8 +73,23 @@ func (q *waiterQueue) drain() []*waiter {
 // limits. A step whose spec fails to render fails (through the loop), and
 // the claim looks once more, without waiting.
 func (e *Engine) Claim(ctx context.Context, workerID string, wait time.Duration) (*Claim, error) {
+	return e.claimFrom(ctx, workerID, wait, claimSource{offer: e.claim, withdraw: e.withdraw})
+}
+
+// claimSource is where a claim waits for a step: how its waiter is
+// offered to the loop and taken back. The shared ready queue (Claim) or
+// one local job's steps (ClaimJob).
+type claimSource struct {
+	offer    func(b *batch, w *waiter, park bool)
+	withdraw func(w *waiter) bool
+}
+
+// claimFrom claims from src, rendering the claimed step's action spec off
+// the loop; a step whose spec fails to render fails, and the claim looks
+// once more without waiting.
+func (e *Engine) claimFrom(ctx context.Context, workerID string, wait time.Duration, src claimSource) (*Claim, error) {
 	for {
-		r := e.claimOnce(ctx, workerID, wait)
+		r := e.claimOnce(ctx, workerID, wait, src)
 		if r.err != nil || r.claim == nil || r.render == nil {
 			return r.claim, r.err
 		}
@@ -118,11 +133,11 @@ func (e *Engine) claimedUnstarted(workerID, jobID, name string) (*jobState, *ste
 	return js, ss, true
 }
 
-func (e *Engine) claimOnce(ctx context.Context, workerID string, wait time.Duration) claimResult {
+func (e *Engine) claimOnce(ctx context.Context, workerID string, wait time.Duration, src claimSource) claimResult {
 	w := &waiter{workerID: workerID, got: make(chan claimResult, 1)}
 	park := wait > 0
 	err := e.send(ctx, &command{apply: func(b *batch) (any, error) {
-		e.claim(b, w, park)
+		src.offer(b, w, park)
 		return nil, nil
 	}})
 	if err != nil {
@@ -144,7 +159,7 @@ func (e *Engine) claimOnce(ctx context.Context, workerID string, wait time.Durat
 	}
 	// Giving up races with the loop handing this waiter a step: ask the
 	// loop, which knows whether it did.
-	v, err := e.doDetached(func(*batch) (any, error) { return e.withdraw(w), nil })
+	v, err := e.doDetached(func(*batch) (any, error) { return src.withdraw(w), nil })
 	if err != nil {
 		return lastWord(w)
 	}

@@ -64,66 +64,10 @@ func (e *Engine) CreateLocalJob(ctx context.Context, workerID string, req Create
 // once the job has ended, or for a job that is not local or is another
 // worker's. The action spec renders here, as for Claim.
 func (e *Engine) ClaimJob(ctx context.Context, workerID, jobID string, wait time.Duration) (*Claim, error) {
-	for {
-		r := e.claimJobOnce(ctx, workerID, jobID, wait)
-		if r.err != nil || r.claim == nil || r.render == nil {
-			return r.claim, r.err
-		}
-		c := r.claim
-		err := e.pool.run(func(ctx context.Context) error { return r.render(ctx, c) })
-		if err == nil {
-			return c, nil
-		}
-		if _, ferr := e.doDetached(func(b *batch) (any, error) {
-			e.failClaimed(b, workerID, c.JobID, c.StepName, err.Error())
-			return nil, nil
-		}); ferr != nil {
-			return nil, ferr
-		}
-		wait = 0
-	}
-}
-
-func (e *Engine) claimJobOnce(ctx context.Context, workerID, jobID string, wait time.Duration) claimResult {
-	w := &waiter{workerID: workerID, got: make(chan claimResult, 1)}
-	park := wait > 0
-	if err := e.send(ctx, &command{apply: func(b *batch) (any, error) {
-		e.claimLocal(b, w, jobID, park)
-		return nil, nil
-	}}); err != nil {
-		return claimResult{err: err}
-	}
-	var expired chan struct{}
-	if park {
-		expired = make(chan struct{})
-		t := e.clock.AfterFunc(wait, func() { close(expired) })
-		defer t.Stop()
-	}
-	select {
-	case r := <-w.got:
-		return r
-	case <-e.stopped:
-		return lastWord(w)
-	case <-ctx.Done():
-	case <-expired:
-	}
-	v, err := e.doDetached(func(*batch) (any, error) { return e.withdrawLocal(w, jobID), nil })
-	if err != nil {
-		return lastWord(w)
-	}
-	if !v.(bool) {
-		return claimResult{err: ctx.Err()}
-	}
-	r := <-w.got
-	if r.err != nil || r.claim == nil || ctx.Err() == nil {
-		return r
-	}
-	c := r.claim
-	_, _ = e.doDetached(func(b *batch) (any, error) {
-		e.release(b, workerID, c.JobID, c.StepName)
-		return nil, nil
+	return e.claimFrom(ctx, workerID, wait, claimSource{
+		offer:    func(b *batch, w *waiter, park bool) { e.claimLocal(b, w, jobID, park) },
+		withdraw: func(w *waiter) bool { return e.withdrawLocal(w, jobID) },
 	})
-	return claimResult{err: ctx.Err()}
 }
 
 // localJob finds a live local job held by workerID.
