@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -235,8 +236,13 @@ fan: {action: ok, for_each: [%s]}`, strings.Join(items, ", "))))
 			select {
 			case ev, ok := <-reader.Events():
 				if !ok {
+					// As a page does on resync: subscribe again, then
+					// refetch the job, which may have ended meanwhile.
 					c.resyncs++
 					reader = f.Engine.SubscribeJob(job, 0)
+					if j, _, err := f.Engine.Job(context.Background(), job); err == nil && j.Status == engine.JobCompleted {
+						return
+					}
 					continue
 				}
 				if ev.Step != nil {
@@ -264,8 +270,11 @@ fan: {action: ok, for_each: [%s]}`, strings.Join(items, ", "))))
 		t.Fatalf("the follower never saw the job complete (%d step events, %d resyncs)", c.steps, c.resyncs)
 	}
 	t.Logf("the follower got %d step events and subscribed again %d times", c.steps, c.resyncs)
-	if c.steps < n {
-		t.Errorf("the follower got %d step events of %d instances", c.steps, n)
+	// Events dropped with a lagging subscription are not sent again (the
+	// page refetches the job instead), so only a follower that never fell
+	// behind must have seen every instance.
+	if c.steps == 0 || c.resyncs == 0 && c.steps < n {
+		t.Errorf("the follower got %d step events of %d instances (%d resyncs)", c.steps, n, c.resyncs)
 	}
 	if !stalled.Lost() {
 		t.Fatal("the stalled follower was not dropped")
