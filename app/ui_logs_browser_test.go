@@ -3,10 +3,12 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,16 +128,9 @@ func TestBrowserLogFiltersSearchesDownloadsAndShowsColoursAsText(t *testing.T) {
 	)
 	b.screenshot("log-search")
 
-	// Downloads land in a folder the test reads.
-	dir := t.TempDir()
-	b.do("allow downloads", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
-		_, err := chromedp.Call(ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
-			Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dir,
-		})
-		return err
-	}))
+	downloads := b.allowDownloads()
 	b.do("download the whole log as text", chromedp.Click(chromedp.CSS(`#log-download-text`)))
-	text := waitFile(t, filepath.Join(dir, "job-"+id+".log"))
+	text := downloads.wait("job-" + id + ".log")
 	for _, want := range []string{"[colour] red text then plain\n", "[colour] <script>window.pwned = 1</script>\n", "[other] other complains\n"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("text download lacks %q:\n%s", want, text)
@@ -148,9 +143,12 @@ func TestBrowserLogFiltersSearchesDownloadsAndShowsColoursAsText(t *testing.T) {
 	b.do("download one step's stdout as JSONL",
 		selectValue(`#log-step`, "colour"),
 		selectValue(`#log-stream`, "stdout"),
+		// The rows and the search's count are redrawn first: a click
+		// aimed before the toolbar settles can miss the button.
+		poll(`document.querySelectorAll('.log .line').length === 5 && document.querySelector('.log-hits').textContent === '1 matching line'`),
 		chromedp.Click(chromedp.CSS(`#log-download-jsonl`)),
 	)
-	jsonl := waitFile(t, filepath.Join(dir, "job-"+id+"-colour-stdout.jsonl"))
+	jsonl := downloads.wait("job-" + id + "-colour-stdout.jsonl")
 	var got []string
 	for _, raw := range strings.Split(strings.TrimSuffix(jsonl, "\n"), "\n") {
 		var l struct{ Step, Stream, Line string }
@@ -168,15 +166,65 @@ func TestBrowserLogFiltersSearchesDownloadsAndShowsColoursAsText(t *testing.T) {
 	}
 }
 
-// waitFile waits for a finished download and returns its text.
-func waitFile(t *testing.T, path string) string {
-	t.Helper()
-	var body []byte
-	waitUntil(t, "download "+filepath.Base(path), func() bool {
-		var err error
-		body, err = os.ReadFile(path)
-		return err == nil
+// downloadWatch follows the tab's downloads through Chromium's own
+// events, so a test reads a file only once Chromium says it is complete.
+type downloadWatch struct {
+	t    *testing.T
+	dir  string
+	mu   sync.Mutex
+	name map[string]string // suggested file name by download GUID
+	seen []string          // what happened, for the failure message
+	done map[string]bool   // the names of completed downloads
+}
+
+// allowDownloads saves the tab's downloads in a folder the test reads.
+func (b *browser) allowDownloads() *downloadWatch {
+	w := &downloadWatch{t: b.t, dir: b.t.TempDir(), name: map[string]string{}, done: map[string]bool{}}
+	// The command goes to the tab's session, which then gets the events.
+	err := chromedp.Listen(b.ctx, func(ev any) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		switch ev := ev.(type) {
+		case *cdpbrowser.EventDownloadWillBegin:
+			w.name[ev.GUID] = ev.SuggestedFilename
+			w.seen = append(w.seen, "began "+ev.SuggestedFilename)
+		case *cdpbrowser.EventDownloadProgress:
+			if ev.State != cdpbrowser.DownloadProgressStateInProgress {
+				w.seen = append(w.seen, fmt.Sprintf("%s %s", w.name[ev.GUID], ev.State))
+			}
+			if ev.State == cdpbrowser.DownloadProgressStateCompleted {
+				w.done[w.name[ev.GUID]] = true
+			}
+		}
 	})
+	if err != nil {
+		b.t.Fatalf("watch downloads: %v", err)
+	}
+	b.do("allow downloads", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
+			Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: w.dir, EventsEnabled: new(true),
+		})
+		return err
+	}))
+	return w
+}
+
+// wait returns the text of the download named name once it completed.
+func (w *downloadWatch) wait(name string) string {
+	w.t.Helper()
+	waitFor(w.t, "download "+name, func() string {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return fmt.Sprintf("downloads: %q", w.seen)
+	}, func(string) bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.done[name]
+	})
+	body, err := os.ReadFile(filepath.Join(w.dir, name))
+	if err != nil {
+		w.t.Fatalf("download %s: %v", name, err)
+	}
 	return string(body)
 }
 
