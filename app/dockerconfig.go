@@ -44,8 +44,11 @@ func detectRunners(ctx context.Context, sec DockerSection, kube *KubernetesSecti
 	if cfg.Runners == nil {
 		cfg.Runners = map[string]runners.Runner{}
 	}
+	// Runners set beforehand (a test's, say) are kept.
 	for name, r := range found {
-		cfg.Runners[name] = r
+		if _, set := cfg.Runners[name]; !set {
+			cfg.Runners[name] = r
+		}
 	}
 	cfg.Tags = runners.MergeTags(cfg.Tags, tags)
 	return nil
