@@ -102,6 +102,8 @@ type fixture struct {
 type fixtureConfig struct {
 	api.Config
 	engine engine.Config
+	// wrapLogs, if set, stands between the API and the log store.
+	wrapLogs func(api.LogStore) api.LogStore
 }
 
 type fixtureOption func(*fixtureConfig)
@@ -171,6 +173,9 @@ func startAPI(t testing.TB, tmp string, dirs map[string]string, opts ...fixtureO
 
 	cfg := fc.Config
 	cfg.Engine, cfg.Workspaces, cfg.Logs = eng, reg, logs
+	if fc.wrapLogs != nil {
+		cfg.Logs = fc.wrapLogs(logs)
+	}
 	srv := httptest.NewServer(api.New(cfg))
 	t.Cleanup(func() {
 		srv.CloseClientConnections()

@@ -149,7 +149,21 @@ func (s *server) pump(ctx context.Context, conn *websocket.Conn, id string, q en
 		return 0, ""
 	}
 	if s.terminal(ctx, id) {
-		return websocket.StatusNormalClosure, "job finished"
+		// Lines appended since the backfill was taken are queued: every
+		// line of an ended job is in the log by the time it ended.
+		for {
+			select {
+			case chunk, ok := <-updates:
+				if !ok {
+					return websocket.StatusNormalClosure, "job finished"
+				}
+				if err := s.write(ctx, conn, chunk); err != nil {
+					return 0, ""
+				}
+			default:
+				return websocket.StatusNormalClosure, "job finished"
+			}
+		}
 	}
 
 	var grace <-chan time.Time

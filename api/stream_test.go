@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/appliance-sh/appliance/api"
+	"github.com/appliance-sh/appliance/engine"
 )
 
 // viewer is a WebSocket client of a job's log stream.
@@ -113,6 +117,42 @@ func TestLogStreamOfAFinishedJobSendsTheLogAndCloses(t *testing.T) {
 	code, text := f.watch(id).closeStatus()
 	if code != websocket.StatusNormalClosure || !strings.Contains(text, "the only line") {
 		t.Fatalf("close %v after %q, want 1000 after the whole log", code, text)
+	}
+}
+
+// endingLogs ends the job right after a viewer's log subscription is
+// taken, with one more line pushed in between: the line is not in the
+// backfill, and the job is over when the stream looks.
+type endingLogs struct {
+	api.LogStore
+	end func()
+}
+
+func (l endingLogs) Subscribe(jobID string, q engine.LogQuery) (io.ReadCloser, <-chan []byte, func(), error) {
+	backfill, updates, cancel, err := l.LogStore.Subscribe(jobID, q)
+	if err == nil {
+		l.end()
+	}
+	return backfill, updates, cancel, err
+}
+
+func TestLogStreamOfAJobEndingAsItOpensSendsTheLinesAfterTheBackfill(t *testing.T) {
+	var end func()
+	f := newFixture(t, func(c *fixtureConfig) {
+		c.wrapLogs = func(l api.LogStore) api.LogStore { return endingLogs{LogStore: l, end: func() { end() }} }
+	})
+	id := f.execute("x")
+	w := f.register("w")
+	f.claimStep(w, id, "say")
+	f.pushLogs(w, id, "say", "in the backfill")
+	end = func() {
+		f.pushLogs(w, id, "say", "after the backfill")
+		f.api("POST", "/api/jobs/"+id+"/cancel", nil).expect(200)
+	}
+
+	code, text := f.watch(id).closeStatus()
+	if code != websocket.StatusNormalClosure || !strings.Contains(text, "in the backfill") || !strings.Contains(text, "after the backfill") {
+		t.Fatalf("close %v after %q, want 1000 after both lines", code, text)
 	}
 }
 

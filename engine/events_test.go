@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -240,7 +239,7 @@ fan: {action: ok, for_each: [%s]}`, strings.Join(items, ", "))))
 					// refetch the job, which may have ended meanwhile.
 					c.resyncs++
 					reader = f.Engine.SubscribeJob(job, 0)
-					if j, _, err := f.Engine.Job(context.Background(), job); err == nil && j.Status == engine.JobCompleted {
+					if j, _, err := f.Engine.Job(t.Context(), job); err == nil && j.Status == engine.JobCompleted {
 						return
 					}
 					continue
