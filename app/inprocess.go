@@ -60,7 +60,7 @@ func (s *inProcessServer) Claim(ctx context.Context, workerID string, tags []str
 }
 
 func (s *inProcessServer) Start(ctx context.Context, workerID, jobID, step string) error {
-	return s.service.Start(ctx, jobID, step, protocol.WorkerRef{WorkerID: workerID})
+	return s.service.StartInProcess(ctx, jobID, step, protocol.WorkerRef{WorkerID: workerID})
 }
 
 func (s *inProcessServer) Complete(ctx context.Context, workerID, jobID, step string, res protocol.Result) error {

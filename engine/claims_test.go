@@ -199,14 +199,10 @@ b: {action: ok, depends_on: [a]}`))
 	}()
 	f.Eventually(func() bool { return f.Engine.ParkedClaims() == 1 }, func() string { return "claim never parked" })
 
-	// Hold the loop in the commit of a heartbeat, so that the completion
-	// that promotes b and the poller's withdraw queue up behind it and
-	// share a batch: the loop hands b to the poller, then hears it went
-	// away.
-	entered, release := holdCommits(f)
-	beat := make(chan error, 1)
-	go func() { beat <- f.Engine.Heartbeat(context.Background(), poller, nil) }()
-	<-entered
+	// Hold the loop, so that the completion that promotes b and the
+	// poller's withdraw queue up and are applied together: the loop hands
+	// b to the poller, then hears it went away.
+	release := f.Engine.HoldLoop()
 	completed := make(chan error, 1)
 	go func() {
 		completed <- f.Engine.CompleteStep(context.Background(), f.Worker, job, "a", enginetest.Ok(nil))
@@ -215,9 +211,6 @@ b: {action: ok, depends_on: [a]}`))
 	cancel() // the worker went away while the loop was handing it b
 	f.Eventually(func() bool { return f.Engine.QueuedCommands() == 2 }, func() string { return "withdraw never sent" })
 	release()
-	if err := <-beat; err != nil {
-		t.Fatal(err)
-	}
 	if err := <-completed; err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,9 @@ type command struct {
 	apply func(b *batch) (any, error)
 	reply chan result // buffered; nil when nobody waits (timer callbacks)
 	res   result
+	// applied: answered once applied to memory, without waiting for its
+	// batch to be durable (see StartStepApplied).
+	applied bool
 }
 
 type result struct {
@@ -20,7 +23,10 @@ type result struct {
 // after the command was queued, the command still happens; only the answer
 // is lost.
 func (e *Engine) do(ctx context.Context, apply func(b *batch) (any, error)) (any, error) {
-	c := &command{apply: apply, reply: make(chan result, 1)}
+	return e.run(ctx, &command{apply: apply, reply: make(chan result, 1)})
+}
+
+func (e *Engine) run(ctx context.Context, c *command) (any, error) {
 	if err := e.send(ctx, c); err != nil {
 		return nil, err
 	}

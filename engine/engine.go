@@ -59,6 +59,9 @@ type Engine struct {
 	started atomic.Bool
 	loaded  bool // Load has run; set before Run starts
 	commits atomic.Int64
+	// held counts the commands applied to the batch being filled, which
+	// wait for the write before theirs (for tests: see QueuedCommands).
+	held    atomic.Int64
 	metrics Metrics
 	notify  *notifier
 	feed    *jobFeed        // job events for live lists
@@ -200,6 +203,21 @@ func (e *Engine) Heartbeat(ctx context.Context, workerID string, running []StepR
 // CompleteStep apply.
 func (e *Engine) StartStep(ctx context.Context, workerID, jobID, step string) error {
 	_, err := e.do(ctx, func(b *batch) (any, error) { return nil, e.startStep(ctx, b, workerID, jobID, step) })
+	return err
+}
+
+// StartStepApplied is StartStep answered as soon as the loop has applied
+// it, before it is durable: the refusals are the same, but a crash can
+// lose a start it accepted. Only for a worker whose steps cannot outlive
+// the server (the in-process workers, whose steps the step keeper kills
+// with it): a start lost that way leaves a step that was claimed and never
+// started, which nobody runs any more, and recovery treats it as such.
+func (e *Engine) StartStepApplied(ctx context.Context, workerID, jobID, step string) error {
+	_, err := e.run(ctx, &command{
+		apply:   func(b *batch) (any, error) { return nil, e.startStep(ctx, b, workerID, jobID, step) },
+		reply:   make(chan result, 1),
+		applied: true,
+	})
 	return err
 }
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,7 +104,7 @@ func newJobFeed() *jobFeed {
 // waiting (0 = DefaultJobEventBuffer). Close the subscription when done.
 // Once the engine has stopped, Events is closed (and not Lost).
 func (e *Engine) SubscribeJobs(buffer int) *JobSubscription {
-	return e.feed.subscribe("", buffer)
+	return e.subscribe("", buffer)
 }
 
 // SubscribeJob is SubscribeJobs for one job: its job events and its step
@@ -111,7 +112,21 @@ func (e *Engine) SubscribeJobs(buffer int) *JobSubscription {
 // come first and the jobs' status changes last. The first change of each step after subscribing is
 // reported even if its status is the one it had.
 func (e *Engine) SubscribeJob(jobID string, buffer int) *JobSubscription {
-	return e.feed.subscribe(jobID, buffer)
+	return e.subscribe(jobID, buffer)
+}
+
+// subscribe registers the subscription in the loop, and returns once the
+// batch it joined is durable: every batch the loop had taken before it is
+// durable too, so what the subscriber reads from the store next is at
+// least as new as the first event it can miss (events are taken from a
+// batch when it goes to the store, see collect).
+func (e *Engine) subscribe(jobID string, buffer int) *JobSubscription {
+	v, err := e.do(context.Background(), func(*batch) (any, error) { return e.feed.subscribe(jobID, buffer), nil })
+	if err != nil {
+		// The engine stopped: the subscription ends at once.
+		return e.feed.subscribe(jobID, buffer)
+	}
+	return v.(*JobSubscription)
 }
 
 func (f *jobFeed) subscribe(job string, buffer int) *JobSubscription {
@@ -182,13 +197,20 @@ func (f *jobFeed) drop(s *JobSubscription, lost bool) {
 	close(s.ch)
 }
 
-// publish sends the jobs of a committed batch that were created or
-// changed status, and the changed steps of followed jobs; jobOf is a
-// live job by ID (nil if unknown). Called by the loop only; it never
-// blocks.
-func (f *jobFeed) publish(b *batch, jobOf func(id string) *Job) {
+// feedBatch is one batch's events, taken when the batch goes to the store
+// (its records change again as the loop goes on) and sent once durable.
+type feedBatch struct {
+	jobEvents []JobEvent            // for every job's subscribers
+	perJob    map[string][]JobEvent // for the subscribers of each followed job
+}
+
+// collect takes the events of a batch: the jobs that were created or
+// changed status, and the changed steps of followed jobs; jobOf is a live
+// job by ID (nil if unknown). Called by the loop only, in commit order;
+// nil when there is nothing to send.
+func (f *jobFeed) collect(b *batch, jobOf func(id string) *Job) *feedBatch {
 	if len(b.jobList) == 0 && len(b.stepList) == 0 {
-		return
+		return nil
 	}
 	f.mu.Lock()
 	listening := len(f.subs) > 0
@@ -269,41 +291,50 @@ func (f *jobFeed) publish(b *batch, jobOf func(id string) *Job) {
 	}
 	events = append(events, changed...)
 	if len(events) == 0 {
-		return
+		return nil
 	}
-	// Each followed job's events, in order, for its subscribers.
-	var perJob map[string][]JobEvent
-	if followed != nil {
-		perJob = map[string][]JobEvent{}
+	fb := &feedBatch{}
+	if listening {
 		for _, ev := range events {
-			if followed[ev.Job.ID] {
-				perJob[ev.Job.ID] = append(perJob[ev.Job.ID], ev)
+			if ev.Change != StepChanged {
+				fb.jobEvents = append(fb.jobEvents, ev)
 			}
 		}
+	}
+	// Each followed job's events, in order, for its subscribers.
+	if followed != nil {
+		fb.perJob = map[string][]JobEvent{}
+		for _, ev := range events {
+			if followed[ev.Job.ID] {
+				fb.perJob[ev.Job.ID] = append(fb.perJob[ev.Job.ID], ev)
+			}
+		}
+	}
+	return fb
+}
+
+// send delivers a committed batch's events; it never blocks.
+func (f *jobFeed) send(fb *feedBatch) {
+	if fb == nil {
+		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.subs) > 0 {
-		var jobEvents []JobEvent
-		for _, ev := range events {
-			if ev.Change != StepChanged {
-				jobEvents = append(jobEvents, ev)
-			}
-		}
+	if len(fb.jobEvents) > 0 {
 		for s := range f.subs {
-			f.send(s, jobEvents)
+			f.sendTo(s, fb.jobEvents)
 		}
 	}
-	for job, evs := range perJob {
+	for job, evs := range fb.perJob {
 		for s := range f.byJob[job] {
-			f.send(s, evs)
+			f.sendTo(s, evs)
 		}
 	}
 }
 
-// send gives s the events, or drops it if its buffer is full rather than
+// sendTo gives s the events, or drops it if its buffer is full rather than
 // wait for it; f.mu is held.
-func (f *jobFeed) send(s *JobSubscription, events []JobEvent) {
+func (f *jobFeed) sendTo(s *JobSubscription, events []JobEvent) {
 	for _, ev := range events {
 		select {
 		case s.ch <- ev:

@@ -2,8 +2,22 @@ package engine
 
 import "sync"
 
-// QueuedCommands counts commands waiting for the loop (tests only).
-func (e *Engine) QueuedCommands() int { return len(e.cmds) }
+// QueuedCommands counts commands waiting for the loop, or applied and
+// waiting for the write before theirs (tests only).
+func (e *Engine) QueuedCommands() int { return len(e.cmds) + int(e.held.Load()) }
+
+// HoldLoop blocks the loop in a command until release is called (tests
+// only): commands sent meanwhile queue up, and are then applied together.
+func (e *Engine) HoldLoop() (release func()) {
+	in, out := make(chan struct{}), make(chan struct{})
+	e.post(func(*batch) (any, error) {
+		close(in)
+		<-out
+		return nil, nil
+	})
+	<-in
+	return sync.OnceFunc(func() { close(out) })
+}
 
 // ReadySteps counts the steps in the ready index (tests only).
 func (e *Engine) ReadySteps() int {

@@ -31,10 +31,17 @@ func (e *Engine) Load(ctx context.Context) error {
 // (see Load) unless Load did already. Commands sent before Run starts wait
 // for it.
 //
-// A failed commit is answered with its error to every command of the batch,
-// and the loop then reloads its state from the store: memory may have run
-// ahead of what is durable, and the store is the truth. If the reload fails
-// too, Run stops with that error.
+// The loop is pipelined: while one batch is being written (fsync'd) on
+// another goroutine, the loop goes on applying commands to memory and
+// answering claims into the next batch, which goes to the store as soon
+// as the write before it is done. A command is answered, and its batch's
+// side effects performed, only once its batch is durable, and batches
+// become durable in the order they were applied.
+//
+// A failed write is answered with its error to every command of its batch
+// and of the batch applied after it, and the loop then reloads its state
+// from the store: memory ran ahead of what is durable, and the store is
+// the truth. If the reload fails too, Run stops with that error.
 func (e *Engine) Run(ctx context.Context) error {
 	if !e.started.CompareAndSwap(false, true) {
 		return errors.New("engine: Run called twice")
@@ -45,104 +52,211 @@ func (e *Engine) Run(ctx context.Context) error {
 			return fmt.Errorf("load state: %w", err)
 		}
 	}
-	cmds := make([]*command, 0, maxBatch)
+	var filling, writing *pending // applied to memory; being written
 	for {
-		cmds = cmds[:0]
+		var cmds <-chan *command
+		if filling == nil || len(filling.cmds) < maxBatch {
+			cmds = e.cmds // a full batch waits for the write before it
+		}
+		var written <-chan error
+		if writing != nil {
+			written = writing.done
+		}
 		select {
-		case c := <-e.cmds:
-			cmds = append(cmds, c)
+		case c := <-cmds:
+			if filling == nil {
+				filling = &pending{b: newBatch(e.clock.Now())}
+			}
+			e.apply(filling, c)
+		case err := <-written:
+			if err := e.written(ctx, writing, &filling, err); err != nil {
+				return err
+			}
+			writing = nil
 		case <-ctx.Done():
+			// What was taken is answered before the loop stops.
+			if writing != nil {
+				if err := e.written(ctx, writing, &filling, <-writing.done); err != nil {
+					return err
+				}
+			}
+			if filling != nil {
+				e.write(ctx, filling)
+				return e.written(ctx, filling, nil, <-filling.done)
+			}
 			return nil
 		}
-	drain:
-		for len(cmds) < maxBatch {
-			select {
-			case c := <-e.cmds:
-				cmds = append(cmds, c)
-			default:
-				break drain
-			}
-		}
-		if err := e.runBatch(ctx, cmds); err != nil {
-			return err
+		if writing == nil && filling != nil {
+			writing, filling = filling, nil
+			e.held.Add(-int64(len(writing.cmds)))
+			e.write(ctx, writing)
 		}
 	}
 }
 
-// runBatch applies every command to memory, commits what they changed in
-// one transaction, then performs the side effects and answers them.
-func (e *Engine) runBatch(ctx context.Context, cmds []*command) error {
-	b := newBatch(e.clock.Now())
-	for _, c := range cmds {
-		c.res.val, c.res.err = c.apply(b)
+// pending is a batch applied to memory and not yet durable, with the
+// commands that made it.
+type pending struct {
+	b       *batch
+	cmds    []*command
+	effects func()     // what the batch tells the world once durable (see effectsOf)
+	early   int        // commands answered once applied (StartStepApplied)
+	done    chan error // the write's outcome
+	began   time.Time
+}
+
+// apply applies c, and what else is queued (up to maxBatch commands), to
+// the batch being filled, and answers the claims they settled: claims are
+// answered from memory, before any commit (see state.claimed).
+func (e *Engine) apply(p *pending, c *command) {
+	for {
+		p.cmds = append(p.cmds, c)
+		c.res.val, c.res.err = c.apply(p.b)
+		e.held.Add(1)
+		if c.applied && c.reply != nil {
+			c.reply <- c.res
+			p.early++
+		}
+		if len(p.cmds) >= maxBatch {
+			break
+		}
+		select {
+		case c = <-e.cmds:
+			continue
+		default:
+		}
+		break
 	}
-	// Claims are answered from memory, before the commit (see
-	// state.claimed): the worker's start report, which must be durable
-	// before it runs the step, comes in a later batch, so it follows this
-	// commit. Should the commit fail, the state reloads without the claim
-	// and its start report is refused.
-	e.deliver(b)
-	start := time.Now()
-	if err := e.commit(ctx, b); err != nil {
+	e.deliver(p.b)
+}
+
+// write sends a batch to the store: its records are encoded here, on the
+// loop, and written and fsync'd on another goroutine; p.done gets the
+// outcome. A batch that changed nothing durable (claims alone, reads) is
+// done at once.
+func (e *Engine) write(ctx context.Context, p *pending) {
+	p.done = make(chan error, 1)
+	p.began = time.Now()
+	write, err := e.prepareCommit(p.b)
+	if err == nil {
+		p.effects = e.effectsOf(p.b)
+	}
+	if err != nil || write == nil {
+		p.done <- err
+		return
+	}
+	go func() { p.done <- write(context.WithoutCancel(ctx)) }()
+}
+
+// written finishes a batch whose write ended with err. On success it
+// performs the batch's side effects and answers its commands. On failure
+// it answers them, and those of the batch applied since (*next), with the
+// error, and reloads the state from the store.
+func (e *Engine) written(ctx context.Context, p *pending, next **pending, err error) error {
+	if err != nil {
 		err = fmt.Errorf("commit: %w", err)
 		e.log.Error("engine commit failed; reloading state from the store", "err", err)
-		for _, c := range cmds {
-			if c.reply != nil {
-				c.reply <- result{err: err}
-			}
+		answerAll(p.cmds, err)
+		early := p.early
+		if next != nil && *next != nil {
+			answerAll((*next).cmds, err)
+			e.held.Add(-int64(len((*next).cmds)))
+			early += (*next).early
+			*next = nil
+		}
+		if early > 0 {
+			// In-process workers run steps whose starts the store will
+			// not have: reloaded, the engine would hand them out again.
+			// Stopping stops those steps with the server (the step
+			// keeper), and the next start recovers from the store.
+			return fmt.Errorf("%w, after accepting %d in-process step starts: stopping", err, early)
 		}
 		if lerr := e.reload(ctx); lerr != nil {
 			return fmt.Errorf("reload state after failed commit: %w", lerr)
 		}
 		return nil
 	}
-	if records := len(b.jobList) + len(b.stepList) + len(b.workerLst); records > 0 {
-		e.metrics.Committed(len(cmds), records, time.Since(start))
+	if records := len(p.b.jobList) + len(p.b.stepList) + len(p.b.workerLst); records > 0 {
+		e.metrics.Committed(len(p.cmds), records, time.Since(p.began))
 	}
-	e.finishBatch(b)
-	for _, c := range cmds {
-		if c.reply != nil {
+	e.finishBatch(p.b, p.effects)
+	for _, c := range p.cmds {
+		if c.reply != nil && !c.applied {
 			c.reply <- c.res
 		}
 	}
 	return nil
 }
 
-// commit writes the batch, with the claims made since the last commit,
-// unless it changed nothing durable: a batch of claims alone commits
-// nothing (see state.claimed).
-func (e *Engine) commit(ctx context.Context, b *batch) error {
+func answerAll(cmds []*command, err error) {
+	for _, c := range cmds {
+		if c.reply != nil && !c.applied {
+			c.reply <- result{err: err}
+		}
+	}
+}
+
+// prepareCommit takes the batch's records, with the claims made since the
+// last commit, for the store: nil when the batch changed nothing durable
+// (a batch of claims alone commits nothing, see state.claimed). The
+// returned write makes them durable; the records may change as soon as
+// prepareCommit returns.
+func (e *Engine) prepareCommit(b *batch) (func(context.Context) error, error) {
 	if b.empty() {
-		return nil
+		return nil, nil
 	}
 	for _, s := range e.st.claimed {
 		b.dirtyStep(s)
 	}
+	clear(e.st.claimed)
+	e.st.claimed = e.st.claimed[:0]
 	e.commits.Add(1)
-	err := e.cfg.Store.Commit(context.WithoutCancel(ctx), &Batch{Jobs: b.jobList, Steps: b.stepList, Workers: b.workerLst, Fires: b.fires, EventMarks: b.marks})
-	if err == nil {
-		clear(e.st.claimed)
-		e.st.claimed = e.st.claimed[:0]
+	rec := &Batch{Jobs: b.jobList, Steps: b.stepList, Workers: b.workerLst, Fires: b.fires, EventMarks: b.marks}
+	if ps, ok := e.cfg.Store.(PreparingStore); ok {
+		return ps.PrepareCommit(rec)
 	}
-	return err
+	// A store that reads the records while writing is written to here,
+	// on the loop, before they can change.
+	err := e.cfg.Store.Commit(context.Background(), rec)
+	return nil, err
+}
+
+// commit writes the batch at once, on the loop (start-up recovery).
+func (e *Engine) commit(ctx context.Context, b *batch) error {
+	write, err := e.prepareCommit(b)
+	if err != nil || write == nil {
+		return err
+	}
+	return write(context.WithoutCancel(ctx))
+}
+
+// effectsOf takes what a batch tells the world once it is durable (job
+// and step events, metrics) from its records, which may change before it
+// is, as the loop goes on.
+func (e *Engine) effectsOf(b *batch) func() {
+	events := e.feed.collect(b, func(id string) *Job {
+		if js := e.st.jobs[id]; js != nil {
+			return js.job
+		}
+		return nil
+	})
+	observe := e.observations(b)
+	return func() {
+		observe()
+		e.feed.send(events)
+	}
 }
 
 // finishBatch performs a committed batch's side effects: timers, channels,
-// server log lines, and the claims it answered.
-func (e *Engine) finishBatch(b *batch) {
+// server log lines, events, and the claims it answered.
+func (e *Engine) finishBatch(b *batch, effects func()) {
 	for _, f := range b.after {
 		f()
 	}
 	for _, js := range b.created {
 		e.notify.add(js.job.ID)
 	}
-	e.observeBatch(b)
-	e.feed.publish(b, func(id string) *Job {
-		if js := e.st.jobs[id]; js != nil {
-			return js.job
-		}
-		return nil
-	})
+	effects()
 	e.appendLogs(b)
 	if ender, ok := e.cfg.Logs.(StepLogEnder); ok {
 		for _, st := range b.ended {
@@ -158,7 +272,9 @@ func (e *Engine) finishBatch(b *batch) {
 		}
 		e.secrets.drop(js.job.ID)
 		stopTimer(&js.timer)
-		delete(e.st.jobs, js.job.ID)
+		if e.st.jobs[js.job.ID] == js { // not reloaded since
+			delete(e.st.jobs, js.job.ID)
+		}
 	}
 	e.deliver(b)
 }

@@ -63,20 +63,32 @@ func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 	return v.(Stats), nil
 }
 
-// observeBatch reports a committed batch's jobs and steps.
-func (e *Engine) observeBatch(b *batch) {
-	m := e.metrics
-	for _, j := range b.newJobs {
-		m.JobCreated(j.Workspace, j.TaskName, j.SourceType)
+// observations takes a batch's metrics from its records (which may
+// change before the batch is durable) and returns what reports them.
+func (e *Engine) observations(b *batch) func() {
+	type ended struct {
+		status string
+		ran    time.Duration
 	}
-	for _, j := range b.endedJobs {
-		m.JobEnded(j.Status)
-	}
+	steps := make([]ended, 0, len(b.ended))
 	for _, s := range b.ended {
 		var ran time.Duration
 		if s.StartedAt != nil && s.CompletedAt != nil {
 			ran = s.CompletedAt.Sub(*s.StartedAt)
 		}
-		m.StepEnded(s.Status, ran)
+		steps = append(steps, ended{s.Status, ran})
+	}
+	newJobs, endedJobs := b.newJobs, b.endedJobs // fields that never change again
+	return func() {
+		m := e.metrics
+		for _, j := range newJobs {
+			m.JobCreated(j.Workspace, j.TaskName, j.SourceType)
+		}
+		for _, j := range endedJobs {
+			m.JobEnded(j.Status)
+		}
+		for _, s := range steps {
+			m.StepEnded(s.status, s.ran)
+		}
 	}
 }

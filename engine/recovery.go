@@ -156,7 +156,7 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 	if err := e.commit(ctx, b); err != nil {
 		return fmt.Errorf("commit recovered state: %w", err)
 	}
-	e.finishBatch(b)
+	e.finishBatch(b, e.effectsOf(b))
 	return nil
 }
 

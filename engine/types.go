@@ -311,6 +311,17 @@ type Batch struct {
 	EventMarks []EventMark
 }
 
+// PreparingStore is a Store that splits Commit in two, so the loop goes
+// on while a batch is fsync'd: PrepareCommit, called on the loop, takes
+// (encodes) everything it needs from the batch, whose records change as
+// soon as it returns; the write it returns makes them durable, as Commit
+// would, on another goroutine. Writes are called one at a time, in the
+// order of their PrepareCommit calls, and each only after the one before
+// it returned.
+type PreparingStore interface {
+	PrepareCommit(b *Batch) (write func(context.Context) error, err error)
+}
+
 // Store persists the engine's records. Commit must be durable (fsync'd)
 // before it returns; it is called only from the orchestrator goroutine, and
 // must not keep references to the records after it returns. Reads may run

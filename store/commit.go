@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	bolt "go.etcd.io/bbolt"
@@ -11,83 +12,168 @@ import (
 	"github.com/appliance-sh/appliance/engine"
 )
 
-// encoded is a record marshalled before the write transaction starts, so the
-// single writer holds the lock only for the puts, and nothing of the batch
-// is referenced after Commit returns.
-type encoded[T any] struct {
-	rec *T
-	val []byte
+// encoded is a record taken from a batch before the write starts: its
+// key, its value and the index entries it should have. The write reads
+// nothing of the record itself, which the engine changes again meanwhile.
+type encoded struct {
+	key, val []byte
+	index    []indexEntry
+	what     string // "job X", for errors
 }
+
+// A kind of record: where it goes and how it is keyed and indexed.
+type recordKind[T any] struct {
+	bucket   []byte
+	validate func(*T) error
+	key      func(*T) []byte
+	indexes  func(*T) []indexEntry
+	what     func(*T) string
+	// previous decodes the stored record's index entries.
+	previous func(val []byte) ([]indexEntry, error)
+}
+
+var (
+	jobKind = recordKind[engine.Job]{
+		bucket: bucketJobs, validate: validateJob, indexes: jobIndexes,
+		key:  func(j *engine.Job) []byte { return []byte(j.ID) },
+		what: func(j *engine.Job) string { return "job " + j.ID },
+		previous: func(val []byte) ([]indexEntry, error) {
+			var p struct {
+				engine.Job
+				// Not needed for the indexes: kept raw, not decoded.
+				Input  json.RawMessage `json:"input"`
+				Output json.RawMessage `json:"output"`
+			}
+			err := json.Unmarshal(val, &p)
+			return jobIndexes(&p.Job), err
+		},
+	}
+	stepKind = recordKind[engine.Step]{
+		bucket: bucketSteps, validate: validateStep, indexes: stepIndexes,
+		key:  func(s *engine.Step) []byte { return stepKey(s.JobID, s.Seq, s.Name) },
+		what: func(s *engine.Step) string { return "step " + s.JobID + "/" + s.Name },
+		previous: func(val []byte) ([]indexEntry, error) {
+			var p struct {
+				engine.Step
+				Item   json.RawMessage `json:"item,omitempty"`
+				Input  json.RawMessage `json:"input"`
+				Output json.RawMessage `json:"output"`
+			}
+			err := json.Unmarshal(val, &p)
+			return stepIndexes(&p.Step), err
+		},
+	}
+	workerKind = recordKind[engine.Worker]{
+		bucket: bucketWorkers, validate: validateWorker, indexes: workerIndexes,
+		key:  func(w *engine.Worker) []byte { return []byte(w.ID) },
+		what: func(w *engine.Worker) string { return "worker " + w.ID },
+		previous: func(val []byte) ([]indexEntry, error) {
+			var p engine.Worker
+			err := json.Unmarshal(val, &p)
+			return workerIndexes(&p), err
+		},
+	}
+)
 
 // Commit writes the whole batch in one transaction, fsync'd before it returns.
 func (db *DB) Commit(ctx context.Context, b *engine.Batch) error {
+	write, err := db.PrepareCommit(b)
+	if err != nil {
+		return err
+	}
+	return write(ctx)
+}
+
+// PrepareCommit validates and encodes the batch's records; the returned
+// write puts them in one transaction, fsync'd before it returns, and
+// references nothing of the batch (engine.PreparingStore).
+func (db *DB) PrepareCommit(b *engine.Batch) (func(context.Context) error, error) {
 	if b == nil {
-		return nil
+		return func(context.Context) error { return nil }, nil
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	jobs, err := encodeAll(b.Jobs, validateJob)
+	jobs, err := encodeAll(b.Jobs, jobKind)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	steps, err := encodeAll(b.Steps, validateStep)
+	steps, err := encodeAll(b.Steps, stepKind)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	workers, err := encodeAll(b.Workers, validateWorker)
+	workers, err := encodeAll(b.Workers, workerKind)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fires, err := encodeFires(b.Fires)
 	if err != nil {
-		return fmt.Errorf("commit batch: %w", err)
+		return nil, fmt.Errorf("commit batch: %w", err)
 	}
-	err = db.bolt.Update(func(tx *bolt.Tx) error {
-		for _, e := range jobs {
-			if err := putJob(tx, e.rec, e.val); err != nil {
+	marks := slices.Clone(b.EventMarks)
+	return func(ctx context.Context) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		err := db.bolt.Update(func(tx *bolt.Tx) error {
+			if err := putAll(tx, jobs, jobKind); err != nil {
 				return err
 			}
-		}
-		for _, e := range steps {
-			if err := putStep(tx, e.rec, e.val); err != nil {
+			if err := putAll(tx, steps, stepKind); err != nil {
 				return err
 			}
-		}
-		for _, e := range workers {
-			if err := putWorker(tx, e.rec, e.val); err != nil {
+			if err := putAll(tx, workers, workerKind); err != nil {
 				return err
 			}
-		}
-		for _, f := range fires {
-			if err := putFire(tx, f.key, f.val); err != nil {
-				return err
+			for _, f := range fires {
+				if err := putFire(tx, f.key, f.val); err != nil {
+					return err
+				}
 			}
+			return putEventMarks(tx, marks)
+		})
+		if err != nil {
+			return fmt.Errorf("commit batch: %w", err)
 		}
-		return putEventMarks(tx, b.EventMarks)
-	})
-	if err != nil {
-		return fmt.Errorf("commit batch: %w", err)
-	}
-	return nil
+		return nil
+	}, nil
 }
 
-func encodeAll[T any](recs []*T, validate func(*T) error) ([]encoded[T], error) {
-	out := make([]encoded[T], 0, len(recs))
+func encodeAll[T any](recs []*T, kind recordKind[T]) ([]encoded, error) {
+	out := make([]encoded, 0, len(recs))
 	for _, r := range recs {
 		if r == nil {
 			continue
 		}
-		if err := validate(r); err != nil {
+		if err := kind.validate(r); err != nil {
 			return nil, fmt.Errorf("commit batch: %w", err)
 		}
 		v, err := json.Marshal(r)
 		if err != nil {
 			return nil, fmt.Errorf("commit batch: encode %T: %w", r, err)
 		}
-		out = append(out, encoded[T]{rec: r, val: v})
+		out = append(out, encoded{key: kind.key(r), val: v, index: kind.indexes(r), what: kind.what(r)})
 	}
 	return out, nil
+}
+
+// putAll writes encoded records of one kind, moving their index entries
+// from those of the records they replace.
+func putAll[T any](tx *bolt.Tx, recs []encoded, kind recordKind[T]) error {
+	bucket := tx.Bucket(kind.bucket)
+	for _, e := range recs {
+		var old []indexEntry
+		if prev := bucket.Get(e.key); prev != nil {
+			var err error
+			if old, err = kind.previous(prev); err != nil {
+				return fmt.Errorf("decode %s: %w", e.what, err)
+			}
+		}
+		if err := bucket.Put(e.key, e.val); err != nil {
+			return fmt.Errorf("put %s: %w", e.what, err)
+		}
+		if err := moveIndexes(tx, old, e.index); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // noSep rejects names that would break the separator-joined index keys.
@@ -131,53 +217,4 @@ func validateWorker(w *engine.Worker) error {
 		return fmt.Errorf("worker without id: %w", engine.ErrInvalid)
 	}
 	return noSep("worker id", w.ID)
-}
-
-func putJob(tx *bolt.Tx, j *engine.Job, val []byte) error {
-	jobs := tx.Bucket(bucketJobs)
-	var old []indexEntry
-	if prev := jobs.Get([]byte(j.ID)); prev != nil {
-		var p engine.Job
-		if err := json.Unmarshal(prev, &p); err != nil {
-			return fmt.Errorf("decode job %s: %w", j.ID, err)
-		}
-		old = jobIndexes(&p)
-	}
-	if err := jobs.Put([]byte(j.ID), val); err != nil {
-		return fmt.Errorf("put job %s: %w", j.ID, err)
-	}
-	return moveIndexes(tx, old, jobIndexes(j))
-}
-
-func putStep(tx *bolt.Tx, s *engine.Step, val []byte) error {
-	steps := tx.Bucket(bucketSteps)
-	key := stepKey(s.JobID, s.Seq, s.Name)
-	var old []indexEntry
-	if prev := steps.Get(key); prev != nil {
-		var p engine.Step
-		if err := json.Unmarshal(prev, &p); err != nil {
-			return fmt.Errorf("decode step %s/%s: %w", s.JobID, s.Name, err)
-		}
-		old = stepIndexes(&p)
-	}
-	if err := steps.Put(key, val); err != nil {
-		return fmt.Errorf("put step %s/%s: %w", s.JobID, s.Name, err)
-	}
-	return moveIndexes(tx, old, stepIndexes(s))
-}
-
-func putWorker(tx *bolt.Tx, w *engine.Worker, val []byte) error {
-	workers := tx.Bucket(bucketWorkers)
-	var old []indexEntry
-	if prev := workers.Get([]byte(w.ID)); prev != nil {
-		var p engine.Worker
-		if err := json.Unmarshal(prev, &p); err != nil {
-			return fmt.Errorf("decode worker %s: %w", w.ID, err)
-		}
-		old = workerIndexes(&p)
-	}
-	if err := workers.Put([]byte(w.ID), val); err != nil {
-		return fmt.Errorf("put worker %s: %w", w.ID, err)
-	}
-	return moveIndexes(tx, old, workerIndexes(w))
 }

@@ -25,6 +25,7 @@ type Engine interface {
 	ClaimJob(ctx context.Context, workerID, jobID string, wait time.Duration) (*engine.Claim, error)
 	CompleteJob(ctx context.Context, workerID, jobID string) (*engine.Job, error)
 	StartStep(ctx context.Context, workerID, jobID, step string) error
+	StartStepApplied(ctx context.Context, workerID, jobID, step string) error
 	CompleteStep(ctx context.Context, workerID, jobID, step string, res engine.StepResult) error
 	CheckHolder(ctx context.Context, workerID, jobID, step string) error
 	WaitCancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error)
@@ -194,6 +195,21 @@ func (s *Service) Start(ctx context.Context, jobID, step string, req protocol.Wo
 		return err
 	}
 	return refusal(s.eng.StartStep(ctx, req.WorkerID, jobID, step))
+}
+
+// StartInProcess is Start for the in-process workers, answered once the
+// engine has applied the start rather than once it is durable: the same
+// checks and refusals, without waiting for an fsync before the step runs
+// (see engine.StartStepApplied). Their steps cannot outlive the server,
+// so a start a crash loses cannot leave a step running twice.
+func (s *Service) StartInProcess(ctx context.Context, jobID, step string, req protocol.WorkerRef) error {
+	if err := protocol.CheckJobID(jobID); err != nil {
+		return err
+	}
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	return refusal(s.eng.StartStepApplied(ctx, req.WorkerID, jobID, step))
 }
 
 // Complete records the result of a step the worker holds.

@@ -378,3 +378,18 @@ func workspaceTags(ws *workflow.Workspace) []string {
 	sort.Strings(tags)
 	return tags
 }
+
+// RunEnded waits for Run to return by itself (on an error it cannot get
+// past) and returns its error; the engine is then stopped.
+func (f *Fixture) RunEnded() error {
+	f.T.Helper()
+	select {
+	case err := <-f.done:
+		f.cancel()
+		f.cancel = nil
+		return err
+	case <-time.After(20 * time.Second):
+		f.T.Fatal("the engine is still running")
+		return nil
+	}
+}

@@ -19,6 +19,7 @@ type MemStore struct {
 	mu        sync.Mutex
 	jobs      map[string][]byte
 	jobOrder  []string                     // by creation time, then id
+	created   map[string]time.Time         // job id -> creation time, for jobOrder
 	steps     map[string]map[string][]byte // job id -> step name -> record
 	workers   map[string][]byte
 	workerIDs []string             // by registration time, then id
@@ -40,6 +41,7 @@ type stepKey struct{ job, step string }
 func NewMemStore() *MemStore {
 	return &MemStore{
 		jobs:    map[string][]byte{},
+		created: map[string]time.Time{},
 		steps:   map[string]map[string][]byte{},
 		workers: map[string][]byte{},
 		claims:  map[string][]stepKey{},
@@ -106,40 +108,92 @@ func (s *MemStore) SetLastFire(ws, trigger string, t time.Time) error {
 	return nil
 }
 
+// encodedBatch is a batch in its stored form, taken from the engine's
+// records when it hands the batch over (they change again right after).
+type encodedBatch struct {
+	jobs, steps, workers [][]byte
+	fires                []engine.TriggerFire
+	marks                []engine.EventMark
+	// keys holds the records' keys only (IDs, a step's job, name and
+	// holder): what the write needs unless a hook wants the records.
+	keys *engine.Batch
+}
+
+// PrepareCommit encodes the batch (engine.PreparingStore); the write
+// stores it.
+func (s *MemStore) PrepareCommit(b *engine.Batch) (func(context.Context) error, error) {
+	eb := &encodedBatch{fires: slices.Clone(b.Fires), marks: slices.Clone(b.EventMarks)}
+	var err error
+	if eb.jobs, err = encodeAll(b.Jobs); err != nil {
+		return nil, err
+	}
+	if eb.steps, err = encodeAll(b.Steps); err != nil {
+		return nil, err
+	}
+	if eb.workers, err = encodeAll(b.Workers); err != nil {
+		return nil, err
+	}
+	eb.keys = &engine.Batch{Fires: eb.fires, EventMarks: eb.marks}
+	for _, j := range b.Jobs {
+		eb.keys.Jobs = append(eb.keys.Jobs, &engine.Job{ID: j.ID, CreatedAt: j.CreatedAt})
+	}
+	for _, st := range b.Steps {
+		k := &engine.Step{JobID: st.JobID, Name: st.Name}
+		if st.WorkerID != nil {
+			id := *st.WorkerID
+			k.WorkerID = &id
+		}
+		eb.keys.Steps = append(eb.keys.Steps, k)
+	}
+	for _, w := range b.Workers {
+		eb.keys.Workers = append(eb.keys.Workers, &engine.Worker{ID: w.ID})
+	}
+	return func(ctx context.Context) error { return s.write(eb) }, nil
+}
+
+func encodeAll[T any](recs []*T) ([][]byte, error) {
+	out := make([][]byte, len(recs))
+	for i, r := range recs {
+		data, err := json.Marshal(r)
+		if err != nil {
+			return nil, fmt.Errorf("encode %T: %w", r, err)
+		}
+		out[i] = data
+	}
+	return out, nil
+}
+
+func decodeAll[T any](data [][]byte) []*T {
+	out := make([]*T, len(data))
+	for i, d := range data {
+		out[i] = decode[T](d)
+	}
+	return out
+}
+
 // Commit writes a batch atomically.
 func (s *MemStore) Commit(ctx context.Context, b *engine.Batch) error {
+	write, err := s.PrepareCommit(b)
+	if err != nil {
+		return err
+	}
+	return write(ctx)
+}
+
+// write stores an encoded batch atomically; the hooks see a copy of it.
+func (s *MemStore) write(eb *encodedBatch) error {
+	jobs, steps, workers := eb.jobs, eb.steps, eb.workers
 	s.mu.Lock()
-	before := s.before
+	before, failWhen := s.before, s.failWhen
 	s.mu.Unlock()
+	b := eb.keys
+	if before != nil || failWhen != nil {
+		b = &engine.Batch{Jobs: decodeAll[engine.Job](eb.jobs), Steps: decodeAll[engine.Step](eb.steps),
+			Workers: decodeAll[engine.Worker](eb.workers), Fires: eb.fires, EventMarks: eb.marks}
+	}
 	if before != nil {
 		before(b)
 	}
-	// Encode before taking the lock: a failed encoding writes nothing.
-	jobs := make([][]byte, len(b.Jobs))
-	for i, j := range b.Jobs {
-		data, err := json.Marshal(j)
-		if err != nil {
-			return fmt.Errorf("encode job %s: %w", j.ID, err)
-		}
-		jobs[i] = data
-	}
-	steps := make([][]byte, len(b.Steps))
-	for i, st := range b.Steps {
-		data, err := json.Marshal(st)
-		if err != nil {
-			return fmt.Errorf("encode step %s/%s: %w", st.JobID, st.Name, err)
-		}
-		steps[i] = data
-	}
-	workers := make([][]byte, len(b.Workers))
-	for i, w := range b.Workers {
-		data, err := json.Marshal(w)
-		if err != nil {
-			return fmt.Errorf("encode worker %s: %w", w.ID, err)
-		}
-		workers[i] = data
-	}
-
 	for _, f := range b.Fires {
 		if f.Workspace == "" || f.Trigger == "" {
 			return fmt.Errorf("trigger state needs a workspace and a trigger name, got %q and %q: %w", f.Workspace, f.Trigger, engine.ErrInvalid)
@@ -153,8 +207,8 @@ func (s *MemStore) Commit(ctx context.Context, b *engine.Batch) error {
 		s.failNext = nil
 		return err
 	}
-	if s.failWhen != nil {
-		if err := s.failWhen(b); err != nil {
+	if failWhen != nil {
+		if err := failWhen(b); err != nil {
 			return err
 		}
 	}
@@ -164,8 +218,9 @@ func (s *MemStore) Commit(ctx context.Context, b *engine.Batch) error {
 	for i, j := range b.Jobs {
 		if _, ok := s.jobs[j.ID]; !ok {
 			s.jobs[j.ID] = jobs[i]
+			s.created[j.ID] = j.CreatedAt
 			s.jobOrder = s.insertSorted(s.jobOrder, j.ID, func(id string) (time.Time, string) {
-				return decode[engine.Job](s.jobs[id]).CreatedAt, id
+				return s.created[id], id
 			})
 		}
 		s.jobs[j.ID] = jobs[i]

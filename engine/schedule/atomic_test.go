@@ -133,6 +133,20 @@ type failingDB struct {
 	fail func(*engine.Batch) error
 }
 
+// PrepareCommit decides whether the write fails when the engine hands the
+// batch over, as Commit does.
+func (d *failingDB) PrepareCommit(b *engine.Batch) (func(context.Context) error, error) {
+	d.mu.Lock()
+	fail := d.fail
+	d.mu.Unlock()
+	if fail != nil {
+		if err := fail(b); err != nil {
+			return func(context.Context) error { return err }, nil
+		}
+	}
+	return d.DB.PrepareCommit(b)
+}
+
 func (d *failingDB) Commit(ctx context.Context, b *engine.Batch) error {
 	d.mu.Lock()
 	fail := d.fail
