@@ -188,13 +188,7 @@ func (s *Service) CompleteJob(ctx context.Context, jobID string, req protocol.Jo
 
 // Start records that the worker started a step it claimed.
 func (s *Service) Start(ctx context.Context, jobID, step string, req protocol.WorkerRef) error {
-	if err := protocol.CheckJobID(jobID); err != nil {
-		return err
-	}
-	if err := req.Validate(); err != nil {
-		return err
-	}
-	return refusal(s.eng.StartStep(ctx, req.WorkerID, jobID, step))
+	return s.start(jobID, req, func() error { return s.eng.StartStep(ctx, req.WorkerID, jobID, step) })
 }
 
 // StartInProcess is Start for the in-process workers, answered once the
@@ -203,13 +197,18 @@ func (s *Service) Start(ctx context.Context, jobID, step string, req protocol.Wo
 // (see engine.StartStepApplied). Their steps cannot outlive the server,
 // so a start a crash loses cannot leave a step running twice.
 func (s *Service) StartInProcess(ctx context.Context, jobID, step string, req protocol.WorkerRef) error {
+	return s.start(jobID, req, func() error { return s.eng.StartStepApplied(ctx, req.WorkerID, jobID, step) })
+}
+
+// start checks a start report, then records it with record.
+func (s *Service) start(jobID string, req protocol.WorkerRef, record func() error) error {
 	if err := protocol.CheckJobID(jobID); err != nil {
 		return err
 	}
 	if err := req.Validate(); err != nil {
 		return err
 	}
-	return refusal(s.eng.StartStepApplied(ctx, req.WorkerID, jobID, step))
+	return refusal(record())
 }
 
 // Complete records the result of a step the worker holds.
