@@ -1,6 +1,7 @@
 // Package engine orchestrates jobs: one goroutine owns every job, step and
-// worker state change, persists each decision (group-committed) before it
-// answers, and hands ready steps to workers through long-poll claims.
+// worker state change, persists each decision (group-committed, the next
+// batch applied while one is written) before it answers, and hands ready
+// steps to workers through long-poll claims answered from memory.
 package engine
 
 import (
