@@ -323,8 +323,9 @@ type PreparingStore interface {
 }
 
 // Store persists the engine's records. Commit must be durable (fsync'd)
-// before it returns; it is called only from the orchestrator goroutine, and
-// must not keep references to the records after it returns. Reads may run
+// before it returns; it is called only from the orchestrator goroutine
+// (a PreparingStore's writes run on another, one at a time), and must not
+// keep references to the records after it returns. Reads may run
 // concurrently with Commit.
 type Store interface {
 	Commit(ctx context.Context, b *Batch) error
