@@ -33,10 +33,11 @@ type inProcessServer struct {
 	files *runners.SnapshotWorkspaces
 	// registered, if set, is called once the pool has registered.
 	registered func()
+	claimWait  time.Duration // how long a claim long-polls
 }
 
 func newInProcessServer(svc *workers.Service, ws workspaceLookup) *inProcessServer {
-	return &inProcessServer{service: svc, workspaces: ws}
+	return &inProcessServer{service: svc, workspaces: ws, claimWait: inProcessClaimWait}
 }
 
 var _ runners.Server = (*inProcessServer)(nil)
@@ -56,7 +57,7 @@ func (s *inProcessServer) Heartbeat(ctx context.Context, workerID string, runnin
 // Claim passes tags on, and the service ignores them: the engine matches
 // the tags the worker registered with.
 func (s *inProcessServer) Claim(ctx context.Context, workerID string, tags []string) (*protocol.Assignment, error) {
-	return s.service.Claim(ctx, protocol.Claim{WorkerID: workerID, Tags: tags}, inProcessClaimWait)
+	return s.service.Claim(ctx, protocol.Claim{WorkerID: workerID, Tags: tags}, s.claimWait)
 }
 
 func (s *inProcessServer) Start(ctx context.Context, workerID, jobID, step string) error {

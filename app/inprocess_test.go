@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/appliance-sh/appliance/runners"
 )
@@ -22,6 +23,7 @@ tasks:
 `)
 	ctx := t.Context()
 	srv := newInProcessServer(f.srv.protocol, nil)
+	srv.claimWait = 50 * time.Millisecond // the intruder's claim finds no work: not a minute's wait
 	holder, err := srv.Register(ctx, "holder", nil)
 	if err != nil {
 		t.Fatal(err)

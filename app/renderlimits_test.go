@@ -71,7 +71,11 @@ func TestRenderBombsDoNotStallOtherJobs(t *testing.T) {
 	for i, id := range ids {
 		j := f.waitTerminal(id)
 		if j.Status != "completed" {
-			t.Fatalf("light job %d is %s: %+v", i, j.Status, j.step("a"))
+			var msg string
+			if m := j.step("a").ErrorMessage; m != nil {
+				msg = *m
+			}
+			t.Fatalf("light job %d is %s: %+v, error %q", i, j.Status, j.step("a"), msg)
 		}
 		if got := fmt.Sprint(j.step("a").Input["n"]); got != fmt.Sprint(i) {
 			t.Fatalf("light job %d rendered n=%s", i, got)

@@ -242,6 +242,7 @@ func (e *Engine) insertJob(b *batch, js *jobState) *Job {
 	b.dirtyJob(js.job)
 	js.each(func(ss *stepState) { b.dirtyStep(ss.rec) })
 	b.created = append(b.created, js)
+	js.unwritten = b
 	b.newJobs = append(b.newJobs, js.job)
 	if js.job.RerunOf != "" {
 		b.serverLog(js.job.ID, rerunLine(js))

@@ -154,12 +154,14 @@ func (e *Engine) write(ctx context.Context, p *pending) {
 // error, and reloads the state from the store.
 func (e *Engine) written(ctx context.Context, p *pending, next **pending, err error) error {
 	if err != nil {
-		err = fmt.Errorf("commit: %w", err)
+		err = &commitError{err}
 		e.log.Error("engine commit failed; reloading state from the store", "err", err)
 		answerAll(p.cmds, err)
+		failHeld(p.b, err)
 		early := p.early
 		if next != nil && *next != nil {
 			answerAll((*next).cmds, err)
+			failHeld((*next).b, err)
 			e.held.Add(-int64(len((*next).cmds)))
 			early += (*next).early
 			*next = nil
@@ -186,6 +188,23 @@ func (e *Engine) written(ctx context.Context, p *pending, next **pending, err er
 		}
 	}
 	return nil
+}
+
+// commitError is a failed write's answer to the commands of its batch and
+// of the batch applied after it: none of them took effect, and the engine
+// reloaded its state from the store (or stopped).
+type commitError struct{ err error }
+
+func (c *commitError) Error() string { return "commit: " + c.err.Error() }
+func (c *commitError) Unwrap() error { return c.err }
+
+// failHeld answers the claims held for the jobs a failed batch created:
+// those jobs are not in the store.
+func failHeld(b *batch, err error) {
+	for _, d := range b.held {
+		d.w.got <- claimResult{err: err}
+	}
+	b.held = nil
 }
 
 func answerAll(cmds []*command, err error) {
@@ -255,7 +274,9 @@ func (e *Engine) finishBatch(b *batch, effects func()) {
 	}
 	for _, js := range b.created {
 		e.notify.add(js.job.ID)
+		js.unwritten = nil
 	}
+	b.deliveries = append(b.deliveries, b.held...)
 	effects()
 	e.appendLogs(b)
 	if ender, ok := e.cfg.Logs.(StepLogEnder); ok {

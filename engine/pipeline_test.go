@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/enginetest"
@@ -79,5 +80,84 @@ a: {action: ok}`))
 	err := f.RunEnded()
 	if !errors.Is(err, disk) || !strings.Contains(err.Error(), "in-process step starts") {
 		t.Fatalf("engine ended with %v, want the failed write named, and why it stopped", err)
+	}
+}
+
+// A claim is answered from memory, but not with a step of a job whose
+// creation is still being written: a worker would report on a job that
+// the store, the job's channels and its log do not know yet.
+func TestClaimOfAJobBeingCreatedWaitsForItsWrite(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`
+a: {action: ok}`))
+	entered, hold := holdCommits(f)
+	release := sync.OnceFunc(hold)
+	defer release()
+	created := make(chan *engine.Job, 1)
+	go func() {
+		j, err := f.Engine.CreateJob(context.Background(), engine.CreateJob{Workspace: enginetest.WorkspaceName, Task: "t"})
+		if err != nil {
+			t.Error(err)
+		}
+		created <- j
+	}()
+	<-entered // the job's batch is being written, and held there
+
+	claimed := make(chan *engine.Claim, 1)
+	go func() {
+		c, err := f.Engine.Claim(context.Background(), f.Worker, 10*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		claimed <- c
+	}()
+	f.Eventually(func() bool { return f.Engine.QueuedCommands() >= 1 }, func() string { return "claim never applied" })
+	select {
+	case c := <-claimed:
+		t.Fatalf("claim answered with %+v while its job's creation is being written", c)
+	default:
+	}
+	release()
+	j := <-created
+	c := <-claimed
+	if c == nil || c.JobID != j.ID || c.StepName != "a" {
+		t.Fatalf("claim = %+v, want step a of %s", c, j.ID)
+	}
+	if cancelled, err := f.Engine.WaitCancelled(t.Context(), j.ID, 0); err != nil || cancelled {
+		t.Fatalf("the claimed step's job, asked as a worker's log push asks: %v, %v", cancelled, err)
+	}
+}
+
+// When the write creating a job fails, a claim held for one of its steps
+// is answered with the error, and the step is nobody's: the job is not in
+// the store, nor, reloaded, in memory.
+func TestClaimHeldForAJobWhoseCreationFailedGetsTheError(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`
+a: {action: ok}`))
+	disk := errors.New("disk full")
+	entered, hold := holdCommits(f)
+	release := sync.OnceFunc(hold)
+	defer release()
+	created := make(chan error, 1)
+	go func() {
+		_, err := f.Engine.CreateJob(context.Background(), engine.CreateJob{Workspace: enginetest.WorkspaceName, Task: "t"})
+		created <- err
+	}()
+	<-entered
+	f.Store.FailNextCommit(disk) // the held write, once released
+	claimed := make(chan error, 1)
+	go func() {
+		_, err := f.Engine.Claim(context.Background(), f.Worker, 10*time.Second)
+		claimed <- err
+	}()
+	f.Eventually(func() bool { return f.Engine.QueuedCommands() >= 1 }, func() string { return "claim never applied" })
+	release()
+	if err := <-created; !errors.Is(err, disk) {
+		t.Fatalf("create = %v, want the failed write", err)
+	}
+	if err := <-claimed; !errors.Is(err, disk) {
+		t.Fatalf("claim = %v, want the failed write", err)
+	}
+	if n := f.Engine.ReadySteps(); n != 0 {
+		t.Fatalf("%d ready steps after the reload, want none", n)
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -160,6 +161,10 @@ func (e *Engine) Idle(ctx context.Context) error {
 		// A result applied in the loop is committed before a later
 		// command's answer; applying it may have dispatched more renders.
 		if err := e.Ready(ctx); err != nil {
+			var failed *commitError
+			if errors.As(err, &failed) {
+				continue // the state was reloaded: look again
+			}
 			return err
 		}
 		select {
