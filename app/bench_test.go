@@ -96,6 +96,36 @@ func BenchmarkThousandJobsNoSpawn(b *testing.B) {
 	}))
 }
 
+// BenchmarkForEachNoSpawn runs one job of 10,000 for_each instances
+// through 4 in-process workers whose runner spawns nothing, on the real
+// store: the orchestration's step rate (claim, start, completion, commits,
+// instance bookkeeping), in steps per second.
+func BenchmarkForEachNoSpawn(b *testing.B) {
+	tuneRuntime()
+	dir := b.TempDir()
+	const n = 10000
+	writeWorkspace(b, dir, fmt.Sprintf("tasks:\n  fan:\n    flow:\n      fan:\n        type: script\n        script: \"true\"\n        for_each: \"{{ range(%d) | list }}\"\n", n))
+	f := startFixture(b, map[string]string{"bench": dir}, 4, func(c *ServerConfig) {
+		c.runners = map[string]runners.Runner{"local": noopRunner{}}
+	})
+	commits := f.srv.engine.Commits()
+	cpu := cpuTime(b)
+	var elapsed time.Duration
+	for b.Loop() {
+		start := time.Now()
+		id := f.execute("bench", "fan", nil)
+		f.waitDone(id)
+		elapsed += time.Since(start)
+		if j := f.job(id); j.Status != "completed" {
+			b.Fatalf("job %s", j.Status)
+		}
+	}
+	steps := float64(n * b.N)
+	b.ReportMetric(steps/elapsed.Seconds(), "steps/s")
+	b.ReportMetric(float64(f.srv.engine.Commits()-commits)/steps, "commits/step")
+	b.ReportMetric(float64((cpuTime(b)-cpu).Microseconds())/steps, "cpu-us/step")
+}
+
 // noopRunner runs nothing and succeeds.
 type noopRunner struct{}
 

@@ -66,7 +66,7 @@ func (s *inProcessServer) Start(ctx context.Context, workerID, jobID, step strin
 
 func (s *inProcessServer) Complete(ctx context.Context, workerID, jobID, step string, res protocol.Result) error {
 	res.WorkerID = workerID
-	return s.service.Complete(ctx, jobID, step, res)
+	return s.service.CompleteInProcess(ctx, jobID, step, res)
 }
 
 func (s *inProcessServer) PushLogs(ctx context.Context, jobID string, push protocol.LogPush) (bool, error) {

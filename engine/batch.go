@@ -23,15 +23,12 @@ type batch struct {
 	created    []*jobState           // register their notification channels
 	finished   []*jobState           // terminal: notify, finish logs, drop from memory
 	ended      []*Step               // step runs that ended: tell a StepLogEnder
+	endsLogged int                   // how many of ended the StepLogEnder was told of
 	newJobs    []*Job                // jobs created (for metrics)
 	endedJobs  []*Job                // jobs that reached a terminal status (for metrics)
 	deliveries []delivery            // claims answered in this batch
-	// held are claims of steps of jobs this batch creates, answered once
-	// it is durable: a worker must not report on a job the store, the
-	// job's channels and its log do not know yet (see jobState.unwritten).
-	held  []delivery
-	after []func()    // timers to arm
-	marks []EventMark // event sources' progress (see Emit)
+	after      []func()              // timers to arm
+	marks      []EventMark           // event sources' progress (see Emit)
 }
 
 type jobLine struct {

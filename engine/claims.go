@@ -257,12 +257,7 @@ func (e *Engine) hand(b *batch, js *jobState, ss *stepState, wk *workerState, w 
 	wk.running[ss] = b.now
 	e.holders.hold(ss, id)
 	w.assigned = true
-	d := delivery{w: w, claim: c, render: render}
-	if cb := js.unwritten; cb != nil {
-		cb.held = append(cb.held, d)
-		return
-	}
-	b.deliveries = append(b.deliveries, d)
+	b.deliveries = append(b.deliveries, delivery{w: w, claim: c, render: render})
 }
 
 // withdraw takes a giving-up claim out of the queue and reports whether the

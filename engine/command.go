@@ -26,6 +26,12 @@ func (e *Engine) do(ctx context.Context, apply func(b *batch) (any, error)) (any
 	return e.run(ctx, &command{apply: apply, reply: make(chan result, 1)})
 }
 
+// doApplied is do answered once the command is applied to memory, before
+// its batch is durable (see StartStepApplied).
+func (e *Engine) doApplied(ctx context.Context, apply func(b *batch) (any, error)) (any, error) {
+	return e.run(ctx, &command{apply: apply, reply: make(chan result, 1), applied: true})
+}
+
 func (e *Engine) run(ctx context.Context, c *command) (any, error) {
 	if err := e.send(ctx, c); err != nil {
 		return nil, err

@@ -214,11 +214,7 @@ func (e *Engine) StartStep(ctx context.Context, workerID, jobID, step string) er
 // with it): a start lost that way leaves a step that was claimed and never
 // started, which nobody runs any more, and recovery treats it as such.
 func (e *Engine) StartStepApplied(ctx context.Context, workerID, jobID, step string) error {
-	_, err := e.run(ctx, &command{
-		apply:   func(b *batch) (any, error) { return nil, e.startStep(ctx, b, workerID, jobID, step) },
-		reply:   make(chan result, 1),
-		applied: true,
-	})
+	_, err := e.doApplied(ctx, func(b *batch) (any, error) { return nil, e.startStep(ctx, b, workerID, jobID, step) })
 	return err
 }
 
@@ -227,6 +223,18 @@ func (e *Engine) StartStepApplied(ctx context.Context, workerID, jobID, step str
 // job or step, ErrConflict unless the step is running and held by workerID.
 func (e *Engine) CompleteStep(ctx context.Context, workerID, jobID, step string, res StepResult) error {
 	_, err := e.do(ctx, func(b *batch) (any, error) { return nil, e.completeStep(ctx, b, workerID, jobID, step, res) })
+	return err
+}
+
+// CompleteStepApplied is CompleteStep answered as soon as the loop has
+// applied it, for the workers StartStepApplied is for: a crash can lose
+// a result it accepted, as it would have lost the step's process a moment
+// earlier, and recovery treats the step as a run its worker lost. Nothing
+// outside the server sees the result before it is durable (events and
+// answers follow the write), and the worker need not wait for an fsync
+// before its next step.
+func (e *Engine) CompleteStepApplied(ctx context.Context, workerID, jobID, step string, res StepResult) error {
+	_, err := e.doApplied(ctx, func(b *batch) (any, error) { return nil, e.completeStep(ctx, b, workerID, jobID, step, res) })
 	return err
 }
 

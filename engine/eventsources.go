@@ -151,7 +151,7 @@ func (e *Engine) Emit(ctx context.Context, jobID, step, run string, ems []Emissi
 	if len(ems) == 0 {
 		return 0, nil, nil
 	}
-	job, err := e.cfg.Store.Job(ctx, jobID)
+	job, err := e.storedJob(ctx, jobID)
 	if err != nil {
 		return 0, nil, err
 	}

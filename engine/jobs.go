@@ -239,10 +239,14 @@ func normTags(tags []string) []string {
 func (e *Engine) insertJob(b *batch, js *jobState) *Job {
 	e.st.jobs[js.job.ID] = js
 	e.secrets.put(js.job.ID, js.secretSet())
+	// Its steps may be claimed, and run by in-process workers, while the
+	// batch creating it is written: their reports (a log push asks whether
+	// the job was cancelled) must find it. A failed write's reload closes
+	// the channels of a job the store does not have.
+	e.notify.add(js.job.ID)
 	b.dirtyJob(js.job)
 	js.each(func(ss *stepState) { b.dirtyStep(ss.rec) })
 	b.created = append(b.created, js)
-	js.unwritten = b
 	b.newJobs = append(b.newJobs, js.job)
 	if js.job.RerunOf != "" {
 		b.serverLog(js.job.ID, rerunLine(js))

@@ -127,7 +127,24 @@ func (e *Engine) apply(p *pending, c *command) {
 		}
 		break
 	}
+	e.endStepLogs(p.b)
 	e.deliver(p.b)
+}
+
+// endStepLogs tells the log of each step run the batch ended so far, as
+// the run ends rather than once the batch is durable: its worker, and the
+// next steps, go on meanwhile (see CompleteStepApplied), and a run's last
+// words (a step_log warning) belong before the lines of the steps after
+// it. Like a worker's pushed lines, they are not undone by a failed write.
+func (e *Engine) endStepLogs(b *batch) {
+	if ender, ok := e.cfg.Logs.(StepLogEnder); ok {
+		for _, st := range b.ended[b.endsLogged:] {
+			if err := ender.EndStep(st.JobID, st.Name); err != nil {
+				e.log.Error("end step log", "job", st.JobID, "step", st.Name, "err", err)
+			}
+		}
+	}
+	b.endsLogged = len(b.ended)
 }
 
 // write sends a batch to the store: its records are encoded here, on the
@@ -157,11 +174,9 @@ func (e *Engine) written(ctx context.Context, p *pending, next **pending, err er
 		err = &commitError{err}
 		e.log.Error("engine commit failed; reloading state from the store", "err", err)
 		answerAll(p.cmds, err)
-		failHeld(p.b, err)
 		early := p.early
 		if next != nil && *next != nil {
 			answerAll((*next).cmds, err)
-			failHeld((*next).b, err)
 			e.held.Add(-int64(len((*next).cmds)))
 			early += (*next).early
 			*next = nil
@@ -197,15 +212,6 @@ type commitError struct{ err error }
 
 func (c *commitError) Error() string { return "commit: " + c.err.Error() }
 func (c *commitError) Unwrap() error { return c.err }
-
-// failHeld answers the claims held for the jobs a failed batch created:
-// those jobs are not in the store.
-func failHeld(b *batch, err error) {
-	for _, d := range b.held {
-		d.w.got <- claimResult{err: err}
-	}
-	b.held = nil
-}
 
 func answerAll(cmds []*command, err error) {
 	for _, c := range cmds {
@@ -274,18 +280,10 @@ func (e *Engine) finishBatch(b *batch, effects func()) {
 	}
 	for _, js := range b.created {
 		e.notify.add(js.job.ID)
-		js.unwritten = nil
 	}
-	b.deliveries = append(b.deliveries, b.held...)
 	effects()
 	e.appendLogs(b)
-	if ender, ok := e.cfg.Logs.(StepLogEnder); ok {
-		for _, st := range b.ended {
-			if err := ender.EndStep(st.JobID, st.Name); err != nil {
-				e.log.Error("end step log", "job", st.JobID, "step", st.Name, "err", err)
-			}
-		}
-	}
+	e.endStepLogs(b)
 	for _, js := range b.finished {
 		e.notify.finish(js.job.ID, js.job.Status == JobCancelled)
 		if e.cfg.Logs != nil {

@@ -3,8 +3,8 @@ package engine
 import "sync"
 
 // notifier holds each live job's cancelled and done channels. Callers read
-// it without going through the loop; only the loop adds and closes them,
-// after the change is committed.
+// it without going through the loop; only the loop adds them (as it
+// creates the job) and closes them (once the job's end is committed).
 type notifier struct {
 	mu   sync.Mutex
 	jobs map[string]*jobChans

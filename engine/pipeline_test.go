@@ -3,10 +3,10 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/enginetest"
@@ -65,6 +65,39 @@ a: {action: ok}`))
 	}
 }
 
+// An in-process worker's completion is answered once applied, as its
+// start is: the worker goes on to its next step while the batch holding
+// the result is written, and the result is stored with that batch.
+func TestInProcessCompletionIsAnsweredBeforeItIsWritten(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`
+a: {action: ok}
+b: {action: ok, depends_on: [a]}`))
+	job := f.Execute("t", nil)
+	f.ClaimJobStep(job, "a")
+	if err := f.Engine.StartStepApplied(t.Context(), f.Worker, job, "a"); err != nil {
+		t.Fatal(err)
+	}
+	entered, hold := holdCommits(f)
+	release := sync.OnceFunc(hold)
+	defer release()
+	if err := f.Engine.CompleteStepApplied(t.Context(), f.Worker, job, "a", enginetest.Ok(map[string]any{"v": 1})); err != nil {
+		t.Fatalf("in-process completion: %v", err)
+	}
+	<-entered // the completion's batch (or the start's) is being written, and held there
+	if err := f.Engine.CompleteStepApplied(t.Context(), f.Worker, job, "a", enginetest.Ok(nil)); !errors.Is(err, engine.ErrConflict) {
+		t.Fatalf("a second completion = %v, want refused as CompleteStep refuses it", err)
+	}
+	c, err := f.Engine.Claim(t.Context(), f.Worker, 0)
+	if err != nil || c == nil || c.StepName != "b" {
+		t.Fatalf("claim while a's result is written = %+v, %v; want b", c, err)
+	}
+	release()
+	f.Settle()
+	if s := f.Step(job, "a"); s.Status != engine.StepCompleted || fmt.Sprint(s.Output) != "map[v:1]" {
+		t.Fatalf("a = %s %v, want completed with its output stored", s.Status, s.Output)
+	}
+}
+
 // A failed write that had accepted in-process starts stops the engine:
 // reloaded from the store, it would hand those running steps out again.
 func TestFailedWriteAfterInProcessStartsStopsTheEngine(t *testing.T) {
@@ -83,10 +116,10 @@ a: {action: ok}`))
 	}
 }
 
-// A claim is answered from memory, but not with a step of a job whose
-// creation is still being written: a worker would report on a job that
-// the store, the job's channels and its log do not know yet.
-func TestClaimOfAJobBeingCreatedWaitsForItsWrite(t *testing.T) {
+// A claim is answered from memory, even with a step of a job whose
+// creation is still being written, so the step runs while it is: the
+// worker's reports on that job are answered as for any job.
+func TestStepOfAJobBeingCreatedRunsWhileItIsWritten(t *testing.T) {
 	f := enginetest.New(t, flowYAML(`
 a: {action: ok}`))
 	entered, hold := holdCommits(f)
@@ -102,35 +135,67 @@ a: {action: ok}`))
 	}()
 	<-entered // the job's batch is being written, and held there
 
-	claimed := make(chan *engine.Claim, 1)
+	c, err := f.Engine.Claim(t.Context(), f.Worker, 0)
+	if err != nil || c == nil || c.StepName != "a" {
+		t.Fatalf("claim while the job's creation is written = %+v, %v; want its step a", c, err)
+	}
+	if err := f.Engine.StartStepApplied(t.Context(), f.Worker, c.JobID, "a"); err != nil {
+		t.Fatalf("in-process start: %v", err)
+	}
+	// What a worker's log push asks.
+	if err := f.Engine.CheckHolder(t.Context(), f.Worker, c.JobID, "a"); err != nil {
+		t.Fatalf("holder check: %v", err)
+	}
+	if cancelled, err := f.Engine.WaitCancelled(t.Context(), c.JobID, 0); err != nil || cancelled {
+		t.Fatalf("cancelled? = %v, %v; want false", cancelled, err)
+	}
+	if err := f.Engine.AppendLog(c.JobID, []engine.LogLine{{Step: "a", Stream: "stdout", Line: "hi"}}); err != nil {
+		t.Fatalf("log lines: %v", err)
+	}
+	// An `OUTPUT: ` line and a refused push read the stored job: they
+	// wait for its write.
+	queued := f.Engine.QueuedCommands()
+	emitted := make(chan error, 1)
 	go func() {
-		c, err := f.Engine.Claim(context.Background(), f.Worker, 10*time.Second)
-		if err != nil {
-			t.Error(err)
-		}
-		claimed <- c
+		_, _, err := f.Engine.Emit(context.Background(), c.JobID, "a", "", []engine.Emission{{JSON: `{"x": 1}`}})
+		emitted <- err
 	}()
-	f.Eventually(func() bool { return f.Engine.QueuedCommands() >= 1 }, func() string { return "claim never applied" })
-	select {
-	case c := <-claimed:
-		t.Fatalf("claim answered with %+v while its job's creation is being written", c)
-	default:
+	read := make(chan error, 1)
+	waiting := func(n int) {
+		f.Eventually(func() bool { return f.Engine.QueuedCommands() >= queued+n }, func() string {
+			select {
+			case err := <-emitted:
+				return fmt.Sprintf("Emit did not wait for the write: %v", err)
+			case err := <-read:
+				return fmt.Sprintf("Job did not wait for the write: %v", err)
+			default:
+				return "never waiting"
+			}
+		})
 	}
+	waiting(1)
+	go func() {
+		_, _, err := f.Engine.Job(context.Background(), c.JobID)
+		read <- err
+	}()
+	waiting(2)
 	release()
-	j := <-created
-	c := <-claimed
-	if c == nil || c.JobID != j.ID || c.StepName != "a" {
-		t.Fatalf("claim = %+v, want step a of %s", c, j.ID)
+	if j := <-created; j == nil || j.ID != c.JobID {
+		t.Fatalf("created %+v, claimed a step of %s", j, c.JobID)
 	}
-	if cancelled, err := f.Engine.WaitCancelled(t.Context(), j.ID, 0); err != nil || cancelled {
-		t.Fatalf("the claimed step's job, asked as a worker's log push asks: %v, %v", cancelled, err)
+	if err := <-emitted; err != nil {
+		t.Fatalf("an OUTPUT line of the step: %v", err)
+	}
+	if err := <-read; err != nil {
+		t.Fatalf("reading the job: %v", err)
 	}
 }
 
-// When the write creating a job fails, a claim held for one of its steps
-// is answered with the error, and the step is nobody's: the job is not in
-// the store, nor, reloaded, in memory.
-func TestClaimHeldForAJobWhoseCreationFailedGetsTheError(t *testing.T) {
+// When the write creating a job fails, a remote worker that claimed one
+// of its steps meanwhile is refused its start report (a remote start is
+// answered once durable, and the reloaded engine has no such job): the
+// step never runs.
+func TestStepOfAJobWhoseCreationFailedIsRefusedItsStart(t *testing.T) {
 	f := enginetest.New(t, flowYAML(`
 a: {action: ok}`))
 	disk := errors.New("disk full")
@@ -144,20 +209,18 @@ a: {action: ok}`))
 	}()
 	<-entered
 	f.Store.FailNextCommit(disk) // the held write, once released
-	claimed := make(chan error, 1)
-	go func() {
-		_, err := f.Engine.Claim(context.Background(), f.Worker, 10*time.Second)
-		claimed <- err
-	}()
-	f.Eventually(func() bool { return f.Engine.QueuedCommands() >= 1 }, func() string { return "claim never applied" })
+	c, err := f.Engine.Claim(t.Context(), f.Worker, 0)
+	if err != nil || c == nil {
+		t.Fatalf("claim = %+v, %v", c, err)
+	}
 	release()
 	if err := <-created; !errors.Is(err, disk) {
 		t.Fatalf("create = %v, want the failed write", err)
 	}
-	if err := <-claimed; !errors.Is(err, disk) {
-		t.Fatalf("claim = %v, want the failed write", err)
+	if err := f.Engine.StartStep(t.Context(), f.Worker, c.JobID, "a"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("start of a step of the job never stored = %v, want not found", err)
 	}
-	if n := f.Engine.ReadySteps(); n != 0 {
-		t.Fatalf("%d ready steps after the reload, want none", n)
+	if _, err := f.Engine.WaitCancelled(t.Context(), c.JobID, 0); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("cancelled? of the job never stored: %v, want not found", err)
 	}
 }

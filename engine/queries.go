@@ -16,7 +16,7 @@ const maxWorkerSteps = 50
 
 // Job returns a job and its steps, as last committed.
 func (e *Engine) Job(ctx context.Context, id string) (*Job, []*Step, error) {
-	j, err := e.cfg.Store.Job(ctx, id)
+	j, err := e.storedJob(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		// The store's error may name the job already: say it once.
 		return nil, nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
@@ -29,6 +29,25 @@ func (e *Engine) Job(ctx context.Context, id string) (*Job, []*Step, error) {
 		return nil, nil, fmt.Errorf("steps of job %s: %w", id, err)
 	}
 	return j, steps, nil
+}
+
+// storedJob reads a job from the store. A job the loop has created whose
+// batch is still being written is waited for: its steps may already run
+// (claims are answered from memory), and a worker's reports on them read
+// the job.
+func (e *Engine) storedJob(ctx context.Context, id string) (*Job, error) {
+	j, err := e.cfg.Store.Job(ctx, id)
+	if !errors.Is(err, ErrNotFound) {
+		return j, err
+	}
+	if _, live := e.notify.get(id); !live {
+		return nil, err
+	}
+	// A turn of the loop is answered once the batches before it are durable.
+	if err := e.Ready(ctx); err != nil {
+		return nil, err
+	}
+	return e.cfg.Store.Job(ctx, id)
 }
 
 // Jobs lists jobs newest first with the total matching the filter.

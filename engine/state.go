@@ -61,9 +61,6 @@ type jobState struct {
 	// then added to as step inputs resolve; shared with the registry.
 	secrets     *secretSet
 	secretsOnce sync.Once
-	// unwritten is the batch that creates the job until that batch is
-	// durable: the claims of its steps wait for it (see batch.held).
-	unwritten *batch
 }
 
 // stepState is one step record and what the loop needs to move it on.

@@ -27,6 +27,7 @@ type Engine interface {
 	StartStep(ctx context.Context, workerID, jobID, step string) error
 	StartStepApplied(ctx context.Context, workerID, jobID, step string) error
 	CompleteStep(ctx context.Context, workerID, jobID, step string, res engine.StepResult) error
+	CompleteStepApplied(ctx context.Context, workerID, jobID, step string, res engine.StepResult) error
 	CheckHolder(ctx context.Context, workerID, jobID, step string) error
 	WaitCancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error)
 	// AppendLog writes pushed lines to the job's log, the job's secrets
@@ -213,15 +214,30 @@ func (s *Service) start(jobID string, req protocol.WorkerRef, record func() erro
 
 // Complete records the result of a step the worker holds.
 func (s *Service) Complete(ctx context.Context, jobID, step string, req protocol.Result) error {
+	return s.complete(jobID, step, req, func(res engine.StepResult) error {
+		return s.eng.CompleteStep(ctx, req.WorkerID, jobID, step, res)
+	})
+}
+
+// CompleteInProcess is Complete for the in-process workers, answered once
+// the engine has applied the result (see StartInProcess and
+// engine.CompleteStepApplied): the worker claims its next step without
+// waiting for an fsync.
+func (s *Service) CompleteInProcess(ctx context.Context, jobID, step string, req protocol.Result) error {
+	return s.complete(jobID, step, req, func(res engine.StepResult) error {
+		return s.eng.CompleteStepApplied(ctx, req.WorkerID, jobID, step, res)
+	})
+}
+
+// complete checks a result report, then records it with record.
+func (s *Service) complete(jobID, step string, req protocol.Result, record func(engine.StepResult) error) error {
 	if err := protocol.CheckJobID(jobID); err != nil {
 		return err
 	}
 	if err := req.Validate(); err != nil {
 		return err
 	}
-	err := s.eng.CompleteStep(ctx, req.WorkerID, jobID, step, engine.StepResult{
-		Output: req.Output, ExitCode: req.ExitCode, Error: req.Error,
-	})
+	err := record(engine.StepResult{Output: req.Output, ExitCode: req.ExitCode, Error: req.Error})
 	if err != nil {
 		return refusal(err)
 	}
