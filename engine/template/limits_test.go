@@ -8,6 +8,17 @@ import (
 	"time"
 )
 
+// slack bounds how late a limit may trip: the bombs would run for hours
+// or fill memory, so tripping at all is the point, and promptness is
+// checked where timing means something, not under the race detector on
+// a shared CI machine (10 times slower, the cores oversubscribed).
+func slack(d time.Duration) time.Duration {
+	if raceDetector {
+		return 10 * d
+	}
+	return d
+}
+
 // limited returns a context bound as the engine binds a render.
 func limited(t *testing.T, lim Limits) context.Context {
 	t.Helper()
@@ -46,7 +57,7 @@ func TestRenderBombsStopAtTheOutputLimit(t *testing.T) {
 			if !strings.Contains(err.Error(), "template exceeded limits.template_output (1MB)") {
 				t.Errorf("err = %v, want it to name limits.template_output (1MB)", err)
 			}
-			if d := time.Since(start); d > 5*time.Second {
+			if d := time.Since(start); d > slack(5*time.Second) {
 				t.Errorf("took %v to trip", d)
 			}
 		})
@@ -68,7 +79,7 @@ func TestRenderBombsStopAtTheTimeLimit(t *testing.T) {
 			if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "template exceeded limits.template_time (200ms)") {
 				t.Fatalf("err = %v, want the template_time limit", err)
 			}
-			if elapsed > lim.Time+2*time.Second {
+			if elapsed > lim.Time+slack(2*time.Second) {
 				t.Errorf("stopped after %v, limit %v", elapsed, lim.Time)
 			}
 		})
