@@ -153,7 +153,11 @@ func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	defer cancel()
 	if err := chromedp.Do(ctx, steps...); err != nil {
 		b.screenshot("failed-" + strings.ReplaceAll(what, " ", "-"))
-		b.t.Fatalf("%s: %v", what, err)
+		// What the page said, for a failure seen only in CI.
+		tctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		defer cancel()
+		text, terr := chromedp.Run(tctx, chromedp.Evaluate[string](`(document.querySelector('main')?.innerText ?? '').slice(-3000)`))
+		b.t.Fatalf("%s: %v\nthe page's text (%v), its end:\n%s", what, err, terr, text)
 	}
 }
 
