@@ -21,15 +21,7 @@ func TestLoopGoesOnWhileABatchIsWritten(t *testing.T) {
 a: {action: ok}`))
 	job := f.Execute("t", nil)
 
-	entered, hold := holdCommits(f)
-	release := sync.OnceFunc(hold)
-	defer release()
-	created := make(chan error, 1)
-	go func() {
-		_, err := f.Engine.CreateJob(context.Background(), engine.CreateJob{Workspace: enginetest.WorkspaceName, Task: "t"})
-		created <- err
-	}()
-	<-entered // the new job's batch is being written, and held there
+	created, release := createHeld(t, f)
 
 	c, err := f.Engine.Claim(t.Context(), f.Worker, 0)
 	if err != nil || c == nil || c.JobID != job {
@@ -49,13 +41,13 @@ a: {action: ok}`))
 	select {
 	case err := <-completed:
 		t.Fatalf("completion answered (%v) before the batch before it was durable", err)
-	case err := <-created:
-		t.Fatalf("create answered (%v) while its batch is held", err)
+	case r := <-created:
+		t.Fatalf("create answered (%v) while its batch is held", r.err)
 	default:
 	}
 	release()
-	if err := <-created; err != nil {
-		t.Fatal(err)
+	if r := <-created; r.err != nil {
+		t.Fatal(r.err)
 	}
 	if err := <-completed; err != nil {
 		t.Fatal(err)
@@ -122,18 +114,7 @@ a: {action: ok}`))
 func TestStepOfAJobBeingCreatedRunsWhileItIsWritten(t *testing.T) {
 	f := enginetest.New(t, flowYAML(`
 a: {action: ok}`))
-	entered, hold := holdCommits(f)
-	release := sync.OnceFunc(hold)
-	defer release()
-	created := make(chan *engine.Job, 1)
-	go func() {
-		j, err := f.Engine.CreateJob(context.Background(), engine.CreateJob{Workspace: enginetest.WorkspaceName, Task: "t"})
-		if err != nil {
-			t.Error(err)
-		}
-		created <- j
-	}()
-	<-entered // the job's batch is being written, and held there
+	created, release := createHeld(t, f)
 
 	c, err := f.Engine.Claim(t.Context(), f.Worker, 0)
 	if err != nil || c == nil || c.StepName != "a" {
@@ -180,8 +161,8 @@ a: {action: ok}`))
 	}()
 	waiting(2)
 	release()
-	if j := <-created; j == nil || j.ID != c.JobID {
-		t.Fatalf("created %+v, claimed a step of %s", j, c.JobID)
+	if r := <-created; r.err != nil || r.job.ID != c.JobID {
+		t.Fatalf("created %+v, %v; claimed a step of %s", r.job, r.err, c.JobID)
 	}
 	if err := <-emitted; err != nil {
 		t.Fatalf("an OUTPUT line of the step: %v", err)
@@ -199,23 +180,15 @@ func TestStepOfAJobWhoseCreationFailedIsRefusedItsStart(t *testing.T) {
 	f := enginetest.New(t, flowYAML(`
 a: {action: ok}`))
 	disk := errors.New("disk full")
-	entered, hold := holdCommits(f)
-	release := sync.OnceFunc(hold)
-	defer release()
-	created := make(chan error, 1)
-	go func() {
-		_, err := f.Engine.CreateJob(context.Background(), engine.CreateJob{Workspace: enginetest.WorkspaceName, Task: "t"})
-		created <- err
-	}()
-	<-entered
+	created, release := createHeld(t, f)
 	f.Store.FailNextCommit(disk) // the held write, once released
 	c, err := f.Engine.Claim(t.Context(), f.Worker, 0)
 	if err != nil || c == nil {
 		t.Fatalf("claim = %+v, %v", c, err)
 	}
 	release()
-	if err := <-created; !errors.Is(err, disk) {
-		t.Fatalf("create = %v, want the failed write", err)
+	if r := <-created; !errors.Is(r.err, disk) {
+		t.Fatalf("create = %v, want the failed write", r.err)
 	}
 	if err := f.Engine.StartStep(t.Context(), f.Worker, c.JobID, "a"); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("start of a step of the job never stored = %v, want not found", err)
@@ -223,4 +196,24 @@ a: {action: ok}`))
 	if _, err := f.Engine.WaitCancelled(t.Context(), c.JobID, 0); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("cancelled? of the job never stored: %v, want not found", err)
 	}
+}
+
+type createResult struct {
+	job *engine.Job
+	err error
+}
+
+// createHeld creates a job of task t and returns once its batch is being
+// written, held there until release (which the test's end calls too).
+func createHeld(t *testing.T, f *enginetest.Fixture) (created <-chan createResult, release func()) {
+	entered, hold := holdCommits(f)
+	release = sync.OnceFunc(hold)
+	t.Cleanup(release)
+	ch := make(chan createResult, 1)
+	go func() {
+		j, err := f.Engine.CreateJob(context.Background(), engine.CreateJob{Workspace: enginetest.WorkspaceName, Task: "t"})
+		ch <- createResult{j, err}
+	}()
+	<-entered
+	return ch, release
 }
