@@ -35,8 +35,9 @@ func (e *Engine) Load(ctx context.Context) error {
 // another goroutine, the loop goes on applying commands to memory and
 // answering claims into the next batch, which goes to the store as soon
 // as the write before it is done. A command is answered, and its batch's
-// side effects performed, only once its batch is durable, and batches
-// become durable in the order they were applied.
+// side effects performed, only once its batch is durable (the in-process
+// workers' reports excepted, see StartStepApplied), and batches become
+// durable in the order they were applied.
 //
 // A failed write is answered with its error to every command of its batch
 // and of the batch applied after it, and the loop then reloads its state
@@ -100,7 +101,7 @@ type pending struct {
 	b       *batch
 	cmds    []*command
 	effects func()     // what the batch tells the world once durable (see effectsOf)
-	early   int        // commands answered once applied (StartStepApplied)
+	early   int        // commands answered once applied (see doApplied)
 	done    chan error // the write's outcome
 	began   time.Time
 }
