@@ -20,7 +20,6 @@ type batch struct {
 
 	logs       []jobLine
 	logMasks   map[string]*secretSet // secrets of ended jobs that log here (see maskAs)
-	created    []*jobState           // register their notification channels
 	finished   []*jobState           // terminal: notify, finish logs, drop from memory
 	ended      []*Step               // step runs that ended: tell a StepLogEnder
 	endsLogged int                   // how many of ended the StepLogEnder was told of

@@ -246,7 +246,6 @@ func (e *Engine) insertJob(b *batch, js *jobState) *Job {
 	e.notify.add(js.job.ID)
 	b.dirtyJob(js.job)
 	js.each(func(ss *stepState) { b.dirtyStep(ss.rec) })
-	b.created = append(b.created, js)
 	b.newJobs = append(b.newJobs, js.job)
 	if js.job.RerunOf != "" {
 		b.serverLog(js.job.ID, rerunLine(js))

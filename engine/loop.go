@@ -279,9 +279,6 @@ func (e *Engine) finishBatch(b *batch, effects func()) {
 	for _, f := range b.after {
 		f()
 	}
-	for _, js := range b.created {
-		e.notify.add(js.job.ID)
-	}
 	effects()
 	e.appendLogs(b)
 	e.endStepLogs(b)

@@ -55,7 +55,7 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 			e.log.Warn("re-run: cannot reuse for_each instances", "job", j.ID, "err", err)
 		}
 		e.st.jobs[j.ID] = js
-		b.created = append(b.created, js)
+		e.notify.add(j.ID)
 		if j.Deadline != nil {
 			b.afterCommit(func() { e.armJobTimer(js) })
 		}
