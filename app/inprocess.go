@@ -83,6 +83,12 @@ func (s *inProcessServer) Cancelled(ctx context.Context, jobID string, wait time
 	return s.service.Cancelled(ctx, jobID, wait)
 }
 
+var _ runners.CancelNotifier = (*inProcessServer)(nil)
+
+func (s *inProcessServer) OnCancelled(ctx context.Context, jobID string, f func()) (func() bool, error) {
+	return s.service.OnCancelled(ctx, jobID, f)
+}
+
 // Workspace returns the files of the job's revision: extracted from its
 // snapshot like a remote worker's download, so editing the workspace
 // folder while a job runs changes nothing for it. Without snapshots (a

@@ -298,6 +298,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		Metrics:          reg,
 		Agents:           agentCaller,
 		RunnerTag:        runners.CapabilityTag,
+		Clock:            cfg.engineClock,
 	})
 	if err != nil {
 		return nil, err

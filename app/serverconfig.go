@@ -11,6 +11,7 @@ import (
 
 	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/agents"
+	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/runners"
 	"github.com/appliance-sh/appliance/store"
 )
@@ -69,10 +70,13 @@ type ServerConfig struct {
 	drainTimeout     time.Duration
 	// runners replaces runners of the in-process pool by name (benchmarks
 	// put a no-op "local" runner here to time orchestration alone).
-	runners   map[string]runners.Runner
-	limits    Limits
-	retention store.Retention
-	acl       *accounts.ACL
+	runners map[string]runners.Runner
+	// engineClock replaces the engine's wall clock (a test counts the
+	// timers it arms).
+	engineClock engine.Clock
+	limits      Limits
+	retention   store.Retention
+	acl         *accounts.ACL
 	// sweepInterval is the time between retention sweeps (10 minutes when
 	// 0; tests shorten it).
 	sweepInterval time.Duration

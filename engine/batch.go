@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"time"
 )
 
@@ -38,9 +37,7 @@ type jobLine struct {
 // delivery is the answer to a parked or fresh claim.
 type delivery struct {
 	w      *waiter
-	claim  *Claim
-	err    error
-	render func(ctx context.Context, c *Claim) error // see claimResult
+	result claimResult
 }
 
 func newBatch(now time.Time) *batch {
@@ -96,5 +93,11 @@ func (b *batch) serverLog(jobID, text string) {
 func (b *batch) afterCommit(f func()) { b.after = append(b.after, f) }
 
 func (b *batch) deliver(w *waiter, c *Claim, err error) {
-	b.deliveries = append(b.deliveries, delivery{w: w, claim: c, err: err})
+	b.answer(w, claimResult{claim: c, err: err})
+}
+
+// answer gives a claim its result, sent as the loop's turn ends.
+func (b *batch) answer(w *waiter, r claimResult) {
+	w.answered = true
+	b.deliveries = append(b.deliveries, delivery{w: w, result: r})
 }

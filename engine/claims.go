@@ -17,6 +17,13 @@ type waiter struct {
 	got      chan claimResult // buffered: the loop never blocks on it
 	elem     *list.Element    // set while parked
 	assigned bool
+	answered bool // the loop has given it its result (see batch.answer)
+}
+
+// newWaiter returns a claim's waiter: its channel holds the parked notice
+// (see claimResult.parked) and the result.
+func newWaiter(workerID string) *waiter {
+	return &waiter{workerID: workerID, got: make(chan claimResult, 2)}
 }
 
 type claimResult struct {
@@ -25,6 +32,10 @@ type claimResult struct {
 	// render, when set, renders the claim's action spec: the claiming
 	// caller runs it, never the loop.
 	render func(ctx context.Context, c *Claim) error
+	// parked tells the claimer that the loop found nothing and parked its
+	// claim: only then does it arm a timer for its wait, so a claim
+	// answered at once (the common case under load) costs none.
+	parked bool
 }
 
 // waiterQueue keeps parked claims in arrival order.
@@ -134,21 +145,30 @@ func (e *Engine) claimedUnstarted(workerID, jobID, name string) (*jobState, *ste
 }
 
 func (e *Engine) claimOnce(ctx context.Context, workerID string, wait time.Duration, src claimSource) claimResult {
-	w := &waiter{workerID: workerID, got: make(chan claimResult, 1)}
+	w := newWaiter(workerID)
 	park := wait > 0
 	err := e.send(ctx, &command{apply: func(b *batch) (any, error) {
 		src.offer(b, w, park)
+		if !w.answered {
+			w.got <- claimResult{parked: true}
+		}
 		return nil, nil
 	}})
 	if err != nil {
 		return claimResult{err: err}
 	}
-	var expired chan struct{}
-	if park {
-		expired = make(chan struct{})
-		t := e.clock.AfterFunc(wait, func() { close(expired) })
-		defer t.Stop()
+	// The loop answers, or parks the claim, in the turn that took it.
+	select {
+	case r := <-w.got:
+		if !r.parked {
+			return r
+		}
+	case <-e.stopped:
+		return lastWord(w)
 	}
+	expired := make(chan struct{})
+	t := e.clock.AfterFunc(wait, func() { close(expired) })
+	defer t.Stop()
 	select {
 	case r := <-w.got:
 		return r
@@ -182,11 +202,16 @@ func (e *Engine) claimOnce(ctx context.Context, workerID string, wait time.Durat
 // lastWord is what a claim returns once the engine stopped: a claim the
 // loop answered before stopping, else no work.
 func lastWord(w *waiter) claimResult {
-	select {
-	case r := <-w.got:
-		return r
-	default:
-		return claimResult{}
+	for {
+		select {
+		case r := <-w.got:
+			if r.parked {
+				continue
+			}
+			return r
+		default:
+			return claimResult{}
+		}
 	}
 }
 
@@ -257,7 +282,7 @@ func (e *Engine) hand(b *batch, js *jobState, ss *stepState, wk *workerState, w 
 	wk.running[ss] = b.now
 	e.holders.hold(ss, id)
 	w.assigned = true
-	b.deliveries = append(b.deliveries, delivery{w: w, claim: c, render: render})
+	b.answer(w, claimResult{claim: c, render: render})
 }
 
 // withdraw takes a giving-up claim out of the queue and reports whether the

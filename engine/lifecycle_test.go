@@ -94,6 +94,53 @@ func TestWaitCancelledReturnsFalseWhenTheWaitEnds(t *testing.T) {
 	}
 }
 
+func TestOnCancelledCallsBackWhenTheJobIsCancelled(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`
+a: {action: ok}
+b: {action: ok}`))
+	job := f.Execute("t", nil)
+	called := make(chan string, 2)
+	watch := func(name string) func() bool {
+		stop, err := f.Engine.OnCancelled(t.Context(), job, func() { called <- name })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stop
+	}
+	watch("kept")
+	if stop := watch("stopped"); !stop() {
+		t.Error("stop before the cancellation = false, want true")
+	}
+	if err := f.Engine.CancelJob(t.Context(), job); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-called; got != "kept" {
+		t.Errorf("called back %q, want the watch not stopped", got)
+	}
+	// A watch begun once the job is cancelled is called back at once.
+	watch("late")
+	if got := <-called; got != "late" {
+		t.Errorf("called back %q, want the late watch", got)
+	}
+
+	done := f.Execute("t", nil)
+	f.RunStep("a", enginetest.Ok(nil))
+	f.RunStep("b", enginetest.Ok(nil))
+	f.WaitStatus(done, engine.JobCompleted)
+	stop, err := f.Engine.OnCancelled(t.Context(), done, func() { called <- "completed" })
+	if err != nil || !stop() {
+		t.Errorf("watch of a completed job: stop = %v, err = %v; want true, nil", stop != nil && stop(), err)
+	}
+	if _, err := f.Engine.OnCancelled(t.Context(), "0190d7a4-0000-7000-8000-000000000000", func() {}); !errorsIs(err, engine.ErrNotFound) {
+		t.Errorf("unknown job: err = %v, want ErrNotFound", err)
+	}
+	select {
+	case got := <-called:
+		t.Errorf("called back %q, want nothing more", got)
+	default:
+	}
+}
+
 func TestJobDoneClosesWhenTheJobEnds(t *testing.T) {
 	f := enginetest.New(t, flowYAML(`a: {action: ok}`))
 	job := f.Execute("t", nil)

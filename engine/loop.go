@@ -53,6 +53,15 @@ func (e *Engine) Run(ctx context.Context) error {
 			return fmt.Errorf("load state: %w", err)
 		}
 	}
+	// One goroutine writes the batches, for as long as the loop runs: it
+	// is handed one at a time, and is idle whenever the loop hands one.
+	writes := make(chan *pending)
+	defer close(writes)
+	go func() {
+		for p := range writes {
+			p.done <- p.write(context.WithoutCancel(ctx))
+		}
+	}()
 	var filling, writing *pending // applied to memory; being written
 	for {
 		var cmds <-chan *command
@@ -82,7 +91,7 @@ func (e *Engine) Run(ctx context.Context) error {
 				}
 			}
 			if filling != nil {
-				e.write(ctx, filling)
+				e.write(writes, filling)
 				return e.written(ctx, filling, nil, <-filling.done)
 			}
 			return nil
@@ -90,7 +99,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		if writing == nil && filling != nil {
 			writing, filling = filling, nil
 			e.held.Add(-int64(len(writing.cmds)))
-			e.write(ctx, writing)
+			e.write(writes, writing)
 		}
 	}
 }
@@ -100,9 +109,10 @@ func (e *Engine) Run(ctx context.Context) error {
 type pending struct {
 	b       *batch
 	cmds    []*command
-	effects func()     // what the batch tells the world once durable (see effectsOf)
-	early   int        // commands answered once applied (see doApplied)
-	done    chan error // the write's outcome
+	effects func()                      // what the batch tells the world once durable (see effectsOf)
+	early   int                         // commands answered once applied (see doApplied)
+	write   func(context.Context) error // makes the batch durable
+	done    chan error                  // the write's outcome
 	began   time.Time
 }
 
@@ -149,21 +159,22 @@ func (e *Engine) endStepLogs(b *batch) {
 }
 
 // write sends a batch to the store: its records are encoded here, on the
-// loop, and written and fsync'd on another goroutine; p.done gets the
+// loop, and written and fsync'd by the writer (see Run); p.done gets the
 // outcome. A batch that changed nothing durable (claims alone, reads) is
 // done at once.
-func (e *Engine) write(ctx context.Context, p *pending) {
+func (e *Engine) write(writer chan<- *pending, p *pending) {
 	p.done = make(chan error, 1)
 	p.began = time.Now()
-	write, err := e.prepareCommit(p.b)
+	var err error
+	p.write, err = e.prepareCommit(p.b)
 	if err == nil {
 		p.effects = e.effectsOf(p.b)
 	}
-	if err != nil || write == nil {
+	if err != nil || p.write == nil {
 		p.done <- err
 		return
 	}
-	go func() { p.done <- write(context.WithoutCancel(ctx)) }()
+	writer <- p
 }
 
 // written finishes a batch whose write ended with err. On success it
@@ -299,7 +310,7 @@ func (e *Engine) finishBatch(b *batch, effects func()) {
 // deliver answers the claims of the batch so far.
 func (e *Engine) deliver(b *batch) {
 	for _, d := range b.deliveries {
-		d.w.got <- claimResult{claim: d.claim, err: d.err, render: d.render}
+		d.w.got <- d.result
 	}
 	b.deliveries = b.deliveries[:0]
 }

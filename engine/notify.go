@@ -1,8 +1,11 @@
 package engine
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
-// notifier holds each live job's cancelled and done channels. Callers read
+// notifier holds each live job's cancellation and done channel. Callers read
 // it without going through the loop; only the loop adds them (as it
 // creates the job) and closes them (once the job's end is committed).
 type notifier struct {
@@ -11,7 +14,11 @@ type notifier struct {
 }
 
 type jobChans struct {
-	cancelled chan struct{}
+	// cancelled ends when the job is cancelled: a context rather than a
+	// channel, so a running step can have a function called then
+	// (context.AfterFunc) without a goroutine waiting for it.
+	cancelled context.Context
+	cancel    context.CancelFunc
 	done      chan struct{}
 }
 
@@ -21,7 +28,8 @@ func (n *notifier) add(jobID string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if _, ok := n.jobs[jobID]; !ok {
-		n.jobs[jobID] = &jobChans{cancelled: make(chan struct{}), done: make(chan struct{})}
+		cancelled, cancel := context.WithCancel(context.Background())
+		n.jobs[jobID] = &jobChans{cancelled: cancelled, cancel: cancel, done: make(chan struct{})}
 	}
 }
 
@@ -42,7 +50,7 @@ func (n *notifier) finish(jobID string, cancelled bool) {
 		return
 	}
 	if cancelled {
-		close(c.cancelled)
+		c.cancel()
 	}
 	close(c.done)
 	delete(n.jobs, jobID)

@@ -134,7 +134,7 @@ func (e *Engine) WaitCancelled(ctx context.Context, jobID string, wait time.Dura
 		return j.Status == JobCancelled, nil
 	}
 	select {
-	case <-c.cancelled:
+	case <-c.cancelled.Done():
 		return true, nil
 	default:
 	}
@@ -145,12 +145,12 @@ func (e *Engine) WaitCancelled(ctx context.Context, jobID string, wait time.Dura
 	t := e.clock.AfterFunc(wait, func() { close(expired) })
 	defer t.Stop()
 	select {
-	case <-c.cancelled:
+	case <-c.cancelled.Done():
 		return true, nil
 	case <-c.done:
 		// cancelled is closed before done, so this settles it.
 		select {
-		case <-c.cancelled:
+		case <-c.cancelled.Done():
 			return true, nil
 		default:
 			return false, nil
@@ -162,6 +162,26 @@ func (e *Engine) WaitCancelled(ctx context.Context, jobID string, wait time.Dura
 	case <-e.stopped:
 		return false, ErrStopped
 	}
+}
+
+// OnCancelled arranges for f to be called, on a goroutine of its own, if
+// the job is cancelled (at once if it was); stop undoes it, reporting
+// whether it did so before f was called. Unlike WaitCancelled nothing
+// waits meanwhile: an in-process worker watches each running step this
+// way, without a goroutine and a timer per step.
+func (e *Engine) OnCancelled(ctx context.Context, jobID string, f func()) (stop func() bool, err error) {
+	c, j, err := e.chans(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	if j == nil {
+		return context.AfterFunc(c.cancelled, f), nil
+	}
+	if j.Status == JobCancelled {
+		go f()
+		return func() bool { return false }, nil
+	}
+	return func() bool { return true }, nil
 }
 
 // JobDone returns a channel closed when the job is terminal (ErrNotFound).

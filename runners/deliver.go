@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -27,6 +28,49 @@ type delivery struct {
 	// refused is set once the server refused the run's lines: the rest are
 	// dropped unsent.
 	refused bool
+	// ref and delivered, for a run a slot claimed: the reporter stops
+	// tracking ref, then closes delivered, once the run is delivered.
+	ref       StepRef
+	delivered chan struct{}
+}
+
+// reporters deliver a claim slot's step runs: two goroutines for as long
+// as the slot claims, rather than one per run, since a run's completion
+// may still be on its way while the next run's lines go out (see
+// claimLoop); each reuses one ticker for its runs' log pushes.
+type reporters struct {
+	runs chan *delivery
+	done sync.WaitGroup
+}
+
+func (w *Worker) startReporters(lt lifetimes) *reporters {
+	r := &reporters{runs: make(chan *delivery)}
+	for range 2 {
+		r.done.Add(1)
+		go func() {
+			defer r.done.Done()
+			tick := stoppedTicker()
+			for d := range r.runs {
+				w.deliver(lt, d, tick)
+				w.untrack(d.ref) // only once the server has the completion (or refused it)
+				close(d.delivered)
+			}
+		}()
+	}
+	return r
+}
+
+// stop ends the reporters once they delivered what they were given.
+func (r *reporters) stop() {
+	close(r.runs)
+	r.done.Wait()
+}
+
+// stoppedTicker returns a ticker to Reset when wanted.
+func stoppedTicker() *time.Ticker {
+	t := time.NewTicker(time.Hour)
+	t.Stop()
+	return t
 }
 
 // deliver sends a run's lines, then its result, until the server has them
@@ -36,11 +80,11 @@ type delivery struct {
 // full journal. It returns early only when lt.reports ends, or after a
 // failed attempt once the worker is stopping and the run is finished: the
 // spool keeps what is left for the next start.
-func (w *Worker) deliver(lt lifetimes, d *delivery) {
+func (w *Worker) deliver(lt lifetimes, d *delivery, tick *time.Ticker) {
 	ctx := lt.reports
 	meta := d.j.Meta()
 	b := newBackoff(w.cfg.RetryMin, w.cfg.RetryMax)
-	tick := time.NewTicker(w.cfg.LogPushInterval)
+	tick.Reset(w.cfg.LogPushInterval)
 	defer tick.Stop()
 	finished := d.finished
 	pushCtx := ctx

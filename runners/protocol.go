@@ -39,6 +39,16 @@ type Server interface {
 	Workspace(ctx context.Context, workspace, revision string) (dir string, err error)
 }
 
+// CancelNotifier is a Server that calls back when a job is cancelled,
+// rather than being long-polled for it (Cancelled): the in-process
+// transport, where a poll per running step would cost a goroutine and a
+// timer per step.
+type CancelNotifier interface {
+	// OnCancelled has f called, on a goroutine of its own, if the job is
+	// cancelled (at once if it was); stop undoes it.
+	OnCancelled(ctx context.Context, jobID string, f func()) (stop func() bool, err error)
+}
+
 // The worker protocol's wire types, as this package names them.
 type (
 	Assignment = protocol.Assignment

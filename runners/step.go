@@ -13,11 +13,12 @@ import (
 // runAssignment runs one claimed step from start report to the end of its
 // process, and returns a channel closed once the server has the step's
 // completion report (or refused it), or nil if the step never started. The
-// report goes on in the background meanwhile, so the slot claims its next
-// step while the server commits the last one's result: the two then share
-// a commit. Reporting the start is retried until claimCtx ends (the worker
-// stops): a step not started yet is left to the server to hand out again.
-func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, workerID string, a *Assignment) <-chan struct{} {
+// report goes on in the background (one of the slot's reporters)
+// meanwhile, so the slot claims its next step while the server commits the
+// last one's result: the two then share a commit. Reporting the start is
+// retried until claimCtx ends (the worker stops): a step not started yet
+// is left to the server to hand out again.
+func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, rep *reporters, workerID string, a *Assignment) <-chan struct{} {
 	ref := StepRef{JobID: a.JobID, Step: a.StepName}
 	w.track(ref)
 	log := w.log.With("job_id", a.JobID, "step", a.StepName)
@@ -56,26 +57,19 @@ func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, workerID 
 		}()
 	}
 	finished := make(chan struct{})
-	delivered := make(chan struct{})
-	go func() {
-		defer close(delivered)
-		defer w.untrack(ref) // only once the server has the completion (or refused it)
-		w.deliver(lt, &delivery{j: j, log: log, finished: finished, kill: kill})
-	}()
-	watchCtx, stopWatch := context.WithCancel(stepCtx)
-	watched := make(chan struct{})
-	go func() { defer close(watched); w.watchCancel(watchCtx, a.JobID, kill) }()
+	d := &delivery{j: j, log: log, finished: finished, kill: kill, ref: ref, delivered: make(chan struct{})}
+	rep.runs <- d
+	stopWatch := w.watchCancel(stepCtx, a.JobID, kill)
 
 	// The step's output waits while the journal is full; its end (a kill,
 	// a timeout, the drain deadline) ends the wait.
 	res := w.execute(stepCtx, a, func(stream, line string) { j.Log(stepCtx, stream, line) })
 	stopWatch()
-	<-watched
 	res.WorkerID = workerID
 	// The result goes after the last line, so a finished job's log is whole.
 	j.Finish(res)
 	close(finished)
-	return delivered
+	return d.delivered
 }
 
 // newJournal begins a step run's journal: in the spool when the worker has
@@ -137,9 +131,26 @@ func (w *Worker) runnerNames() []string {
 	return names
 }
 
-// watchCancel long-polls the server for the job's cancellation and kills
+// watchCancel kills the step if its job is cancelled, until stop is
+// called: told by a server that calls back (the in-process one), or by
+// long-polling it on a goroutine.
+func (w *Worker) watchCancel(ctx context.Context, jobID string, kill context.CancelCauseFunc) (stop func()) {
+	if n, ok := w.srv.(CancelNotifier); ok {
+		stopNotice, err := n.OnCancelled(ctx, jobID, func() { kill(ErrStepCancelled) })
+		if err == nil {
+			return func() { stopNotice() }
+		}
+		w.log.Debug("cancellation notice refused: polling", "job_id", jobID, "err", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	polled := make(chan struct{})
+	go func() { defer close(polled); w.pollCancel(ctx, jobID, kill) }()
+	return func() { cancel(); <-polled }
+}
+
+// pollCancel long-polls the server for the job's cancellation and kills
 // the step when it comes, until ctx ends.
-func (w *Worker) watchCancel(ctx context.Context, jobID string, kill context.CancelCauseFunc) {
+func (w *Worker) pollCancel(ctx context.Context, jobID string, kill context.CancelCauseFunc) {
 	b := newBackoff(w.cfg.RetryMin, w.cfg.RetryMax)
 	for ctx.Err() == nil {
 		began := time.Now()

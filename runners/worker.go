@@ -291,11 +291,13 @@ func (w *Worker) runningSteps() []StepRef {
 // that step's process ends, so a slot has at most two reports outstanding,
 // and none once it returns.
 func (w *Worker) claimLoop(ctx context.Context, lt lifetimes) error {
+	rep := w.startReporters(lt)
 	var reporting <-chan struct{} // the last step's completion report
 	defer func() {
 		if reporting != nil {
 			<-reporting
 		}
+		rep.stop()
 	}()
 	b := newBackoff(w.cfg.RetryMin, w.cfg.RetryMax)
 	for ctx.Err() == nil {
@@ -327,7 +329,7 @@ func (w *Worker) claimLoop(ctx context.Context, lt lifetimes) error {
 			sleep(ctx, w.cfg.IdlePause-time.Since(began))
 			continue
 		}
-		done := w.runAssignment(ctx, lt, id, a)
+		done := w.runAssignment(ctx, lt, rep, id, a)
 		if reporting != nil {
 			<-reporting
 		}
@@ -362,6 +364,7 @@ func (w *Worker) deliverLeftovers(lt lifetimes, runs []*spoolRun) {
 	}
 	done := make(chan struct{})
 	close(done)
+	tick := stoppedTicker()
 	for _, r := range runs {
 		if lt.reports.Err() != nil || closed(lt.shutdown) {
 			return
@@ -370,6 +373,6 @@ func (w *Worker) deliverLeftovers(lt lifetimes, runs []*spoolRun) {
 		log := w.log.With("job_id", m.JobID, "step", m.Step, "held_as", m.WorkerID)
 		// Kept only when the run has no result yet.
 		r.Finish(failed(exitKilled, "Worker restarted while the step ran: its process was lost"))
-		w.deliver(lt, &delivery{j: r, log: log, finished: done})
+		w.deliver(lt, &delivery{j: r, log: log, finished: done}, tick)
 	}
 }

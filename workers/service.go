@@ -30,6 +30,7 @@ type Engine interface {
 	CompleteStepApplied(ctx context.Context, workerID, jobID, step string, res engine.StepResult) error
 	CheckHolder(ctx context.Context, workerID, jobID, step string) error
 	WaitCancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error)
+	OnCancelled(ctx context.Context, jobID string, f func()) (stop func() bool, err error)
 	// AppendLog writes pushed lines to the job's log, the job's secrets
 	// masked.
 	AppendLog(jobID string, lines []engine.LogLine) error
@@ -293,6 +294,16 @@ func (s *Service) Cancelled(ctx context.Context, jobID string, wait time.Duratio
 	}
 	cancelled, err := s.eng.WaitCancelled(ctx, jobID, wait)
 	return cancelled, refusal(err)
+}
+
+// OnCancelled has f called if the job is cancelled, until stop: the
+// in-process transport's push in place of the Cancelled long-poll.
+func (s *Service) OnCancelled(ctx context.Context, jobID string, f func()) (stop func() bool, err error) {
+	if err := protocol.CheckJobID(jobID); err != nil {
+		return nil, err
+	}
+	stop, err = s.eng.OnCancelled(ctx, jobID, f)
+	return stop, refusal(err)
 }
 
 // errNoStepTokens answers a token request on a server that mints none.
