@@ -157,23 +157,28 @@ export async function jobPage(ctx) {
     let cursor = null;
     let shown = 0;
     let started = false;
+    // A new filter starts a new list: the pages still on their way for
+    // the old one (their generation) are dropped, not appended to it.
+    let generation = 0;
     const load = async (reset) => {
-      if (reset) { cursor = null; shown = 0; body.replaceChildren(); }
+      if (reset) { generation++; cursor = null; shown = 0; body.replaceChildren(); }
+      const mine = generation;
       const q = new URLSearchParams({ limit: STEP_PAGE });
       if (filter.value) q.set('status', filter.value);
       if (cursor) q.set('cursor', cursor);
       more.disabled = true;
       try {
         const page = await api(`${path('api', 'jobs', id, 'steps')}?${q}`, { signal });
+        if (mine !== generation) return;
         for (const st of page.items) body.append(stepRow(st, /\[\d+\]$/.test(st.step_name)));
         shown += page.items.length;
         cursor = page.next_cursor;
         count.textContent = `${shown} of ${page.total}`;
         more.hidden = !cursor;
       } catch (err) {
-        if (!signal.aborted) actionError.textContent = err.message;
+        if (!signal.aborted && mine === generation) actionError.textContent = err.message;
       }
-      more.disabled = false;
+      if (mine === generation) more.disabled = false;
     };
     more.addEventListener('click', () => load(false));
     filter.addEventListener('change', () => load(true));
