@@ -55,6 +55,9 @@ type Orchestrator interface {
 // implements it.
 type EventSources interface {
 	Status(ws, trigger string) (events.Status, bool)
+	// Running reports whether the supervisor runs (an enabled event source
+	// it does not know yet is then starting).
+	Running() bool
 }
 
 // Workspaces is the workspace registry; *workflow.Registry implements it.

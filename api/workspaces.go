@@ -306,6 +306,8 @@ func (s *server) eventSourceView(workspace, name string, v *triggerView) {
 	if s.cfg.EventSources != nil {
 		if got, ok := s.cfg.EventSources.Status(workspace, name); ok {
 			st = got
+		} else if v.Enabled && s.cfg.EventSources.Running() {
+			st.State = events.StateStarting
 		}
 	}
 	v.ConsumerJobID = json.RawMessage("null")

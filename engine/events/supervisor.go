@@ -24,6 +24,10 @@ const (
 	StateRunning = "running"
 	StateBackoff = "backoff"
 	StateStopped = "stopped"
+	// StateStarting: an enabled event source the supervisor, running,
+	// has not taken up yet (it is just starting, or the trigger just
+	// appeared in a hot reload); never a Status, only what the API shows.
+	StateStarting = "starting"
 )
 
 // Restart policies.
@@ -84,8 +88,9 @@ type Supervisor struct {
 	clock schedule.Clock
 	log   *slog.Logger
 
-	mu     sync.Mutex
-	status map[key]*Status
+	mu      sync.Mutex
+	status  map[key]*Status
+	running bool // Run has begun (see Running)
 
 	consumers map[key]*consumer // owned by Run
 	wg        sync.WaitGroup
@@ -114,7 +119,8 @@ func New(cfg Config) *Supervisor {
 }
 
 // Status returns the consumer of a workspace's event source, false when it
-// is not one the supervisor knows.
+// is not one the supervisor knows (yet: an enabled one is then starting,
+// if the supervisor runs).
 func (s *Supervisor) Status(ws, trigger string) (Status, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -125,6 +131,14 @@ func (s *Supervisor) Status(ws, trigger string) (Status, bool) {
 	return *st, true
 }
 
+// Running reports whether Run has begun: an enabled event source it does
+// not know yet is about to be taken up.
+func (s *Supervisor) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.running
+}
+
 // Run starts the consumers (adopting those still live from before a
 // restart) and follows hot reloads until ctx ends. Consumer jobs are not
 // cancelled when ctx ends: the next start adopts them.
@@ -132,6 +146,9 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	if s.cfg.Workspaces == nil || s.cfg.Jobs == nil {
 		return errors.New("event sources: workspaces and jobs are required")
 	}
+	s.mu.Lock()
+	s.running = true
+	s.mu.Unlock()
 	changed := s.cfg.Workspaces.Changed()
 	s.sync(ctx)
 	for {

@@ -149,9 +149,14 @@ type fakeWorkspaces struct {
 	mu      sync.Mutex
 	ws      *workflow.Workspace
 	changed chan struct{}
+	// hold, when set, holds List until it is closed.
+	hold chan struct{}
 }
 
 func (w *fakeWorkspaces) List() []workflow.Status {
+	if w.hold != nil {
+		<-w.hold
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return []workflow.Status{{Name: "ws", Workspace: w.ws}}
@@ -197,6 +202,30 @@ func start(t *testing.T, jobs *fakeJobs, triggers map[string]*workflow.Trigger) 
 	go func() { defer close(done); _ = s.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return s, clock, ws
+}
+
+// A supervisor says it runs before it has read the workspaces, so an
+// enabled event source it has not taken up yet shows as starting (the
+// API's view) rather than stopped: a stopped consumer without a job reads
+// as one that ended before it began.
+func TestATriggerNotTakenUpYetIsStarting(t *testing.T) {
+	jobs := &fakeJobs{}
+	ws := &fakeWorkspaces{ws: &workflow.Workspace{Name: "ws", Triggers: map[string]*workflow.Trigger{"src": source(RestartNever, 1)}},
+		changed: make(chan struct{}), hold: make(chan struct{})}
+	s := New(Config{Workspaces: ws, Jobs: jobs, Clock: &fakeClock{now: time.Now()}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if s.Running() {
+		t.Fatal("running before Run")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	eventually(t, "the supervisor to run", s.Running)
+	if st, ok := s.Status("ws", "src"); ok {
+		t.Fatalf("before the supervisor read the workspaces: %+v, want unknown (starting, for the API)", st)
+	}
+	close(ws.hold)
+	eventually(t, "the consumer", func() bool { st, _ := s.Status("ws", "src"); return st.ConsumerJobID == "job-1" })
 }
 
 func TestRestartBackoffDoublesUpToFiveMinutesAndResetsAfterAMinuteOfRunning(t *testing.T) {
