@@ -14,9 +14,11 @@ import (
 // bucketEvents holds the event sources' progress, written in the commit
 // that creates the jobs their events make (see engine.Emit):
 //
-//	"m" \0 job id \0 step -> {"run": ..., "seq": N}  last line accepted from the step's run
-//	"c" \0 source        -> uint64                   events accepted from the trigger in all
+//	"m" job id step -> {"run": ..., "seq": N}  last line accepted from the step's run
+//	"c" source      -> uint64                   events accepted from the trigger in all
 //
+// The parts are joined without a separator: job ids are fixed-length
+// UUIDs, and a mark is read and deleted by its whole key, never by prefix.
 // It is created on first write, so older databases open unchanged.
 var bucketEvents = []byte("event_marks")
 
@@ -56,6 +58,22 @@ func putEventMarks(tx *bolt.Tx, marks []engine.EventMark) error {
 		binary.BigEndian.PutUint64(n[:], uint64(m.Consumed))
 		if err := b.Put(eventCountKey(m.Source), n[:]); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// deleteEventMarks deletes the marks of a swept job's steps (a consumer
+// job's), which nothing reads once the job is gone. The sources' counts
+// stay: they are the triggers', one key each.
+func deleteEventMarks(tx *bolt.Tx, jobID string, steps []string) error {
+	b := tx.Bucket(bucketEvents)
+	if b == nil {
+		return nil
+	}
+	for _, step := range steps {
+		if err := b.Delete(eventMarkKey(jobID, step)); err != nil {
+			return fmt.Errorf("delete event mark of %s/%s: %w", jobID, step, err)
 		}
 	}
 	return nil

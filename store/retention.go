@@ -179,6 +179,7 @@ func deleteJob(tx *bolt.Tx, j *sweptJob, budget int, deltas map[string]int64) (s
 	prefix := stepsPrefix(j.ID)
 	var keys [][]byte
 	var idx []indexEntry
+	var names []string
 	c := stepsB.Cursor()
 	k, v := c.Seek(prefix)
 	for ; k != nil && bytes.HasPrefix(k, prefix) && len(keys) < budget; k, v = c.Next() {
@@ -187,6 +188,7 @@ func deleteJob(tx *bolt.Tx, j *sweptJob, budget int, deltas map[string]int64) (s
 			return 0, false, fmt.Errorf("decode step of job %s: %w", j.ID, err)
 		}
 		keys = append(keys, bytes.Clone(k))
+		names = append(names, s.Name)
 		idx = append(idx, stepIndexes(&engine.Step{JobID: j.ID, Name: s.Name, Seq: s.Seq, Status: s.Status, WorkerID: s.WorkerID, ReadyAt: s.ReadyAt, StartedAt: s.StartedAt})...)
 	}
 	more := k != nil && bytes.HasPrefix(k, prefix)
@@ -196,6 +198,9 @@ func deleteJob(tx *bolt.Tx, j *sweptJob, budget int, deltas map[string]int64) (s
 		}
 	}
 	if err := dropIndexes(tx, idx, deltas); err != nil {
+		return 0, false, err
+	}
+	if err := deleteEventMarks(tx, j.ID, names); err != nil {
 		return 0, false, err
 	}
 	if more {
