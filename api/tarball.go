@@ -1,18 +1,12 @@
 package api
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	units "github.com/docker/go-units"
 	"github.com/labstack/echo/v4"
@@ -71,76 +65,21 @@ func etagMatches(header, rev string) bool {
 	return false
 }
 
-// tarballEpoch stamps every entry, so a revision's tarball is the same
-// bytes whenever and wherever it is built.
-var tarballEpoch = time.Unix(0, 0).UTC()
-
-// buildTarball packs exactly the files the revision hashes, refusing a
+// buildTarball packs the files of the workspace's folder, refusing a
 // workspace whose files add up to more than max: every worker would
 // refuse it (their workspace_limits.total_size defaults to the same), and
 // the tarball is built in memory.
 func buildTarball(ws *workflow.Workspace, max int64) ([]byte, error) {
-	files, err := workflow.ShippedFiles(ws.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("list files of workspace %q: %w", ws.Name, err)
-	}
 	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
-	left := max
-	for _, rel := range files {
-		if err := addFile(tw, ws.Dir, rel, &left); err != nil {
-			if errors.Is(err, errWorkspaceTooBig) {
-				return nil, fmt.Errorf("workspace %q: its files add up to more than limits.workspace_size (%s) of the server config, "+
-					"so no worker would take it; ship less or raise the limit here and workspace_limits.total_size on the workers: %w",
-					ws.Name, units.BytesSize(float64(max)), engine.ErrConflict)
-			}
-			return nil, fmt.Errorf("pack workspace %q: %w", ws.Name, err)
+	if _, err := workflow.Pack(&buf, ws.Dir, max); err != nil {
+		if errors.Is(err, workflow.ErrTooBig) {
+			return nil, fmt.Errorf("workspace %q: its files add up to more than limits.workspace_size (%s) of the server config, "+
+				"so no worker would take it; ship less or raise the limit here and workspace_limits.total_size on the workers: %w",
+				ws.Name, units.BytesSize(float64(max)), engine.ErrConflict)
 		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, fmt.Errorf("pack workspace %q: %w", ws.Name, err)
-	}
-	if err := zw.Close(); err != nil {
 		return nil, fmt.Errorf("pack workspace %q: %w", ws.Name, err)
 	}
 	return buf.Bytes(), nil
-}
-
-var errWorkspaceTooBig = errors.New("workspace over its size limit")
-
-// addFile packs one file, taking its size from *left first.
-func addFile(tw *tar.Writer, dir, rel string, left *int64) error {
-	f, err := os.Open(filepath.Join(dir, filepath.FromSlash(rel)))
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file", rel)
-	}
-	if *left -= st.Size(); *left < 0 {
-		return errWorkspaceTooBig
-	}
-	// Only the executable bit matters to a worker running scripts.
-	mode := int64(0o644)
-	if st.Mode()&0o111 != 0 {
-		mode = 0o755
-	}
-	hdr := &tar.Header{Name: rel, Mode: mode, Size: st.Size(), ModTime: tarballEpoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX}
-	if err := tw.WriteHeader(hdr); err != nil {
-		return err
-	}
-	// A file that grew since Stat is cut to the size in the header; one
-	// that shrank fails, rather than ship a tarball that lies.
-	if _, err := io.CopyN(tw, f, st.Size()); err != nil {
-		return fmt.Errorf("read %s: %w", rel, err)
-	}
-	return nil
 }
 
 // tarballCache keeps the most recently used tarballs, each built once even

@@ -1,13 +1,8 @@
 package store
 
 import (
-	"archive/tar"
-	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,10 +13,6 @@ import (
 
 // snapshotExt ends every snapshot file.
 const snapshotExt = ".tar.gz"
-
-// ErrSnapshotTooBig is returned by Save when a workspace's files add up to
-// more than the snapshot limit.
-var ErrSnapshotTooBig = errors.New("workspace files over the size limit")
 
 // ErrSnapshotStale is returned by Save when the files on disk no longer
 // hash to the revision being saved (they changed since it was loaded).
@@ -98,7 +89,7 @@ func (s *Snapshots) Save(ws *workflow.Workspace) error {
 		return fmt.Errorf("snapshot workspace %q: %w", ws.Name, err)
 	}
 	defer os.Remove(tmp.Name()) // a no-op once renamed
-	rev, err := writeSnapshot(tmp, ws.Dir, s.max)
+	rev, err := workflow.Pack(tmp, ws.Dir, s.max)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -177,66 +168,5 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	_ = d.Sync() // not every file system syncs directories
-	return nil
-}
-
-// writeSnapshot packs the shipped files of dir into w and returns the
-// revision they hash to, computed as workflow does from the very bytes
-// packed: the tarball and its name cannot disagree.
-func writeSnapshot(w io.Writer, dir string, max int64) (string, error) {
-	files, err := workflow.ShippedFiles(dir)
-	if err != nil {
-		return "", err
-	}
-	zw := gzip.NewWriter(w)
-	tw := tar.NewWriter(zw)
-	h := sha256.New()
-	left := max
-	for _, rel := range files {
-		if err := packFile(tw, h, dir, rel, &left); err != nil {
-			return "", err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return "", err
-	}
-	if err := zw.Close(); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil))[:20], nil
-}
-
-// snapshotEpoch stamps every entry, so a revision packs to the same bytes.
-var snapshotEpoch = time.Unix(0, 0).UTC()
-
-func packFile(tw *tar.Writer, h io.Writer, dir, rel string, left *int64) error {
-	f, err := os.Open(filepath.Join(dir, filepath.FromSlash(rel)))
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file", rel)
-	}
-	if *left -= st.Size(); *left < 0 {
-		return ErrSnapshotTooBig
-	}
-	mode := int64(0o644)
-	if st.Mode()&0o111 != 0 {
-		mode = 0o755
-	}
-	hdr := &tar.Header{Name: rel, Mode: mode, Size: st.Size(), ModTime: snapshotEpoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX}
-	if err := tw.WriteHeader(hdr); err != nil {
-		return err
-	}
-	// The same framing as workflow's revision hash: path, size, content.
-	fmt.Fprintf(h, "%s\x00%d\x00", rel, st.Size())
-	if _, err := io.CopyN(io.MultiWriter(tw, h), f, st.Size()); err != nil {
-		return fmt.Errorf("read %s: %w", rel, err)
-	}
 	return nil
 }
