@@ -43,10 +43,11 @@ func TestSweptConsumerJobLosesItsEventMarks(t *testing.T) {
 	db, _ := openTemp(t)
 	ctx := context.Background()
 	ended := newJob("consumer-old", "ws", "produce", 0)
-	ended.Status, ended.CompletedAt = engine.JobCompleted, ptr(t0)
+	ended.Status, ended.CompletedAt, ended.SourceType = engine.JobCompleted, ptr(t0), engine.SourceTrigger
 	emit := newStep(ended.ID, "emit", 0)
 	emit.Status = engine.StepCompleted
 	live := newJob("consumer-new", "ws", "produce", 1)
+	live.SourceType = engine.SourceTrigger
 	commit(t, db, &engine.Batch{Jobs: []*engine.Job{ended, live}, Steps: []*engine.Step{emit, newStep(live.ID, "emit", 0)},
 		EventMarks: []engine.EventMark{
 			{Source: "ws/numbers", JobID: ended.ID, Step: "emit", Run: "r1", Seq: 7, Consumed: 7},

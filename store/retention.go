@@ -200,8 +200,10 @@ func deleteJob(tx *bolt.Tx, j *sweptJob, budget int, deltas map[string]int64) (s
 	if err := dropIndexes(tx, idx, deltas); err != nil {
 		return 0, false, err
 	}
-	if err := deleteEventMarks(tx, j.ID, names); err != nil {
-		return 0, false, err
+	if j.SourceType == engine.SourceTrigger { // only event-source consumers mark their steps
+		if err := deleteEventMarks(tx, j.ID, names); err != nil {
+			return 0, false, err
+		}
 	}
 	if more {
 		return len(keys), false, nil
