@@ -29,11 +29,12 @@ type Orchestrator interface {
 	SecretsOf(j *engine.Job, steps []*engine.Step) ([]string, error)
 	SecretValues(ctx context.Context, jobID string) ([]string, error)
 	Jobs(ctx context.Context, f engine.JobFilter) ([]*engine.Job, int, error)
-	// JobRecord, StepSummary and StepsPage serve a big job's detail and
-	// steps without reading every step record.
+	// JobRecord, StepSummary, StepsPage and HasStep serve a big job's
+	// detail, steps and step logs without reading every step record.
 	JobRecord(ctx context.Context, id string) (*engine.Job, error)
 	StepSummary(ctx context.Context, jobID string) (map[string]int, error)
 	StepsPage(ctx context.Context, jobID string, q engine.StepQuery) ([]*engine.Step, error)
+	HasStep(ctx context.Context, jobID, name string) (bool, error)
 	JobDone(ctx context.Context, jobID string) (<-chan struct{}, error)
 	// SubscribeJobs streams committed job creations and status changes
 	// (GET /api/events).

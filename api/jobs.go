@@ -246,12 +246,3 @@ func (s *server) approveStep(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": status})
 }
-
-func hasStep(steps []*engine.Step, name string) bool {
-	for _, s := range steps {
-		if s.Name == name {
-			return true
-		}
-	}
-	return false
-}

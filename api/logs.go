@@ -26,13 +26,19 @@ func (s *server) jobLogs(c echo.Context) error {
 }
 
 func (s *server) stepLogs(c echo.Context) error {
-	job, steps, err := s.allowedJob(c, accounts.View)
+	job, err := s.allowedJobRecord(c, accounts.View)
 	if err != nil {
 		return err
 	}
 	step := c.Param("step")
-	if step != engine.ServerStep && !hasStep(steps, step) {
-		return notFound("step %q in job %s", step, job.ID)
+	if step != engine.ServerStep {
+		found, err := s.cfg.Engine.HasStep(c.Request().Context(), job.ID, step)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return notFound("step %q in job %s", step, job.ID)
+		}
 	}
 	return s.writeLogs(c, job.ID, step)
 }

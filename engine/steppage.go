@@ -21,6 +21,8 @@ type StepQuery struct {
 type StepPager interface {
 	StepSummary(ctx context.Context, jobID string) (map[string]int, error)
 	StepsPage(ctx context.Context, jobID string, q StepQuery) ([]*Step, error)
+	// HasStep says whether the job has a step record of that name.
+	HasStep(ctx context.Context, jobID, name string) (bool, error)
 }
 
 // JobRecord is a job's record without its steps (ErrNotFound).
@@ -50,6 +52,19 @@ func (e *Engine) StepSummary(ctx context.Context, jobID string) (map[string]int,
 		out[s.Status]++
 	}
 	return out, nil
+}
+
+// HasStep says whether a job has a step of that name, without reading
+// every step record where the store can.
+func (e *Engine) HasStep(ctx context.Context, jobID, name string) (bool, error) {
+	if p, ok := e.cfg.Store.(StepPager); ok {
+		return p.HasStep(ctx, jobID, name)
+	}
+	steps, err := e.cfg.Store.Steps(ctx, jobID)
+	if err != nil {
+		return false, fmt.Errorf("steps of job %s: %w", jobID, err)
+	}
+	return slices.ContainsFunc(steps, func(s *Step) bool { return s.Name == name }), nil
 }
 
 // StepsPage returns a page of a job's steps (see StepQuery).

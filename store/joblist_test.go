@@ -265,3 +265,27 @@ func TestStepsPageAndSummaryFollowStatusChanges(t *testing.T) {
 		t.Errorf("failed steps after the rebuild = %v", got)
 	}
 }
+
+// TestHasStepMatchesWholeNamesOfItsJobOnly finds a step by its whole name,
+// not a prefix of it nor a step of a job whose id starts the same.
+func TestHasStepMatchesWholeNamesOfItsJobOnly(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	in := newStep("j", "fan[1]", 1)
+	in.FlowStep = "fan"
+	commit(t, db, &engine.Batch{
+		Jobs:  []*engine.Job{newJob("j", "alpha", "build", 0), newJob("j2", "alpha", "build", 1)},
+		Steps: []*engine.Step{newStep("j", "fan", 0), in, newStep("j", "after", 2), newStep("j2", "other", 0)},
+	})
+	for name, want := range map[string]bool{"fan": true, "fan[1]": true, "after": true, "fan[2]": false, "fa": false, "afterwards": false, "other": false, "": false} {
+		if got, err := db.HasStep(ctx, "j", name); err != nil || got != want {
+			t.Errorf("HasStep(j, %q) = %v, %v; want %v", name, got, err, want)
+		}
+	}
+	if got, err := db.HasStep(ctx, "j2", "other"); err != nil || !got {
+		t.Errorf("HasStep(j2, other) = %v, %v; want true", got, err)
+	}
+	if got, err := db.HasStep(ctx, "missing", "fan"); err != nil || got {
+		t.Errorf("HasStep of a missing job = %v, %v; want false", got, err)
+	}
+}

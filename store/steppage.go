@@ -88,6 +88,27 @@ func (db *DB) StepsPage(ctx context.Context, jobID string, q engine.StepQuery) (
 	return steps, nil
 }
 
+// HasStep walks the keys of a job's steps, reading no record: a step's
+// key ends with its name, after the 8 bytes of its Seq.
+func (db *DB) HasStep(ctx context.Context, jobID, name string) (bool, error) {
+	found := false
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		prefix := stepsPrefix(jobID)
+		c := tx.Bucket(bucketSteps).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			if string(k[len(prefix)+8:]) == name {
+				found = true
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("steps of job %s: %w", jobID, err)
+	}
+	return found, nil
+}
+
 // openAsc positions a range on its first key at or after prefix+from.
 func openAsc(tx *bolt.Tx, bucket, prefix, from []byte) *rangeHead {
 	h := &rangeHead{r: jobRange{bucket: bucket, prefix: prefix}, c: tx.Bucket(bucket).Cursor()}
