@@ -16,7 +16,7 @@ import (
 const DefaultAgentTimeout = 5 * time.Minute
 
 // DefaultAgentSlots is how many agent calls may be in flight at once; the
-// others wait for a slot (their step timeout running).
+// others wait for a slot, their step timeout starting once they have one.
 const DefaultAgentSlots = 32
 
 // AgentCaller calls a language model for an agent step: the engine builds
@@ -51,9 +51,14 @@ type AgentReply struct {
 // ErrNoAgents is the call error of an engine with no AgentCaller.
 var ErrNoAgents = errors.New("no agent providers are configured (the server config has no agents.providers)")
 
-// agentCall is the in-flight call of a running agent step.
+// agentCall is the call of a running agent step, in flight or waiting
+// for a slot.
 type agentCall struct {
-	cancel context.CancelFunc
+	ctx         context.Context
+	cancel      context.CancelFunc
+	jobID, name string
+	req         AgentRequest
+	system      string // the system prompt as written, for the log
 }
 
 // agentRequest renders an agent step's prompts in the step's scope (off
@@ -123,40 +128,85 @@ func withSchemaInstructions(system string, schema map[string]any) string {
 // startAgent dispatches an agent step, its input and prompts rendered
 // (prepWork): it runs on the server, holding no worker, until the call
 // comes back (finishAgent) or the step is cancelled or times out, which
-// aborts the call (finishStep).
+// aborts the call (finishStep). With every agent slot taken it waits for
+// one (launchAgent), its timeout not yet running.
 func (e *Engine) startAgent(b *batch, js *jobState, ss *stepState, input map[string]any, req AgentRequest, systemPrompt string) {
 	ss.rec.Input = input
 	js.noteInput(ss)
 	e.startOnServer(b, js, ss, StepRunning)
-	timeout := time.Duration(ss.flow.Timeout)
-	if timeout <= 0 {
-		timeout = DefaultAgentTimeout
-	}
-	deadline := b.now.Add(timeout)
-	ss.rec.Deadline = &deadline
 	ctx, cancel := context.WithCancel(context.Background())
-	call := &agentCall{cancel: cancel}
+	call := &agentCall{ctx: ctx, cancel: cancel, jobID: js.job.ID, name: ss.rec.Name, req: req, system: systemPrompt}
 	ss.agent = call
-	model := req.Model
+	if e.st.agentsInFlight < e.cfg.AgentSlots {
+		e.launchAgent(b, js, ss, call)
+		return
+	}
+	e.st.agentQueue = append(e.st.agentQueue, call)
+	b.serverLog(js.job.ID, fmt.Sprintf("step %q waits for an agent slot (%d calls in flight)", ss.rec.Name, e.st.agentsInFlight))
+}
+
+// launchAgent takes an agent slot for a running step's call: its timeout
+// starts now, and the call runs off the loop.
+func (e *Engine) launchAgent(b *batch, js *jobState, ss *stepState, call *agentCall) {
+	e.st.agentsInFlight++
+	deadline := b.now.Add(agentTimeout(ss.flow))
+	ss.rec.Deadline = &deadline
+	b.dirtyStep(ss.rec)
+	model := call.req.Model
 	if model == "" {
 		model = "its default model"
 	}
-	b.serverLog(js.job.ID, fmt.Sprintf("step %q calls agent provider %q (%s)", ss.rec.Name, req.Provider, model))
-	jobID, name, output := js.job.ID, ss.rec.Name, ss.action.Output
+	b.serverLog(js.job.ID, fmt.Sprintf("step %q calls agent provider %q (%s)", ss.rec.Name, call.req.Provider, model))
+	output := ss.action.Output
 	b.afterCommit(func() {
 		e.armStepTimer(js, ss)
-		go e.callAgent(ctx, jobID, name, call, req, systemPrompt, output)
+		go e.callAgent(call, output)
 	})
 }
 
-// callAgent runs off the loop: it waits for an agent slot, logs the
-// prompts, calls the provider, checks the reply and hands the result to
-// the loop.
-func (e *Engine) callAgent(ctx context.Context, jobID, name string, call *agentCall, req AgentRequest, systemPrompt string, output map[string]*workflow.OutputField) {
+// agentTimeout is an agent step's timeout: its own or DefaultAgentTimeout.
+func agentTimeout(fs *workflow.FlowStep) time.Duration {
+	if fs.Timeout > 0 {
+		return time.Duration(fs.Timeout)
+	}
+	return DefaultAgentTimeout
+}
+
+// agentSlotFree hands a finished call's slot to the first queued call
+// whose step still waits for it (a cancelled one has left it).
+func (e *Engine) agentSlotFree(b *batch) {
+	e.st.agentsInFlight--
+	for len(e.st.agentQueue) > 0 {
+		call := e.st.agentQueue[0]
+		e.st.agentQueue[0] = nil
+		e.st.agentQueue = e.st.agentQueue[1:]
+		if js, ss, ok := e.agentStep(call); ok {
+			e.launchAgent(b, js, ss, call)
+			return
+		}
+	}
+}
+
+// agentStep is the running step a call belongs to, if it still does.
+func (e *Engine) agentStep(call *agentCall) (*jobState, *stepState, bool) {
+	js, ok := e.st.jobs[call.jobID]
+	if !ok || js.job.Terminal() {
+		return nil, nil, false
+	}
+	ss, ok := js.steps[call.name]
+	if !ok || ss.agent != call || ss.rec.Status != StepRunning {
+		return nil, nil, false
+	}
+	return js, ss, true
+}
+
+// callAgent runs off the loop: it logs the prompts, calls the provider,
+// checks the reply and hands the result to the loop.
+func (e *Engine) callAgent(call *agentCall, output map[string]*workflow.OutputField) {
 	defer call.cancel()
-	out, err := e.runAgent(ctx, jobID, name, req, systemPrompt, output)
+	out, err := e.runAgent(call.ctx, call.jobID, call.name, call.req, call.system, output)
 	e.post(func(b *batch) (any, error) {
-		e.finishAgent(b, jobID, name, call, out, err)
+		e.finishAgent(b, call, out, err)
 		return nil, nil
 	})
 }
@@ -164,12 +214,6 @@ func (e *Engine) callAgent(ctx context.Context, jobID, name string, call *agentC
 // runAgent logs the step's system prompt (as written, without the schema
 // instructions), its schema and prompt, then calls the provider.
 func (e *Engine) runAgent(ctx context.Context, jobID, name string, req AgentRequest, systemPrompt string, output map[string]*workflow.OutputField) (map[string]any, error) {
-	select {
-	case e.agentSlots <- struct{}{}:
-		defer func() { <-e.agentSlots }()
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
 	if e.cfg.Agents == nil {
 		return nil, fmt.Errorf("provider %q is not configured: %w", req.Provider, ErrNoAgents)
 	}
@@ -235,13 +279,10 @@ func appendPrefixed(lines []LogLine, step, prefix, text string, now time.Time) [
 
 // finishAgent applies an agent call's result, while the step still waits
 // for that call (a cancel or a timeout in between drops it).
-func (e *Engine) finishAgent(b *batch, jobID, name string, call *agentCall, out map[string]any, err error) {
-	js, ok := e.st.jobs[jobID]
-	if !ok || js.job.Terminal() {
-		return
-	}
-	ss, ok := js.steps[name]
-	if !ok || ss.agent != call || ss.rec.Status != StepRunning {
+func (e *Engine) finishAgent(b *batch, call *agentCall, out map[string]any, err error) {
+	e.agentSlotFree(b)
+	js, ss, ok := e.agentStep(call)
+	if !ok {
 		return
 	}
 	ss.agent = nil

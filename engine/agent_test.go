@@ -3,7 +3,9 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -167,6 +169,48 @@ func TestAgentStepTimeoutAbortsTheCall(t *testing.T) {
 				t.Errorf("error = %v, want %q", st.ErrorMessage, c.want)
 			}
 		})
+	}
+}
+
+// TestAgentStepTimeoutStartsWithItsSlot: with every agent slot taken a
+// step waits, its timeout not running, and a slot goes to the first
+// waiting step still running (a cancelled one gave its place up).
+func TestAgentStepTimeoutStartsWithItsSlot(t *testing.T) {
+	a := newFakeAgents()
+	f := enginetest.NewWith(t, enginetest.LoadWorkspace(t, agentFlow), enginetest.Options{Agents: a, AgentSlots: 1})
+	first := f.Execute("slow", nil)
+	a.nextCall(t)
+	gaveUp := f.Execute("slow", nil)
+	f.WaitStep(gaveUp, "ask", engine.StepRunning)
+	waiting := f.Execute("slow", nil)
+	for _, job := range []string{gaveUp, waiting} {
+		if st := f.WaitStep(job, "ask", engine.StepRunning); st.Deadline != nil {
+			t.Errorf("waiting agent step has a deadline (%v)", st.Deadline)
+		}
+		f.Eventually(func() bool {
+			return slices.Contains(f.Logs.ServerLines(job), `step "ask" waits for an agent slot (1 calls in flight)`)
+		},
+			func() string { return fmt.Sprintf("server log of %s: %q", job, f.Logs.ServerLines(job)) })
+	}
+	if err := f.Engine.CancelJob(context.Background(), gaveUp); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitStatus(gaveUp, engine.JobCancelled)
+
+	f.Clock.Advance(20 * time.Second)
+	a.replies <- engine.AgentReply{Text: "done"}
+	f.WaitStatus(first, engine.JobCompleted)
+	a.nextCall(t)
+	slot := enginetest.Epoch.Add(20 * time.Second)
+	if st := f.WaitStep(waiting, "ask", engine.StepRunning); st.Deadline == nil || !st.Deadline.Equal(slot.Add(30*time.Second)) {
+		t.Fatalf("deadline once it has a slot = %v, want %v", st.Deadline, slot.Add(30*time.Second))
+	}
+	f.Clock.Advance(30 * time.Second)
+	a.waitAborted(t)
+	f.WaitStatus(waiting, engine.JobFailed)
+	st := f.Step(waiting, "ask")
+	if st.ErrorMessage == nil || *st.ErrorMessage != "Step timed out after 30s" || st.CompletedAt == nil || !st.CompletedAt.Equal(slot.Add(30*time.Second)) {
+		t.Errorf("step ended %v with %v, want the timeout 30s after it got its slot", st.CompletedAt, st.ErrorMessage)
 	}
 }
 

@@ -69,8 +69,6 @@ type Engine struct {
 	holders *holderIndex    // read by log pushes outside the loop
 	secrets *secretRegistry // live jobs' secrets, read by log pushes
 	pool    *renderPool
-	// agentSlots bounds the agent calls in flight (callAgent).
-	agentSlots chan struct{}
 	// eventHints mirrors the loop's event marks (StepRef -> stepMark) for
 	// Emit to read off the loop; only a hint (see Emit).
 	eventHints sync.Map
@@ -123,8 +121,6 @@ func New(cfg Config) (*Engine, error) {
 		holders: newHolderIndex(),
 		secrets: newSecretRegistry(),
 		pool:    newRenderPool(template.Limits{Time: cfg.TemplateTime, Output: cfg.TemplateOutput}, cfg.RenderSlots),
-
-		agentSlots: make(chan struct{}, cfg.AgentSlots),
 	}, nil
 }
 

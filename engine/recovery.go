@@ -21,10 +21,14 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 	if err != nil {
 		return err
 	}
+	inFlight := 0
 	if e.st != nil {
 		e.st.stopTimers()
+		// The aborted calls still hand back their slots (finishAgent).
+		inFlight = e.st.agentsInFlight
 	}
 	e.st = newState()
+	e.st.agentsInFlight = inFlight
 	b := newBatch(e.clock.Now())
 
 	for _, w := range workers {

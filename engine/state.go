@@ -27,6 +27,10 @@ type state struct {
 	// start report is then refused). Each is written with the next commit,
 	// normally its start report's.
 	claimed []*Step
+	// agentsInFlight counts the agent calls holding a slot (at most
+	// Config.AgentSlots); agentQueue holds the calls waiting for one.
+	agentsInFlight int
+	agentQueue     []*agentCall
 }
 
 func newState() *state {

@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"time"
+
+	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
 // armJobTimer enforces the task timeout: at the deadline the job is cancelled.
@@ -55,8 +57,8 @@ func (e *Engine) stepTimedOut(b *batch, jobID, name string, deadline time.Time) 
 		return
 	}
 	timeout := time.Duration(ss.flow.Timeout)
-	if timeout == 0 && ss.rec.StartedAt != nil {
-		timeout = deadline.Sub(*ss.rec.StartedAt) // a server-side default (agent steps)
+	if ss.rec.ActionType == workflow.TypeAgent {
+		timeout = agentTimeout(ss.flow)
 	}
 	msg := "Step timed out after " + secs(timeout)
 	e.unhold(ss)

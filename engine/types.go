@@ -125,7 +125,7 @@ type Step struct {
 	CompletedAt  *time.Time     `json:"completed_at"`
 	ErrorMessage *string        `json:"error_message"`
 	RequiredTags []string       `json:"required_tags,omitempty"`
-	Deadline     *time.Time     `json:"deadline,omitempty"` // step timeout, set when claimed
+	Deadline     *time.Time     `json:"deadline,omitempty"` // step timeout, set when claimed (an agent step: when its call starts)
 	// ReusedFrom is the job whose completed step this record took over in
 	// a re-run from the failed steps: nothing ran in this job.
 	ReusedFrom string `json:"reused_from,omitempty"`

@@ -55,6 +55,7 @@ type Options struct {
 	TemplateOutput   int           // 0 = engine default
 	Metrics          engine.Metrics
 	Agents           engine.AgentCaller // nil = agent steps fail
+	AgentSlots       int                // 0 = engine default
 	// RunnerTag stands in for the runners' registry (nil = TestRunnerTag).
 	RunnerTag func(runner string) string
 }
@@ -132,6 +133,7 @@ func (f *Fixture) start() {
 		TemplateOutput:   f.opts.TemplateOutput,
 		Metrics:          f.opts.Metrics,
 		Agents:           f.opts.Agents,
+		AgentSlots:       f.opts.AgentSlots,
 		RunnerTag:        f.runnerTag(),
 	})
 	if err != nil {
