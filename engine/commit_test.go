@@ -155,3 +155,73 @@ func TestClaimLostInACrashLeavesTheStepReady(t *testing.T) {
 		t.Fatalf("after a started step's crash a is %s held by %s, want running held by %s", s.Status, deref(s.WorkerID), edge)
 	}
 }
+
+// TestReportsNobodyWaitsOnLingerWhileStepsRun: while several steps run,
+// in-process reports (answered once applied) wait for more before they are
+// written, and the next command someone waits on takes them into its own
+// commit; a lone running step's reports are written at once. The linger
+// here is an hour, so a batch that lingered wrongly never gets written.
+func TestReportsNobodyWaitsOnLingerWhileStepsRun(t *testing.T) {
+	f := enginetest.NewWith(t, enginetest.LoadWorkspace(t, flowYAML(`a: {action: ok}`)),
+		enginetest.Options{NoWorker: true, Linger: time.Hour})
+	w := f.Register("inproc", nil, true)
+	claim := func(job string) {
+		t.Helper()
+		if c, err := f.Engine.Claim(t.Context(), w, 0); err != nil || c == nil || c.JobID != job {
+			t.Fatalf("claim = %+v, %v; want job %s", c, err, job)
+		}
+	}
+
+	// The store is read directly: the fixture's reads go through the loop
+	// as commands someone waits on, which would end any lingering.
+	stored := func(job string) string {
+		steps, err := f.Store.Steps(t.Context(), job)
+		if err != nil || len(steps) != 1 {
+			t.Fatalf("stored steps of %s: %v, %v", job, steps, err)
+		}
+		return steps[0].Status
+	}
+	lone := f.Execute("t", nil)
+	claim(lone)
+	if err := f.Engine.StartStepApplied(t.Context(), w, lone, "a"); err != nil {
+		t.Fatal(err)
+	}
+	f.Eventually(func() bool { return stored(lone) == engine.StepRunning },
+		func() string { return "a lone step's start was never written" })
+	if err := f.Engine.CompleteStepApplied(t.Context(), w, lone, "a", enginetest.Ok(nil)); err != nil {
+		t.Fatal(err)
+	}
+	f.Eventually(func() bool { return stored(lone) == engine.StepCompleted },
+		func() string { return "a lone step's completion was never written" })
+
+	jobs := []string{f.Execute("t", nil), f.Execute("t", nil), f.Execute("t", nil)}
+	for _, job := range jobs {
+		claim(job)
+	}
+	before := f.Store.Commits()
+	for _, job := range jobs {
+		if err := f.Engine.StartStepApplied(t.Context(), w, job, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A claim is answered in the loop's turn that takes it, after the turn
+	// that decided whether the starts were written.
+	if c, err := f.Engine.Claim(t.Context(), w, 0); err != nil || c != nil {
+		t.Fatalf("claim with nothing ready = %+v, %v", c, err)
+	}
+	if n := f.Store.Commits() - before; n != 0 || f.Engine.QueuedCommands() != len(jobs)+1 {
+		t.Fatalf("with %d steps running, %d commits and %d commands held; want the starts held, lingering", len(jobs), n, f.Engine.QueuedCommands())
+	}
+	if err := f.Engine.CompleteStep(t.Context(), w, jobs[0], "a", enginetest.Ok(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.Store.Commits() - before; n != 1 {
+		t.Errorf("the starts and the awaited completion took %d commits, want 1", n)
+	}
+	for _, job := range jobs[1:] {
+		if s := f.Step(job, "a"); s.Status != engine.StepRunning || s.StartedAt == nil {
+			t.Errorf("stored step of %s is %s, want running: written with the completion", job, s.Status)
+		}
+	}
+	f.WaitStatus(jobs[0], engine.JobCompleted)
+}

@@ -43,6 +43,9 @@ type Config struct {
 	Agents AgentCaller
 	// AgentSlots is how many agent calls may be in flight at once.
 	AgentSlots int // 0 = DefaultAgentSlots
+	// Linger is how long a batch nobody waits on may wait for more
+	// before it is written, while steps run (see DefaultLinger).
+	Linger time.Duration // 0 = DefaultLinger
 	// RunnerTag is the capability tag a worker needs to run steps of a
 	// runner ("local", "docker", "pod"), "" for none: the runners'
 	// registry, injected by app (runners.CapabilityTag). nil = no runner
@@ -101,6 +104,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.RenderSlots <= 0 {
 		cfg.RenderSlots = defaultRenderSlots()
+	}
+	if cfg.Linger <= 0 {
+		cfg.Linger = DefaultLinger
 	}
 	if cfg.AgentSlots <= 0 {
 		cfg.AgentSlots = DefaultAgentSlots

@@ -11,6 +11,19 @@ import (
 // the loop stays short under a flood of requests.
 const maxBatch = 1024
 
+// DefaultLinger: a batch nobody waits on (in-process workers' reports,
+// timers) lingers up to Config.Linger before it is written while at least
+// lingerRunning steps run on workers: their reports are coming and share
+// its commit. Without it each commit carries one or two reports, and the
+// commits (two fsyncs each) cost as much CPU as the rest of the
+// orchestration. A lone job never lingers, so its latency is unchanged; a
+// command someone waits on (an API call, a remote worker's report) ends
+// the lingering at once.
+const (
+	DefaultLinger = 4 * time.Millisecond
+	lingerRunning = 2
+)
+
 // Load loads the active state from the store and recovers it (steps of
 // vanished workers fail, pending hooks fire again, and so on), committing
 // what recovery changed. Call it before Run to fail start-up on a store
@@ -63,6 +76,12 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 	}()
 	var filling, writing *pending // applied to memory; being written
+	// One timer, reused, ends a batch's lingering (see DefaultLinger):
+	// real time, not the engine's clock, since it only paces the writes.
+	linger := time.NewTimer(e.cfg.Linger)
+	linger.Stop()
+	defer linger.Stop()
+	var lingering <-chan time.Time
 	for {
 		var cmds <-chan *command
 		if filling == nil || len(filling.cmds) < maxBatch {
@@ -83,6 +102,9 @@ func (e *Engine) Run(ctx context.Context) error {
 				return err
 			}
 			writing = nil
+		case <-lingering:
+			lingering = nil
+			filling.lingered = true
 		case <-ctx.Done():
 			// What was taken is answered before the loop stops.
 			if writing != nil {
@@ -97,6 +119,17 @@ func (e *Engine) Run(ctx context.Context) error {
 			return nil
 		}
 		if writing == nil && filling != nil {
+			if e.lingers(filling) {
+				if lingering == nil {
+					linger.Reset(e.cfg.Linger)
+					lingering = linger.C
+				}
+				continue
+			}
+			if lingering != nil {
+				linger.Stop()
+				lingering = nil
+			}
 			writing, filling = filling, nil
 			e.held.Add(-int64(len(writing.cmds)))
 			e.write(writes, writing)
@@ -114,6 +147,22 @@ type pending struct {
 	write   func(context.Context) error // makes the batch durable
 	done    chan error                  // the write's outcome
 	began   time.Time
+	// awaited: a command of the batch waits for it to be durable;
+	// lingered: it waited for more (see DefaultLinger) and is written next.
+	awaited, lingered bool
+}
+
+// lingers says whether the batch being filled should wait for more before
+// it is written (see DefaultLinger).
+func (e *Engine) lingers(p *pending) bool {
+	if p.awaited || p.lingered || len(p.cmds) >= maxBatch || p.b.empty() {
+		return false
+	}
+	running := 0
+	for _, w := range e.st.workers {
+		running += len(w.running)
+	}
+	return running >= lingerRunning
 }
 
 // apply applies c, and what else is queued (up to maxBatch commands), to
@@ -127,6 +176,9 @@ func (e *Engine) apply(p *pending, c *command) {
 		if c.applied && c.reply != nil {
 			c.reply <- c.res
 			p.early++
+		}
+		if c.reply != nil && !c.applied {
+			p.awaited = true
 		}
 		if len(p.cmds) >= maxBatch {
 			break

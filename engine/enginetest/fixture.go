@@ -56,6 +56,7 @@ type Options struct {
 	Metrics          engine.Metrics
 	Agents           engine.AgentCaller // nil = agent steps fail
 	AgentSlots       int                // 0 = engine default
+	Linger           time.Duration      // 0 = engine default
 	// RunnerTag stands in for the runners' registry (nil = TestRunnerTag).
 	RunnerTag func(runner string) string
 }
@@ -134,6 +135,7 @@ func (f *Fixture) start() {
 		Metrics:          f.opts.Metrics,
 		Agents:           f.opts.Agents,
 		AgentSlots:       f.opts.AgentSlots,
+		Linger:           f.opts.Linger,
 		RunnerTag:        f.runnerTag(),
 	})
 	if err != nil {
