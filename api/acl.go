@@ -104,20 +104,6 @@ func jobNotFound(id string) error {
 	return fmt.Errorf("job %s: %w", id, engine.ErrNotFound)
 }
 
-// allowedJob loads the job of the `id` path parameter if the caller has
-// need on its task: 404 for a denied one (as for no job), 403 for one
-// they may only view when need is Run.
-func (s *server) allowedJob(c echo.Context, need accounts.Action) (*engine.Job, []*engine.Step, error) {
-	job, steps, err := s.job(c)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := allowJob(s.permissionByName(c, job.Workspace, job.TaskName), need, job); err != nil {
-		return nil, nil, err
-	}
-	return job, steps, nil
-}
-
 // allowJob answers a job of a denied task as unknown and, when need is
 // Run, a job the caller may only view with 403.
 func allowJob(perm, need accounts.Action, job *engine.Job) error {
@@ -140,7 +126,9 @@ func (s *server) checkJob(c echo.Context, need accounts.Action) error {
 	return err
 }
 
-// allowedJobRecord is allowedJob without the steps: the record alone says
+// allowedJobRecord loads the record of the `id` path parameter's job if
+// the caller has need on its task: 404 for a denied one (as for no job),
+// 403 for one they may only view when need is Run. The record alone says
 // the job exists, so a big job's steps stay unread.
 func (s *server) allowedJobRecord(c echo.Context, need accounts.Action) (*engine.Job, error) {
 	id, err := jobIDParam(c)

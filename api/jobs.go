@@ -95,15 +95,6 @@ func statusesParam(c echo.Context, valid func(string) bool) ([]string, error) {
 	return out, nil
 }
 
-// job loads the job named by the `id` path parameter.
-func (s *server) job(c echo.Context) (*engine.Job, []*engine.Step, error) {
-	id, err := jobIDParam(c)
-	if err != nil {
-		return nil, nil, err
-	}
-	return s.cfg.Engine.Job(c.Request().Context(), id)
-}
-
 // getJob shows a job with its secret values masked as in its log (the
 // interface: secret inputs are masked in the UI, which shows this). It is
 // streamed step by step (writeJobDetail); a big job's detail leaves its
