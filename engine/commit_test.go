@@ -209,7 +209,9 @@ func TestReportsNobodyWaitsOnLingerWhileStepsRun(t *testing.T) {
 	if c, err := f.Engine.Claim(t.Context(), w, 0); err != nil || c != nil {
 		t.Fatalf("claim with nothing ready = %+v, %v", c, err)
 	}
-	if n := f.Store.Commits() - before; n != 0 || f.Engine.QueuedCommands() != len(jobs)+1 {
+	// The starts and the claim at least (other commands of the loop's own,
+	// such as the lone job's clean-up, may have joined them).
+	if n := f.Store.Commits() - before; n != 0 || f.Engine.QueuedCommands() < len(jobs)+1 {
 		t.Fatalf("with %d steps running, %d commits and %d commands held; want the starts held, lingering", len(jobs), n, f.Engine.QueuedCommands())
 	}
 	if err := f.Engine.CompleteStep(t.Context(), w, jobs[0], "a", enginetest.Ok(nil)); err != nil {
