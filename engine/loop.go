@@ -160,9 +160,11 @@ func (e *Engine) lingers(p *pending) bool {
 	}
 	running := 0
 	for _, w := range e.st.workers {
-		running += len(w.running)
+		if running += len(w.running); running >= lingerRunning {
+			return true
+		}
 	}
-	return running >= lingerRunning
+	return false
 }
 
 // apply applies c, and what else is queued (up to maxBatch commands), to

@@ -62,7 +62,7 @@ func (db *DB) StepsPage(ctx context.Context, jobID string, q engine.StepQuery) (
 			if best == nil {
 				break
 			}
-			name := best.k[len(best.r.prefix)+8:]
+			name := stepKeyName(best.k, best.r.prefix)
 			val := best.v
 			if len(q.Statuses) > 0 {
 				val = sb.Get(best.v) // the index entry's value is the step's key
@@ -88,15 +88,14 @@ func (db *DB) StepsPage(ctx context.Context, jobID string, q engine.StepQuery) (
 	return steps, nil
 }
 
-// HasStep walks the keys of a job's steps, reading no record: a step's
-// key ends with its name, after the 8 bytes of its Seq.
+// HasStep walks the keys of a job's steps, reading no record.
 func (db *DB) HasStep(ctx context.Context, jobID, name string) (bool, error) {
 	found := false
 	err := db.view(ctx, func(tx *bolt.Tx) error {
 		prefix := stepsPrefix(jobID)
 		c := tx.Bucket(bucketSteps).Cursor()
 		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			if string(k[len(prefix)+8:]) == name {
+			if string(stepKeyName(k, prefix)) == name {
 				found = true
 				return nil
 			}
@@ -108,6 +107,11 @@ func (db *DB) HasStep(ctx context.Context, jobID, name string) (bool, error) {
 	}
 	return found, nil
 }
+
+// stepKeyName is the step name that ends key k of the steps bucket or the
+// step status index, after the job's (and status's) prefix and the 8
+// bytes of the step's Seq (see stepKey).
+func stepKeyName(k, prefix []byte) []byte { return k[len(prefix)+8:] }
 
 // openAsc positions a range on its first key at or after prefix+from.
 func openAsc(tx *bolt.Tx, bucket, prefix, from []byte) *rangeHead {
