@@ -183,7 +183,7 @@ func (s *server) refresh(c echo.Context) error {
 	old, err := s.auth.users.RotateRefreshToken(ctx, s.auth.refreshHash(token), stored, s.auth.now())
 	switch {
 	case errors.Is(err, accounts.ErrTokenReused):
-		s.log.Warn("refresh token reused: login revoked", "user", old.UserID, "login", old.FamilyID(), "address", clientAddress(c))
+		s.log.Warn("refresh token reused: login revoked", "user", old.UserID, "login", old.FamilyID(), "address", c.RealIP())
 		return errReusedRefresh
 	case errors.Is(err, accounts.ErrRefreshTokenNotFound):
 		return errBadRefresh
