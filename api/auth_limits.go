@@ -82,10 +82,10 @@ func newLoginGuard(l LoginLimits, now func() time.Time) *loginGuard {
 // compares it.
 func accountKey(email string) string { return strings.ToLower(strings.TrimSpace(email)) }
 
-// loginAttempt is one password check admitted by the guard: which client
-// made it, for which account, and whose budget it spent.
+// loginAttempt is one password check admitted by the guard: for which
+// account, from which device, and whose budget it spent.
 type loginAttempt struct {
-	addr, account string
+	account string
 	// device is the id of the client's valid device cookie ("" = none);
 	// byDevice says the attempt spent the device's budget, not the
 	// account's.
@@ -100,7 +100,7 @@ func (g *loginGuard) admitLogin(addr, account, device string) (*loginAttempt, er
 	if wait := g.addresses.take(addr); wait > 0 {
 		return nil, tooManyRequests("too many login attempts from this address", wait)
 	}
-	at := &loginAttempt{addr: addr, account: account, device: device}
+	at := &loginAttempt{account: account, device: device}
 	if device != "" && g.devices.take(device) == 0 {
 		at.byDevice = true
 		return at, nil
