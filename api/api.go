@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -132,6 +133,10 @@ type Config struct {
 	// AllowedOrigins are origins (scheme://host[:port]) whose pages may
 	// call /api besides the server's own.
 	AllowedOrigins []string
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For or
+	// Forwarded header names the client (clientaddr.go); from any other
+	// peer those headers are ignored.
+	TrustedProxies []netip.Prefix
 	// MaxRequestBody bounds a request body (default 10 MiB; 413 beyond).
 	MaxRequestBody int64
 	// MaxWorkspace bounds the files of one workspace tarball for remote
@@ -215,6 +220,8 @@ func New(cfg Config) *echo.Echo {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
+	// c.RealIP() is the client's address wherever it is asked for.
+	e.IPExtractor = clientAddrs{trusted: cfg.TrustedProxies}.extract
 	e.Use(s.recoverPanics, s.limitHeaders, s.guardBrowsers, s.limitBody, s.bodyDeadline, s.authenticate)
 
 	s.opsRoutes(e)

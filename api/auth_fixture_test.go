@@ -57,8 +57,8 @@ func newAuthFixture(t *testing.T, extra map[string]api.AuthProvider) *authFixtur
 }
 
 // newAuthFixtureWith starts a server as newAuthFixture does, with the
-// given login limits.
-func newAuthFixtureWith(t *testing.T, extra map[string]api.AuthProvider, logins api.LoginLimits) *authFixture {
+// given login limits and fixture options.
+func newAuthFixtureWith(t *testing.T, extra map[string]api.AuthProvider, logins api.LoginLimits, opts ...fixtureOption) *authFixture {
 	t.Helper()
 	users, err := store.Open(filepath.Join(t.TempDir(), "users.db"))
 	if err != nil {
@@ -74,7 +74,7 @@ func newAuthFixtureWith(t *testing.T, extra map[string]api.AuthProvider, logins 
 		JWTSecret: testJWTSecret, RefreshSecret: testRefreshSecret,
 		Providers: providers, Now: clock.Now, Logins: logins,
 	}
-	f := newFixture(t, func(c *fixtureConfig) { c.Auth, c.Users = cfg, users })
+	f := newFixture(t, append([]fixtureOption{func(c *fixtureConfig) { c.Auth, c.Users = cfg, users }}, opts...)...)
 	return &authFixture{fixture: f, users: users, clock: clock, cfg: cfg}
 }
 

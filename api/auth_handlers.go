@@ -40,8 +40,8 @@ func (s *server) login(c echo.Context) error {
 	if email == "" || req.Password == "" {
 		return badRequest("email and password are required")
 	}
-	addr, account := clientAddress(c.Request()), accountKey(email)
-	if err := s.auth.guard.admitLogin(addr, account); err != nil {
+	attempt, err := s.auth.admitLogin(c, email)
+	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
@@ -71,12 +71,34 @@ func (s *server) login(c echo.Context) error {
 	if !ok || u == nil {
 		return errBadCredentials
 	}
-	s.auth.guard.loginSucceeded(addr, account)
+	if err := s.auth.loginSucceeded(c, attempt); err != nil {
+		return err
+	}
 	pair, err := s.auth.issueTokens(ctx, u)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, pair)
+}
+
+// admitLogin passes a password check of the account email names through
+// the login limits (loginGuard), with the device cookie the request
+// carries for that account.
+func (a *authService) admitLogin(c echo.Context, email string) (*loginAttempt, error) {
+	account := accountKey(email)
+	return a.guard.admitLogin(clientAddress(c), account, a.devices.device(c.Request(), account))
+}
+
+// loginSucceeded ends an attempt whose password was right: its budget is
+// given back and its client gets a new device cookie for the account.
+func (a *authService) loginSucceeded(c echo.Context, at *loginAttempt) error {
+	a.guard.loginSucceeded(at)
+	value, err := a.devices.issue(at.account)
+	if err != nil {
+		return fmt.Errorf("issue a device cookie: %w", err)
+	}
+	c.SetCookie(a.devices.cookie(c.Request(), value, a.cfg.BaseURL))
+	return nil
 }
 
 func (a *authService) hasInternal() bool {
@@ -150,7 +172,7 @@ func (s *server) refresh(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.auth.guard.admitToken(clientAddress(c.Request())); err != nil {
+	if err := s.auth.guard.admitToken(clientAddress(c)); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
@@ -161,7 +183,7 @@ func (s *server) refresh(c echo.Context) error {
 	old, err := s.auth.users.RotateRefreshToken(ctx, s.auth.refreshHash(token), stored, s.auth.now())
 	switch {
 	case errors.Is(err, accounts.ErrTokenReused):
-		s.log.Warn("refresh token reused: login revoked", "user", old.UserID, "login", old.FamilyID(), "address", clientAddress(c.Request()))
+		s.log.Warn("refresh token reused: login revoked", "user", old.UserID, "login", old.FamilyID(), "address", c.RealIP())
 		return errReusedRefresh
 	case errors.Is(err, accounts.ErrRefreshTokenNotFound):
 		return errBadRefresh
@@ -190,7 +212,7 @@ func (s *server) logout(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.auth.guard.admitToken(clientAddress(c.Request())); err != nil {
+	if err := s.auth.guard.admitToken(clientAddress(c)); err != nil {
 		return err
 	}
 	if err := s.auth.users.RevokeRefreshFamily(c.Request().Context(), s.auth.refreshHash(token)); err != nil {

@@ -2,14 +2,12 @@ package api
 
 import (
 	"context"
-	"net"
 	"net/http"
-	"net/netip"
 	"runtime"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/labstack/echo/v4"
 	"golang.org/x/sync/semaphore"
 )
 
@@ -22,9 +20,6 @@ const (
 	// busyRetryAfter is the Retry-After of a login turned away for want
 	// of a slot.
 	busyRetryAfter = 5 * time.Second
-	// trustedAddressIdle is how long an address that signed in to an
-	// account stays exempt from the account's limit (see loginGuard).
-	trustedAddressIdle = refreshTokenTTL
 )
 
 // loginGuard keeps password logins from becoming a memory or CPU outage
@@ -35,26 +30,27 @@ const (
 //   - addresses limits every login attempt per client address, tokens
 //     every refresh and logout per client address (a separate budget, so
 //     a busy UI refreshing tokens does not eat its own logins).
-//   - accounts limits the failed logins of an account: an attempt spends
-//     one event before its hash is computed, so a burst cannot outrun
-//     the check; a successful login gives the account a full budget back.
-//   - trusted holds the (account, address) pairs that signed in
-//     successfully lately: those skip the account limit, so a stranger
-//     who spends an account's budget from elsewhere locks out only
-//     himself, not its owner at the owner's usual address. Entries are
-//     made only by a correct password, so they cannot be flooded.
+//   - accounts limits the failed logins of an account from clients
+//     without a device cookie, whatever their address (behind a reverse
+//     proxy many clients share one): an attempt spends one event before
+//     its hash is computed, so a burst cannot outrun the check; a
+//     successful login gives the budget it spent back.
+//   - devices limits, the same way, the failed logins of each client that
+//     proves with a device cookie (auth_devices.go) that it signed in to
+//     the account before. Such a client is not judged by the account's
+//     budget, so a stranger who spends it on purpose locks out only the
+//     clients that never signed in, not the owner. A device whose own
+//     budget is spent (its cookie stolen and tried) falls back to the
+//     account's, as a client without a cookie.
 //
 // Every check happens before any hashing: a refused attempt costs a map
 // lookup.
 type loginGuard struct {
 	hashing   *semaphore.Weighted
 	accounts  *keyedLimiter
+	devices   *keyedLimiter
 	addresses *keyedLimiter
 	tokens    *keyedLimiter
-	now       func() time.Time
-
-	trustMu sync.Mutex
-	trusted *lruMap[struct{}]
 }
 
 // withDefaults fills in the zero fields of l.
@@ -76,10 +72,9 @@ func newLoginGuard(l LoginLimits, now func() time.Time) *loginGuard {
 	return &loginGuard{
 		hashing:   semaphore.NewWeighted(int64(l.InFlight)),
 		accounts:  newKeyedLimiter(l.PerAccount, now),
+		devices:   newKeyedLimiter(l.PerAccount, now),
 		addresses: newKeyedLimiter(l.PerAddress, now),
 		tokens:    newKeyedLimiter(l.PerAddress, now),
-		now:       now,
-		trusted:   newLRUMap[struct{}](trustedAddressIdle, maxLimiterKeys),
 	}
 }
 
@@ -87,33 +82,43 @@ func newLoginGuard(l LoginLimits, now func() time.Time) *loginGuard {
 // compares it.
 func accountKey(email string) string { return strings.ToLower(strings.TrimSpace(email)) }
 
-func trustKey(account, addr string) string { return account + "\x00" + addr }
-
-// admitLogin checks the address's and the account's budgets, spending one
-// event of each, or returns the 429 to answer.
-func (g *loginGuard) admitLogin(addr, account string) error {
-	if wait := g.addresses.take(addr); wait > 0 {
-		return tooManyRequests("too many login attempts from this address", wait)
-	}
-	g.trustMu.Lock()
-	trusted := g.trusted.has(trustKey(account, addr), g.now())
-	g.trustMu.Unlock()
-	if trusted {
-		return nil
-	}
-	if wait := g.accounts.take(account); wait > 0 {
-		return tooManyRequests("too many failed logins for this account", wait)
-	}
-	return nil
+// loginAttempt is one password check admitted by the guard: for which
+// account, from which device, and whose budget it spent.
+type loginAttempt struct {
+	account string
+	// device is the id of the client's valid device cookie ("" = none);
+	// byDevice says the attempt spent the device's budget, not the
+	// account's.
+	device   string
+	byDevice bool
 }
 
-// loginSucceeded clears the account's failures and trusts the address
-// with it.
-func (g *loginGuard) loginSucceeded(addr, account string) {
-	g.accounts.forget(account)
-	g.trustMu.Lock()
-	defer g.trustMu.Unlock()
-	g.trusted.get(trustKey(account, addr), g.now(), func() struct{} { return struct{}{} })
+// admitLogin checks the address's budget and then the device's, or
+// without a usable device the account's, spending one event of each it
+// checks, or returns the 429 to answer.
+func (g *loginGuard) admitLogin(addr, account, device string) (*loginAttempt, error) {
+	if wait := g.addresses.take(addr); wait > 0 {
+		return nil, tooManyRequests("too many login attempts from this address", wait)
+	}
+	at := &loginAttempt{account: account, device: device}
+	if device != "" && g.devices.take(device) == 0 {
+		at.byDevice = true
+		return at, nil
+	}
+	if wait := g.accounts.take(account); wait > 0 {
+		return nil, tooManyRequests("too many failed logins for this account", wait)
+	}
+	return at, nil
+}
+
+// loginSucceeded gives back the budget the attempt spent: only failures
+// count.
+func (g *loginGuard) loginSucceeded(at *loginAttempt) {
+	if at.byDevice {
+		g.devices.forget(at.device)
+	} else {
+		g.accounts.forget(at.account)
+	}
 }
 
 // admitToken checks the address's budget for refresh and logout.
@@ -146,24 +151,7 @@ func tooManyRequests(msg string, wait time.Duration) error {
 	return &retryLaterError{status: http.StatusTooManyRequests, msg: msg + "; retry later", after: wait}
 }
 
-// clientAddress is the rate-limit key of the connection's peer: its IP,
-// or for IPv6 its /64, since one host commonly holds a whole /64.
-// X-Forwarded-For and the like are not trusted: anyone can write them,
-// and honouring them would let a flood pick a fresh key per request.
-// Behind a reverse proxy, every client shares the proxy's budget.
-func clientAddress(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return host
-	}
-	ip = ip.Unmap()
-	if ip.Is6() {
-		prefix, _ := ip.Prefix(64)
-		return prefix.String()
-	}
-	return ip.String()
-}
+// clientAddress is the rate-limit key of the request's client: its
+// address as c.RealIP() finds it (clientaddr.go; behind a trusted proxy,
+// the address the proxy saw), IPv6 by its /64.
+func clientAddress(c echo.Context) string { return rateKey(c.RealIP()) }

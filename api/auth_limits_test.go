@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,8 +42,9 @@ func TestLoginLimitPerAccountStopsGuessing(t *testing.T) {
 	// The 4th attempt, in any letter case, is refused before its hash is
 	// computed: one event per 20 s refills.
 	stranger.loginAs(" ADA@example.com", "guess", nil).expectRetryLater(429, "20")
-	// From an address that never signed in to the account, even the right
-	// password waits: the limit cannot tell the owner from a lucky guess.
+	// A client that never signed in to the account (no device cookie)
+	// waits even with the right password: the limit cannot tell the owner
+	// from a lucky guess.
 	f.from("127.0.0.3").loginAs("ada@example.com", "right", nil).expectRetryLater(429, "20")
 	// Another account from another address is unaffected.
 	f.from("127.0.0.4").loginAs("bob@example.com", "bobs", nil).expect(200)
@@ -50,10 +53,30 @@ func TestLoginLimitPerAccountStopsGuessing(t *testing.T) {
 	f.from("127.0.0.3").loginAs("ada@example.com", "right", nil).expect(200)
 }
 
-// TestStrangerCannotLockOwnerOut: the account limit counts failures, a
-// success gives the budget back, and an address the owner signed in from
-// is exempt, so spending an account's budget from elsewhere locks out
-// only the one spending it.
+// deviceCookie is the device cookie a login answer sets.
+func (r response) deviceCookie() string {
+	r.t.Helper()
+	for _, c := range (&http.Response{Header: r.header}).Cookies() {
+		if c.Name == "appliance_device" {
+			if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/api/auth/" || c.MaxAge <= 0 {
+				r.t.Fatalf("device cookie %q: want HttpOnly, SameSite=Strict, Path=/api/auth/ and a Max-Age", c.String())
+			}
+			return c.Value
+		}
+	}
+	r.t.Fatalf("no device cookie in %v", r.header.Values("Set-Cookie"))
+	return ""
+}
+
+func withDevice(cookie string) map[string]string {
+	return map[string]string{"Cookie": "appliance_device=" + cookie}
+}
+
+// TestStrangerCannotLockOwnerOut: the account limit counts the failures of
+// every client without a device cookie, whatever its address (the owner's
+// own included), and a success gives the budget back; a client with the
+// account's device cookie has a budget of its own, so spending the
+// account's locks out only those who never signed in.
 func TestStrangerCannotLockOwnerOut(t *testing.T) {
 	f := newAuthFixtureWith(t, nil, api.LoginLimits{
 		PerAccount: api.Rate{Events: 3, Per: time.Minute},
@@ -61,15 +84,37 @@ func TestStrangerCannotLockOwnerOut(t *testing.T) {
 	})
 	f.addUser("ada@example.com", "right", false)
 	owner, stranger := f, f.from("127.0.0.2")
-	owner.loginAs("ada@example.com", "right", nil).expect(200)
+	device := owner.loginAs("ada@example.com", "right", nil).expect(200).deviceCookie()
 
 	for range 3 {
 		stranger.loginAs("ada@example.com", "guess", nil).expect(401)
 	}
 	stranger.loginAs("ada@example.com", "right", nil).expectRetryLater(429, "")
-	owner.loginAs("ada@example.com", "right", nil).expect(200)
+	// The address the owner signed in from is no exemption: behind a
+	// proxy, that address is everyone's.
+	owner.loginAs("ada@example.com", "right", nil).expectRetryLater(429, "")
+	// The cookie is: with it the owner signs in, and gets a new one.
+	next := owner.loginAs("ada@example.com", "right", withDevice(device)).expect(200).deviceCookie()
+	if next == device {
+		t.Fatal("a login with a device cookie did not renew it")
+	}
+	// From any address (a laptop that moved), the old and the new alike.
+	f.from("127.0.0.5").loginAs("ada@example.com", "right", withDevice(next)).expect(200)
+	owner.loginAs("ada@example.com", "right", withDevice(device)).expect(200)
+	// The stranger is still limited.
+	stranger.loginAs("ada@example.com", "guess", nil).expectRetryLater(429, "")
 
-	// A success elsewhere gives the account its whole budget back.
+	// A device has a failure budget of its own: a stolen cookie gives
+	// three guesses more, then counts as no cookie (the account's budget,
+	// spent).
+	for range 3 {
+		stranger.loginAs("ada@example.com", "guess", withDevice(next)).expect(401)
+	}
+	stranger.loginAs("ada@example.com", "guess", withDevice(next)).expectRetryLater(429, "")
+	owner.loginAs("ada@example.com", "right", withDevice(next)).expectRetryLater(429, "")
+	owner.loginAs("ada@example.com", "right", withDevice(device)).expect(200)
+
+	// A success without a cookie gives the account its whole budget back.
 	f.clock.Advance(time.Minute)
 	other := f.from("127.0.0.3")
 	for range 2 {
@@ -80,6 +125,47 @@ func TestStrangerCannotLockOwnerOut(t *testing.T) {
 		other.loginAs("ada@example.com", "typo", nil).expect(401)
 	}
 	other.loginAs("ada@example.com", "typo", nil).expectRetryLater(429, "")
+}
+
+// TestDeviceCookieOfAnotherAccountOrTamperedDoesNotExempt: the cookie is
+// bound to the account it was issued for, and its signature to the
+// server's key.
+func TestDeviceCookieOfAnotherAccountOrTamperedDoesNotExempt(t *testing.T) {
+	f := newAuthFixtureWith(t, nil, api.LoginLimits{
+		PerAccount: api.Rate{Events: 3, Per: time.Minute},
+		PerAddress: api.Rate{Events: 100, Per: time.Minute},
+	})
+	f.addUser("ada@example.com", "right", true)
+	f.addUser("mallory@example.com", "mine", false)
+	adas := f.loginAs("ada@example.com", "right", nil).expect(200).deviceCookie()
+	mallorys := f.from("127.0.0.2").loginAs("mallory@example.com", "mine", nil).expect(200).deviceCookie()
+	attacker := f.from("127.0.0.2")
+	for range 3 {
+		attacker.loginAs("ada@example.com", "guess", nil).expect(401)
+	}
+
+	nonce, mac, _ := strings.Cut(adas, ".")
+	flip := func(s string) string { // another valid base64url character
+		if s[0] == 'A' {
+			return "B" + s[1:]
+		}
+		return "A" + s[1:]
+	}
+	for name, cookie := range map[string]string{
+		"another account's":  mallorys,
+		"tampered nonce":     flip(nonce) + "." + mac,
+		"tampered signature": nonce + "." + flip(mac),
+		"signature only":     "." + mac,
+		"nonce only":         nonce,
+		"garbage":            "x.y",
+	} {
+		if r := attacker.loginAs("ada@example.com", "right", withDevice(cookie)); r.status != 429 {
+			t.Fatalf("with %s cookie: %d %s, want 429", name, r.status, r.body)
+		}
+	}
+	f.loginAs("ada@example.com", "right", withDevice(adas)).expect(200)
+	// Mallory's own cookie still serves Mallory.
+	attacker.loginAs("mallory@example.com", "mine", withDevice(mallorys)).expect(200)
 }
 
 func TestLoginLimitPerAddress(t *testing.T) {

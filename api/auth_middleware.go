@@ -24,6 +24,8 @@ type authService struct {
 	oidc  *oidcFlows
 	// guard rate-limits logins and token requests and bounds hashing.
 	guard *loginGuard
+	// devices issues and checks the device cookies the guard trusts.
+	devices devices
 
 	// dummyHash is verified against when a login names no user, so an
 	// unknown email takes as long as a wrong password.
@@ -35,6 +37,7 @@ func newAuthService(cfg *AuthConfig, users UserStore, log *slog.Logger) *authSer
 	a := &authService{cfg: cfg, users: users, log: log}
 	a.oidc = newOIDCFlows(a)
 	a.guard = newLoginGuard(cfg.Logins, a.now)
+	a.devices = newDevices(cfg.JWTSecret)
 	return a
 }
 

@@ -161,8 +161,8 @@ func (s *server) changeOwnPassword(c echo.Context) error {
 	ctx := c.Request().Context()
 	// Guessing the current password here is a login attempt like any
 	// other: the same limits apply, and a refused attempt costs no hash.
-	addr, account := clientAddress(c.Request()), accountKey(p.user.Email)
-	if err := s.auth.guard.admitLogin(addr, account); err != nil {
+	attempt, err := s.auth.admitLogin(c, p.user.Email)
+	if err != nil {
 		return err
 	}
 	release, err := s.auth.guard.hashSlot(ctx)
@@ -180,7 +180,9 @@ func (s *server) changeOwnPassword(c echo.Context) error {
 	if !ok {
 		return badRequest("current_password is wrong (a user who signs in only through single sign-on has none: ask an admin to set one)")
 	}
-	s.auth.guard.loginSucceeded(addr, account)
+	if err := s.auth.loginSucceeded(c, attempt); err != nil {
+		return err
+	}
 	hash, err := HashPassword(req.Password)
 	if err != nil {
 		return err

@@ -68,13 +68,6 @@ func (m *lruMap[V]) get(key string, now time.Time, create func() V) V {
 	return e.value
 }
 
-// has reports whether key has a live entry, without marking it used.
-func (m *lruMap[V]) has(key string, now time.Time) bool {
-	m.evictIdle(now)
-	_, ok := m.byKey[mapKey(key)]
-	return ok
-}
-
 func (m *lruMap[V]) delete(key string) {
 	if el, ok := m.byKey[mapKey(key)]; ok {
 		m.remove(el)

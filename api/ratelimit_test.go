@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -70,7 +71,7 @@ func TestKeyedLimiterAdmitsNoMoreThanItsBurstUnderConcurrency(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if g.admitLogin(fmt.Sprintf("192.0.2.%d", i), "ada@example.com") == nil {
+			if _, err := g.admitLogin(fmt.Sprintf("192.0.2.%d", i), "ada@example.com", ""); err == nil {
 				admitted.Add(1)
 			}
 			g.admitToken("192.0.2.1")
@@ -145,7 +146,7 @@ func TestHashSlotWaitsForTheRequestContext(t *testing.T) {
 	}
 }
 
-func TestClientAddressIgnoresForwardedHeaders(t *testing.T) {
+func TestClientAddressIgnoresForwardedHeadersOfUntrustedPeers(t *testing.T) {
 	for _, c := range []struct{ remote, want string }{
 		{"192.0.2.7:5555", "192.0.2.7"},
 		{"[::ffff:192.0.2.7]:5555", "192.0.2.7"},
@@ -156,8 +157,51 @@ func TestClientAddressIgnoresForwardedHeaders(t *testing.T) {
 		r.RemoteAddr = c.remote
 		r.Header.Set("X-Forwarded-For", "203.0.113.9")
 		r.Header.Set("X-Real-IP", "203.0.113.9")
-		if got := clientAddress(r); got != c.want {
-			t.Errorf("clientAddress(%s) = %q, want %q", c.remote, got, c.want)
+		r.Header.Set("Forwarded", "for=203.0.113.9")
+		// 10.0.0.0/8 is a trusted proxy, but the peer is not one of them.
+		a := clientAddrs{trusted: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
+		if got := rateKey(a.extract(r)); got != c.want {
+			t.Errorf("client of %s = %q, want %q", c.remote, got, c.want)
+		}
+	}
+}
+
+// TestClientAddressBehindTrustedProxies reads the forwarding headers right
+// to left past the trusted hops, as the proxies wrote them.
+func TestClientAddressBehindTrustedProxies(t *testing.T) {
+	a := clientAddrs{trusted: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8:ff::/48")}}
+	for _, c := range []struct {
+		name, remote string
+		header       http.Header
+		want         string
+	}{
+		{"no header: the proxy itself", "10.0.0.1:80", nil, "10.0.0.1"},
+		{"one hop", "10.0.0.1:80", http.Header{"X-Forwarded-For": {"192.0.2.7"}}, "192.0.2.7"},
+		{"a client's own entries are left of the first untrusted hop", "10.0.0.1:80",
+			http.Header{"X-Forwarded-For": {"198.51.100.1, 10.9.9.9, 192.0.2.7, 10.0.0.2"}}, "192.0.2.7"},
+		{"several header lines are one list", "10.0.0.1:80",
+			http.Header{"X-Forwarded-For": {"198.51.100.1", "192.0.2.7, 10.0.0.2"}}, "192.0.2.7"},
+		{"every hop trusted: the farthest", "10.0.0.1:80", http.Header{"X-Forwarded-For": {"10.1.1.1, 10.0.0.2"}}, "10.1.1.1"},
+		{"garbage stops at the last trusted hop", "10.0.0.1:80", http.Header{"X-Forwarded-For": {"192.0.2.7, nonsense, 10.0.0.2"}}, "10.0.0.2"},
+		{"a port is dropped", "10.0.0.1:80", http.Header{"X-Forwarded-For": {"192.0.2.7:4711"}}, "192.0.2.7"},
+		{"Forwarded, right to left", "10.0.0.1:80",
+			http.Header{"Forwarded": {`for=198.51.100.1, for=192.0.2.7;proto=https;by=10.0.0.2, For="10.0.0.3:8080"`}}, "192.0.2.7"},
+		{"Forwarded IPv6 in quotes and brackets", "[2001:db8:ff::1]:80",
+			http.Header{"Forwarded": {`for="[2001:db8:1:2::9]:4711"`}}, "2001:db8:1:2::/64"},
+		{"Forwarded unknown stops the walk", "10.0.0.1:80", http.Header{"Forwarded": {"for=192.0.2.7, for=unknown"}}, "10.0.0.1"},
+		{"Forwarded element without for=", "10.0.0.1:80", http.Header{"Forwarded": {"for=192.0.2.7, proto=https"}}, "10.0.0.1"},
+		{"both headers agreeing", "10.0.0.1:80",
+			http.Header{"X-Forwarded-For": {"192.0.2.7"}, "Forwarded": {"for=192.0.2.7"}}, "192.0.2.7"},
+		{"both headers disagreeing: the proxy", "10.0.0.1:80",
+			http.Header{"X-Forwarded-For": {"192.0.2.7"}, "Forwarded": {"for=198.51.100.1"}}, "10.0.0.1"},
+	} {
+		r, _ := http.NewRequest("POST", "/api/auth/login", nil)
+		r.RemoteAddr = c.remote
+		for k, v := range c.header {
+			r.Header[k] = v
+		}
+		if got := rateKey(a.extract(r)); got != c.want {
+			t.Errorf("%s: client = %q, want %q", c.name, got, c.want)
 		}
 	}
 }

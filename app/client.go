@@ -178,36 +178,46 @@ func (c *apiClient) loginHint(err error) error {
 // roundTrip makes one request with the given bearer token and returns the
 // raw answer of a 2xx, and the status.
 func (c *apiClient) roundTrip(ctx context.Context, method, path string, body any, token string) (json.RawMessage, int, error) {
+	raw, _, status, err := c.exchange(ctx, method, path, body, token, nil)
+	return raw, status, err
+}
+
+// exchange is roundTrip with further request headers, returning the
+// answer's headers too.
+func (c *apiClient) exchange(ctx context.Context, method, path string, body any, token string, extra http.Header) (json.RawMessage, http.Header, int, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return nil, 0, fmt.Errorf("encode request: %w", err)
+			return nil, nil, 0, fmt.Errorf("encode request: %w", err)
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return nil, 0, fmt.Errorf("build request: %w", err)
+		return nil, nil, 0, fmt.Errorf("build request: %w", err)
 	}
 	req.Header = header(token)
+	for k, v := range extra {
+		req.Header[k] = v
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, 0, c.transportError(err)
+		return nil, nil, 0, c.transportError(err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, resp.StatusCode, fmt.Errorf("read answer of %s %s: %w", method, path, err)
+		return nil, resp.Header, resp.StatusCode, fmt.Errorf("read answer of %s %s: %w", method, path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, resp.StatusCode, errorOfAnswer(resp.StatusCode, raw)
+		return nil, resp.Header, resp.StatusCode, errorOfAnswer(resp.StatusCode, raw)
 	}
-	return raw, resp.StatusCode, nil
+	return raw, resp.Header, resp.StatusCode, nil
 }
 
 // get fetches path and decodes its JSON answer into out, returning the

@@ -13,6 +13,9 @@ import (
 	"golang.org/x/term"
 )
 
+// deviceCookieName is the server's device cookie (api/auth_devices.go).
+const deviceCookieName = "appliance_device"
+
 func init() {
 	commands["login"] = cmdLogin
 	commands["logout"] = cmdLogout
@@ -41,15 +44,26 @@ func cmdLogin(args []string, stdout, stderr io.Writer) int {
 	return cc.runWith(c, func(ctx context.Context, c *apiClient) (int, error) {
 		var login *storedLogin
 		var err error
+		device := ""
 		if *apiKey != "" {
 			login, err = loginWithAPIKey(ctx, c, in, *apiKey)
 		} else {
-			login, err = loginWithPassword(ctx, c, in, stderr)
+			known, lerr := store.load()
+			if lerr != nil {
+				return 1, lerr
+			}
+			login, device, err = loginWithPassword(ctx, c, in, stderr, func(email string) string { return known.device(c.base, email) })
 		}
 		if err != nil {
 			return 1, err
 		}
-		err = store.update(c.base, func(storedLogin, bool) (*storedLogin, error) { return login, nil })
+		err = store.edit(func(f *credentialsFile) error {
+			f.Servers[c.base] = *login
+			if device != "" {
+				f.setDevice(c.base, login.Email, device)
+			}
+			return nil
+		})
 		if err != nil {
 			return 1, err
 		}
@@ -58,11 +72,14 @@ func cmdLogin(args []string, stdout, stderr io.Writer) int {
 	})
 }
 
-func loginWithPassword(ctx context.Context, c *apiClient, in *bufio.Reader, prompt io.Writer) (*storedLogin, error) {
+// loginWithPassword signs in with the device cookie device gives for the
+// email, if any, and returns the login and the device cookie the server
+// set ("" = none).
+func loginWithPassword(ctx context.Context, c *apiClient, in *bufio.Reader, prompt io.Writer, device func(email string) string) (*storedLogin, string, error) {
 	fmt.Fprint(prompt, "Email: ")
 	email, err := readLine(in)
 	if err != nil {
-		return nil, fmt.Errorf("read email: %w", err)
+		return nil, "", fmt.Errorf("read email: %w", err)
 	}
 	fmt.Fprint(prompt, "Password: ")
 	var password string
@@ -74,25 +91,35 @@ func loginWithPassword(ctx context.Context, c *apiClient, in *bufio.Reader, prom
 		password, err = readLine(in)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read password: %w", err)
+		return nil, "", fmt.Errorf("read password: %w", err)
 	}
 	var pair struct {
 		AccessToken  string `json:"access_token"`
 		RefreshToken string `json:"refresh_token"`
 	}
-	raw, status, err := c.roundTrip(ctx, http.MethodPost, "/api/auth/login", map[string]string{"email": email, "password": password}, "")
+	var cookie http.Header
+	if d := device(email); d != "" {
+		cookie = http.Header{"Cookie": {(&http.Cookie{Name: deviceCookieName, Value: d}).String()}}
+	}
+	raw, answer, status, err := c.exchange(ctx, http.MethodPost, "/api/auth/login", map[string]string{"email": email, "password": password}, "", cookie)
 	switch {
 	case status == http.StatusNotFound:
-		return nil, fmt.Errorf("the server at %s has no sign-in (auth is off): client commands work without login", c.base)
+		return nil, "", fmt.Errorf("the server at %s has no sign-in (auth is off): client commands work without login", c.base)
 	case status == http.StatusUnauthorized:
-		return nil, errors.New("wrong email or password")
+		return nil, "", errors.New("wrong email or password")
 	case err != nil:
-		return nil, err
+		return nil, "", err
 	}
 	if err := decodeAnswer(raw, &pair); err != nil || pair.AccessToken == "" {
-		return nil, fmt.Errorf("log in: unexpected answer %.200q", raw)
+		return nil, "", fmt.Errorf("log in: unexpected answer %.200q", raw)
 	}
-	return &storedLogin{Email: email, AccessToken: pair.AccessToken, RefreshToken: pair.RefreshToken}, nil
+	next := ""
+	for _, c := range (&http.Response{Header: answer}).Cookies() {
+		if c.Name == deviceCookieName {
+			next = c.Value
+		}
+	}
+	return &storedLogin{Email: email, AccessToken: pair.AccessToken, RefreshToken: pair.RefreshToken}, next, nil
 }
 
 // loginWithAPIKey checks the key with the server before storing it.

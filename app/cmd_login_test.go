@@ -344,3 +344,59 @@ func TestLoginToAServerWithoutAuthSaysSo(t *testing.T) {
 		t.Fatalf("a failed login wrote credentials: %v", err)
 	}
 }
+
+// TestLoginKeepsAndResendsTheDeviceCookie: `appliance login` keeps the
+// device cookie the server sets in its credentials file, across logout,
+// and sends it on later logins, so failures of a stranger that lock the
+// account (from the same address, as behind a proxy) do not lock it out.
+func TestLoginKeepsAndResendsTheDeviceCookie(t *testing.T) {
+	s := startAuthServer(t)
+	device := func() string {
+		t.Helper()
+		f, err := (&credentialStore{path: s.credentialsPath()}).load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.device(s.url, "admin@example.com")
+	}
+	// lock spends the admin account's login budget with wrong passwords,
+	// from this machine's address, as the CLI's.
+	lock := func() {
+		t.Helper()
+		for range 50 {
+			if do(t, "POST", s.url+"/api/auth/login", map[string]string{"email": "admin@example.com", "password": "wrong"}, nil) == http.StatusTooManyRequests {
+				return
+			}
+		}
+		t.Fatal("50 wrong passwords never hit the account's login limit")
+	}
+
+	s.login()
+	first := device()
+	if first == "" {
+		t.Fatal("login stored no device cookie")
+	}
+
+	// A client without the cookie is locked out with the stranger.
+	lock()
+	other := &authServer{t: t, url: s.url, config: t.TempDir()}
+	if code, _, errOut := other.cli("admin@example.com\nfirst-password\n", nil, "login"); code != 1 || !strings.Contains(errOut, "too many failed logins for this account") {
+		t.Fatalf("login without a device cookie on a locked account: exit %d, stderr %q; want the account's 429", code, errOut)
+	}
+	// The CLI that signed in before sends its cookie and gets in; the
+	// server renews the cookie and the file keeps the new one.
+	lock()
+	s.login()
+	second := device()
+	if second == "" || second == first {
+		t.Fatalf("device cookie after a second login %q (first %q): want a renewed one", second, first)
+	}
+
+	// Logout forgets the login, not the device.
+	s.ok("logout")
+	if device() != second {
+		t.Fatal("logout dropped the device cookie")
+	}
+	lock()
+	s.login()
+}

@@ -31,9 +31,33 @@ func (l storedLogin) bearer() string {
 	return l.AccessToken
 }
 
-// credentialsFile is credentials.json: logins by server URL.
+// credentialsFile is credentials.json: logins by server URL, and the
+// device cookies the servers gave, by server URL and account. A device
+// cookie outlives logout: it proves to the server that this client signed
+// in to the account before, so failed logins of strangers do not lock it
+// out (api/auth_devices.go).
 type credentialsFile struct {
-	Servers map[string]storedLogin `json:"servers"`
+	Servers map[string]storedLogin       `json:"servers"`
+	Devices map[string]map[string]string `json:"devices,omitempty"`
+}
+
+// deviceAccount is the account a device cookie belongs to, as the server
+// compares emails.
+func deviceAccount(email string) string { return strings.ToLower(strings.TrimSpace(email)) }
+
+// device is the device cookie stored for an account of server ("" = none).
+func (f *credentialsFile) device(server, email string) string {
+	return f.Devices[server][deviceAccount(email)]
+}
+
+func (f *credentialsFile) setDevice(server, email, cookie string) {
+	if f.Devices == nil {
+		f.Devices = map[string]map[string]string{}
+	}
+	if f.Devices[server] == nil {
+		f.Devices[server] = map[string]string{}
+	}
+	f.Devices[server][deviceAccount(email)] = cookie
 }
 
 // credentialStore is the credentials file in the user config dir
@@ -127,6 +151,23 @@ func (s *credentialStore) lock() (unlock func(), err error) {
 // update changes the login of one server under the lock; change returns
 // the new login, or nil to forget it.
 func (s *credentialStore) update(server string, change func(cur storedLogin, ok bool) (*storedLogin, error)) error {
+	return s.edit(func(f *credentialsFile) error {
+		cur, ok := f.Servers[server]
+		next, err := change(cur, ok)
+		if err != nil {
+			return err
+		}
+		if next == nil {
+			delete(f.Servers, server)
+		} else {
+			f.Servers[server] = *next
+		}
+		return nil
+	})
+}
+
+// edit changes the file under the lock.
+func (s *credentialStore) edit(change func(f *credentialsFile) error) error {
 	unlock, err := s.lock()
 	if err != nil {
 		return err
@@ -136,15 +177,8 @@ func (s *credentialStore) update(server string, change func(cur storedLogin, ok 
 	if err != nil {
 		return err
 	}
-	cur, ok := f.Servers[server]
-	next, err := change(cur, ok)
-	if err != nil {
+	if err := change(f); err != nil {
 		return err
-	}
-	if next == nil {
-		delete(f.Servers, server)
-	} else {
-		f.Servers[server] = *next
 	}
 	return s.save(f)
 }

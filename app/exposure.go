@@ -3,9 +3,13 @@ package app
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
 )
 
 // HTTP server bounds (DESIGN.md "Safe by default"). The request body
@@ -66,4 +70,33 @@ func checkAllowedOrigins(origins []string) error {
 		}
 	}
 	return nil
+}
+
+// trustedProxy is an entry of trusted_proxies: a CIDR, or one address.
+type trustedProxy netip.Prefix
+
+func (p *trustedProxy) UnmarshalYAML(node ast.Node) error {
+	var s string
+	if err := yaml.NodeToValue(node, &s); err != nil {
+		return err
+	}
+	prefix, err := netip.ParsePrefix(s)
+	if err != nil {
+		ip, ipErr := netip.ParseAddr(s)
+		if ipErr != nil || ip.Zone() != "" {
+			return errorAt(node, "trusted_proxies: %q is not a CIDR (write an address range like 10.0.0.0/8 or fd00::/8, or one address like 10.0.0.5)", s)
+		}
+		prefix = netip.PrefixFrom(ip, ip.BitLen())
+	}
+	*p = trustedProxy(prefix.Masked())
+	return nil
+}
+
+// trustedProxies is trusted_proxies as the api takes it.
+func (c *ServerConfig) trustedProxies() []netip.Prefix {
+	out := make([]netip.Prefix, len(c.TrustedProxies))
+	for i, p := range c.TrustedProxies {
+		out[i] = netip.Prefix(p)
+	}
+	return out
 }

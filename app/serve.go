@@ -154,6 +154,9 @@ func printSettings(w io.Writer, cfg *ServerConfig, addr string, workerTags []str
 	if len(cfg.AllowedOrigins) > 0 {
 		fmt.Fprintf(w, "  allowed_origins:       %s\n", strings.Join(cfg.AllowedOrigins, ", "))
 	}
+	if len(cfg.TrustedProxies) > 0 {
+		fmt.Fprintf(w, "  trusted_proxies:       %v\n", cfg.trustedProxies())
+	}
 	if cfg.exposedWithoutAuth() {
 		fmt.Fprintf(w, "  insecure_no_auth:      true (WARNING: auth is off on a network address; anyone who reaches it can run code)\n")
 	}
@@ -374,6 +377,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 			ListenAddr:     cfg.Listen,
 			AllowedHosts:   cfg.AllowedHosts,
 			AllowedOrigins: cfg.AllowedOrigins,
+			TrustedProxies: cfg.trustedProxies(),
 			MaxRequestBody: cfg.limits.RequestBody,
 			MaxWorkspace:   cfg.limits.WorkspaceSize,
 			Snapshots: func(ws, rev string) (io.ReadCloser, error) {

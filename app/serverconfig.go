@@ -54,6 +54,11 @@ type ServerConfig struct {
 	// AllowedOrigins are origins (scheme://host[:port]) whose browsers may
 	// make state-changing /api requests besides the server's own.
 	AllowedOrigins []string `yaml:"allowed_origins"`
+	// TrustedProxies are the reverse proxies (CIDRs) whose
+	// X-Forwarded-For or Forwarded header names the client, for the
+	// per-address login limit and the logs; from any other peer those
+	// headers are ignored.
+	TrustedProxies []trustedProxy `yaml:"trusted_proxies"`
 	// MetricsToken is a bearer token a Prometheus scraper may read /metrics
 	// with when auth is on, besides any user's token or API key.
 	MetricsToken string `yaml:"metrics_token"`

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -68,6 +69,11 @@ log_storage:
 		{name: "retention bare number", yaml: "retention: {jobs: 30}\n", wantErr: `retention.jobs: "30" is not an age`},
 		{name: "retention overflow", yaml: "retention: {jobs: 99999999d}\n", wantErr: `retention.jobs: "99999999d" is not an age`},
 		{name: "retention unknown key", yaml: "retention: {job: 30d}\n", wantErr: ":1:"},
+		{name: "trusted proxies", yaml: "trusted_proxies: [10.0.0.0/8, 192.0.2.7, 'fd00::/8', 10.1.2.3/16]\n", check: func(c *ServerConfig) bool {
+			return fmt.Sprint(c.trustedProxies()) == "[10.0.0.0/8 192.0.2.7/32 fd00::/8 10.1.0.0/16]"
+		}},
+		{name: "trusted proxy not a CIDR", yaml: "listen: x\ntrusted_proxies:\n  - 10.0.0.0/8\n  - proxy.example.com\n",
+			wantErr: `:4:5: trusted_proxies: "proxy.example.com" is not a CIDR`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
