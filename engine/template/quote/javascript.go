@@ -22,10 +22,13 @@ const jsHint = "read the value from the environment instead: process.env.INPUT_N
 // told from division by the token before them.
 type jsLexer struct {
 	lexer
-	prev      tok    // the last significant token, kept in opaque regions too
-	prevText  string // its text
-	parenKeys []bool // per open '(', whether it follows if/while/for/with
-	afterKey  bool   // the last ')' closed a parenthesis of if/while/for/with
+	prev     tok    // the last significant token, kept in opaque regions too
+	prevText string // its text
+	// open holds, per open '(' and '{', whether an expression may start
+	// after it closes: after `if (...)` and a block's '}', but not after
+	// a call's ')' or an object literal's '}'.
+	open      []bool
+	openAfter bool // the last ')' or '}' was such a one
 }
 
 func lexJS(src string) ([]tok, *lexErr) {
@@ -57,11 +60,27 @@ func (l *jsLexer) exprEnded() bool {
 		return true
 	case tkPunct:
 		switch l.prevText {
-		case ")":
-			return !l.afterKey
+		case ")", "}":
+			return !l.openAfter
 		case "]", "++", "--":
 			return true
 		}
+	}
+	return false
+}
+
+// exprStarts reports whether an expression starts after the previous
+// token, so that a '{' there opens an object literal, not a block.
+func (l *jsLexer) exprStarts() bool {
+	switch l.prev.kind {
+	case tkIdent:
+		return jsExprKeywords[l.prevText] && l.prevText != "do" && l.prevText != "else"
+	case tkPunct:
+		switch l.prevText {
+		case ")", "]", "}", ";", "=>":
+			return false
+		}
+		return true
 	}
 	return false
 }
@@ -133,22 +152,24 @@ func (l *jsLexer) code(subst bool) {
 				strings.HasPrefix(rest, "?.") && !(len(rest) > 2 && rest[2] >= '0' && rest[2] <= '9') {
 				l.i = start + 2
 			}
-			afterKey := false
+			openAfter := false
 			switch c {
 			case '(':
-				l.parenKeys = append(l.parenKeys, l.prev.kind == tkIdent && (l.prevText == "if" || l.prevText == "while" || l.prevText == "for" || l.prevText == "with"))
-			case ')':
-				if k := len(l.parenKeys); k > 0 {
-					afterKey = l.parenKeys[k-1]
-					l.parenKeys = l.parenKeys[:k-1]
-				}
+				l.open = append(l.open, l.prev.kind == tkIdent && (l.prevText == "if" || l.prevText == "while" || l.prevText == "for" || l.prevText == "with"))
 			case '{':
 				depth++
-			case '}':
-				depth--
+				l.open = append(l.open, !l.exprStarts())
+			case ')', '}':
+				if c == '}' {
+					depth--
+				}
+				if k := len(l.open); k > 0 {
+					openAfter = l.open[k-1]
+					l.open = l.open[:k-1]
+				}
 			}
 			l.sig(tok{kind: tkPunct, start: start, end: l.i})
-			l.afterKey = afterKey
+			l.openAfter = openAfter
 		}
 	}
 	if subst {

@@ -65,7 +65,7 @@ func runContextCases(t *testing.T, lang Lang, cases []contextCase) {
 }
 
 func TestPythonContexts(t *testing.T) {
-	const v = `it\'s \"a\" {b} \\ $c `+"`d`"+`\n`
+	const v = `it\'s \"a\" {b} \\ $c ` + "`d`" + `\n`
 	runContextCases(t, Python, []contextCase{
 		{name: "single quotes", src: `x = 'A V B'`, want: `x = 'A ` + v + ` B'`},
 		{name: "double quotes", src: `x = "V"`, want: `x = "` + v + `"`},
@@ -113,6 +113,9 @@ func TestJavaScriptContexts(t *testing.T) {
 				{name: "structured expression", src: `f(W)`, want: `f([1, "x", null, true, ({"k": (-2.5)})])`},
 				{name: "division is not a regex", src: `x = a / V / 2`, want: `x = a / "` + v + `" / 2`},
 				{name: "regex holding a quote", src: `if (x) /'/.test(V)`, want: `if (x) /'/.test("` + v + `")`},
+				{name: "division after an object literal", src: `x = {} / 1; y = "'/; z = V; w = '"`, want: `x = {} / 1; y = "'/; z = ` + v + `; w = '"`},
+				{name: "regex after a block", src: "if (a) {}\n/'/.test(V)", want: "if (a) {}\n/'/.test(\"" + v + "\")"},
+				{name: "text of a structured value", src: `x = 'W'`, want: `x = '[1,\"x\",null,true,{\"k\":-2.5}]'`},
 				{name: "regex after return", src: "return /[/']/.test(V)", want: "return /[/']/.test(\"" + v + "\")"},
 				{name: "html close comment mid-line is code", src: "x = a-->0; y = V", want: "x = a-->0; y = \"" + v + "\""},
 				{name: "line comment", src: "x = 1 // V", problem: "in a comment"},

@@ -147,12 +147,6 @@ func afterLexErr(s site, e *lexErr, lang string) Problem {
 	return s.problem("the script does not lex as %s (%s at byte %d), so this placeholder's context is unknown; fix the script", lang, e.msg, e.off)
 }
 
-// runeBefore is the rune that ends src[:off].
-func runeBefore(src string, off int) rune {
-	r, _ := utf8.DecodeLastRuneInString(src[:off])
-	return r
-}
-
 // escapeLen clips the nominal length n of the escape sequence that starts
 // s (\x41, \u{1F600}, \N{DASH}, \101...) before a quote, backslash or line
 // break: a malformed escape then still covers a placeholder that stands

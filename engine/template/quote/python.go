@@ -268,7 +268,7 @@ func pyString(src string, t tok, s site, bad func(string, ...any) (edit, *Proble
 		if strings.Contains(lit.prefix, "t") {
 			return bad("in a raw t-string, which cannot be closed and reopened around a value")
 		}
-		if len(lit.quote) == 3 && s.off > t.start && src[s.off-1] == lit.quote[0] && !site.overlaps(site{off: s.off - 1, sentinel: " "}, lit.escapes) {
+		if len(lit.quote) == 3 && s.off > t.start && src[s.off-1] == lit.quote[0] && !(site{off: s.off - 1, sentinel: "_"}).overlaps(lit.escapes) {
 			return bad("right after a quote in a raw triple-quoted string, which cannot be closed there")
 		}
 	}

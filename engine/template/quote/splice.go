@@ -121,8 +121,9 @@ func isSentinel(s string) bool {
 	return true
 }
 
-// text is a value as it reads inside a string literal: strings as they
-// are, numbers and booleans as the template engine prints them, lists and
+// text is a value as it reads inside a string literal: as the template
+// engine prints it (engine/template's text, which this package cannot
+// import): strings as they are, numbers and booleans plainly, lists and
 // objects as JSON.
 func text(v any) (string, error) {
 	switch t := v.(type) {
@@ -137,16 +138,23 @@ func text(v any) (string, error) {
 	case int64:
 		return strconv.FormatInt(t, 10), nil
 	case float64:
-		if math.IsNaN(t) || math.IsInf(t, 0) {
-			return strconv.FormatFloat(t, 'g', -1, 64), nil
+		switch {
+		case math.IsNaN(t):
+			return "nan", nil
+		case math.IsInf(t, 1):
+			return "inf", nil
+		case math.IsInf(t, -1):
+			return "-inf", nil
 		}
 		return number(t), nil
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // as the template engine prints JSON
+	if err := enc.Encode(v); err != nil {
 		return "", fmt.Errorf("quote: encode %T as JSON: %w", v, err)
 	}
-	return string(b), nil
+	return strings.TrimSuffix(b.String(), "\n"), nil
 }
 
 // number writes a finite float as JSON does ("3", "1.5", "1e+21"), which
