@@ -190,7 +190,7 @@ func decodeJS(src string) (string, error) {
 			}
 			b.WriteRune(rune(n))
 			i += digits
-		case '\\', '\'', '"', '`', '$':
+		case '\\', '\'', '"', '`', '$', '/':
 			b.WriteByte(c)
 		default:
 			return "", fmt.Errorf("escape \\%c is not one the splicer writes", c)

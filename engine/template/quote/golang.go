@@ -5,6 +5,7 @@ import (
 	"go/scanner"
 	"go/token"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -179,15 +180,14 @@ func goRawEdit(src string, t goTok, sites []site) edit {
 }
 
 func goTokAt(toks []goTok, s site) int {
-	for i, t := range toks { // scripts are small; the scan is linear anyway
-		if t.start <= s.off && s.end() <= t.end {
-			return i
-		}
-		if t.start > s.off {
-			break
-		}
+	i, found := slices.BinarySearchFunc(toks, s.off, func(t goTok, off int) int { return t.start - off })
+	if !found {
+		i--
 	}
-	return -1
+	if i < 0 || s.end() > toks[i].end {
+		return -1
+	}
+	return i
 }
 
 // goNamePosition says why the lone name toks[i] must be a name, or "".

@@ -387,12 +387,14 @@ func jsImportPath(src string, toks []tok, t tok) bool {
 
 // jsEscape writes s as the text of a javascript string literal of any
 // quote or a template literal: quotes, backquote, '$' and backslash are
-// escaped, and every line terminator.
+// escaped, and every line terminator. '/' is escaped too, so that a
+// literal spliced where the lexer saw code but a reader of the script sees
+// a regular expression cannot end it.
 func jsEscape(s string) string {
 	var b strings.Builder
 	for _, r := range s {
 		switch {
-		case r == '\\' || r == '\'' || r == '"' || r == '`' || r == '$':
+		case r == '\\' || r == '\'' || r == '"' || r == '`' || r == '$' || r == '/':
 			b.WriteByte('\\')
 			b.WriteRune(r)
 		case r == '\n':

@@ -85,6 +85,8 @@ func TestPythonContexts(t *testing.T) {
 		{name: "hash inside a string is no comment", src: `x = "#"; y = V`, want: `x = "#"; y = '` + v + `'`},
 		{name: "comment", src: "x = 1 # V", problem: "in a comment"},
 		{name: "f-string field", src: `x = f"{V}"`, problem: "f-string's {} expression"},
+		{name: "f-string field after a backslash", src: `x = f'\{V}'`, problem: "f-string's {} expression"},
+		{name: "raw f-string field after a backslash", src: `x = rf'\{V}'`, problem: "f-string's {} expression"},
 		{name: "f-string format spec", src: `x = f"{a:{V}}"`, problem: "f-string's {} expression"},
 		{name: "part of a name", src: `x = fooV`, problem: "inside a name"},
 		{name: "part of a number", src: `x = 0xV`, problem: "inside a number"},

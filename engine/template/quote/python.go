@@ -126,6 +126,8 @@ func (l *pyLexer) str(start int, prefix string) {
 func (l *pyLexer) escape(lit *strLit) int {
 	n := 2
 	switch c := l.peek(1); {
+	case lit.format && (c == '{' || c == '}'):
+		n = 1 // the backslash stays, and the brace opens a field all the same
 	case lit.raw:
 	case c == '\r' && l.peek(2) == '\n':
 		n = 3
