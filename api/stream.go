@@ -182,15 +182,17 @@ func (s *server) pump(ctx context.Context, conn *websocket.Conn, id string, q en
 		}
 	}
 
-	lost := func() (websocket.StatusCode, string, bool) {
-		end := guard.check(ctx)
-		switch {
+	// lost re-checks the caller: the close code and reason when the
+	// stream must end, 0 when it goes on.
+	lost := func() (websocket.StatusCode, string) {
+		switch end := guard.check(ctx); {
 		case end == nil:
-			return 0, "", false
+			return 0, ""
 		case end.status == http.StatusForbidden:
-			return closeAccessLost, end.reason, true
+			return closeAccessLost, end.reason
+		default:
+			return closeCredentialGone, end.reason
 		}
-		return closeCredentialGone, end.reason, true
 	}
 	var grace <-chan time.Time
 	for {
@@ -198,15 +200,15 @@ func (s *server) pump(ctx context.Context, conn *websocket.Conn, id string, q en
 		case <-ctx.Done():
 			return 0, ""
 		case <-guard.revoked:
-			if code, reason, ended := lost(); ended {
+			if code, reason := lost(); code != 0 {
 				return code, reason
 			}
 		case <-guard.aclChanged:
-			if code, reason, ended := lost(); ended {
+			if code, reason := lost(); code != 0 {
 				return code, reason
 			}
 		case <-guard.tick:
-			if code, reason, ended := lost(); ended {
+			if code, reason := lost(); code != 0 {
 				return code, reason
 			}
 		case <-done:
@@ -226,7 +228,7 @@ func (s *server) pump(ctx context.Context, conn *websocket.Conn, id string, q en
 				return websocket.StatusTryAgainLater, "viewer too slow; reconnect for the full log"
 			}
 			if guard.due() {
-				if code, reason, ended := lost(); ended {
+				if code, reason := lost(); code != 0 {
 					return code, reason
 				}
 			}
