@@ -90,8 +90,9 @@ type UserStore interface {
 	SetGroups(ctx context.Context, id string, groups []string) (*User, error)
 	// SetPassword replaces the user's password hash and, in the same
 	// transaction, revokes every refresh token of the user except those of
-	// keepFamily ("" revokes them all), so other logins must sign in again.
-	SetPassword(ctx context.Context, id, hash, keepFamily string) (*User, error)
+	// keepFamily ("" revokes them all), so other logins must sign in again,
+	// and with revokeKeys every API key of the user.
+	SetPassword(ctx context.Context, id, hash, keepFamily string, revokeKeys bool) (*User, error)
 	// DeleteUser removes the user with their auth links, refresh tokens and
 	// API keys in one transaction: nothing they held works afterwards.
 	// Deleting the last admin is ErrLastAdmin.
@@ -113,8 +114,9 @@ type UserStore interface {
 	// revoked before the call returns.
 	RotateRefreshToken(ctx context.Context, oldHash string, next *RefreshToken, now time.Time) (*RefreshToken, error)
 	// RevokeRefreshFamily revokes the token with that hash and every token
-	// of its family (logout); an unknown hash is no error.
-	RevokeRefreshFamily(ctx context.Context, hash string) error
+	// of its family (logout) and returns their user's id; an unknown hash
+	// is no error and no user ("").
+	RevokeRefreshFamily(ctx context.Context, hash string) (string, error)
 	// RefreshFamilyLive reports whether a family still has tokens, that
 	// is, whether its login is neither logged out nor revoked for reuse.
 	RefreshFamilyLive(ctx context.Context, family string) (bool, error)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // Action is what an ACL lets a user do with a task: Deny < View < Run.
@@ -48,10 +50,43 @@ type ACLRule struct {
 }
 
 // ACL is the server's access control list (DESIGN.md "Authorization").
-// A nil *ACL allows everything.
+// A nil *ACL allows everything. Replace reloads it in place: everything
+// that holds the pointer judges by the new rules from then on.
 type ACL struct {
 	Default Action
 	Rules   []ACLRule
+
+	// live is the ACL in force once Replace was called (nil before).
+	live atomic.Pointer[ACL]
+	// mu guards changed, which Replace closes: open streams wait on it to
+	// re-check what their user may see at once.
+	mu      sync.Mutex
+	changed chan struct{}
+}
+
+// Replace puts next's default and rules in force in place of a's, then
+// tells every waiter of Changed.
+func (a *ACL) Replace(next *ACL) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.live.Store(&ACL{Default: next.Default, Rules: slices.Clone(next.Rules)})
+	if a.changed != nil {
+		close(a.changed)
+		a.changed = nil
+	}
+}
+
+// Changed is closed by the next Replace; a nil ACL never changes (nil).
+func (a *ACL) Changed() <-chan struct{} {
+	if a == nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.changed == nil {
+		a.changed = make(chan struct{})
+	}
+	return a.changed
 }
 
 // Permission is what u may do with the task at path (`folder/task`, or
@@ -61,6 +96,9 @@ type ACL struct {
 func (a *ACL) Permission(u *User, workspace, path string) Action {
 	if a == nil || u.IsAdmin {
 		return Run
+	}
+	if live := a.live.Load(); live != nil {
+		a = live
 	}
 	best, matched := Deny, false
 	for i := range a.Rules {

@@ -72,3 +72,41 @@ func TestPermissionTakesTheHighestMatchingRuleElseTheDefault(t *testing.T) {
 		t.Fatalf("no ACL: %v, want run", got)
 	}
 }
+
+// Replace swaps the rules in place: the same pointer judges by the new
+// ones at once, Changed tells its waiters, and the replacement is a copy
+// (editing the ACL it came from changes nothing).
+func TestReplaceReloadsTheACLInPlaceAndTellsItsWaiters(t *testing.T) {
+	acl := &ACL{Default: Deny, Rules: []ACLRule{{Workspace: "*", Tasks: []string{"*"}, Action: Run, Groups: []string{"ops"}}}}
+	ops := &User{Email: "ops@x.io", Groups: []string{"ops"}}
+	changed := acl.Changed()
+	if acl.Changed() != changed {
+		t.Fatal("two waiters before a Replace got different channels")
+	}
+	next := &ACL{Default: View, Rules: []ACLRule{{Workspace: "*", Tasks: []string{"public/*"}, Action: Run, Groups: []string{"ops"}}}}
+	acl.Replace(next)
+	select {
+	case <-changed:
+	default:
+		t.Fatal("Replace did not close the Changed channel")
+	}
+	if got := acl.Permission(ops, "main", "deploy"); got != View {
+		t.Errorf("after Replace, a task outside the new rules is %v, want the new default view", got)
+	}
+	if got := acl.Permission(ops, "main", "public/site"); got != Run {
+		t.Errorf("after Replace, a task of the new rule is %v, want run", got)
+	}
+	next.Rules[0].Action = Deny
+	if got := acl.Permission(ops, "main", "public/site"); got != Run {
+		t.Errorf("editing the replacement's source changed the ACL in force: %v", got)
+	}
+	select {
+	case <-acl.Changed():
+		t.Fatal("the channel of the next Replace is already closed")
+	default:
+	}
+	var none *ACL
+	if none.Changed() != nil {
+		t.Error("a nil ACL (everything allowed) offers a channel that could close")
+	}
+}

@@ -107,6 +107,11 @@ type Config struct {
 	// EventsPing is how often an idle GET /api/events stream sends a
 	// comment (default 20s).
 	EventsPing time.Duration
+	// StreamRecheck is how often an open stream (events, log) re-checks
+	// its caller's credential and access besides at once on a revocation
+	// the API makes (default 30s): it catches what changes behind the
+	// API's back, such as a login's last refresh token expiring.
+	StreamRecheck time.Duration
 	// Now is the clock for trigger next_runs and log timestamps (nil = time.Now).
 	Now func() time.Time
 	// UI serves every GET outside /api, /worker, /hooks and the operator
@@ -187,6 +192,9 @@ func New(cfg Config) *echo.Echo {
 	}
 	if cfg.EventsPing <= 0 {
 		cfg.EventsPing = 20 * time.Second
+	}
+	if cfg.StreamRecheck <= 0 {
+		cfg.StreamRecheck = 30 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

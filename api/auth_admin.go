@@ -107,6 +107,7 @@ func (s *server) setAdmin(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.auth.revocations.changed(id) // what their streams show may change
 	return c.JSON(http.StatusOK, map[string]bool{"is_admin": u.IsAdmin})
 }
 
@@ -135,6 +136,7 @@ func (s *server) setGroups(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.auth.revocations.changed(id) // what their streams show may change
 	return c.JSON(http.StatusOK, map[string][]string{"groups": nonNil(u.Groups)})
 }
 

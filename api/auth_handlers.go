@@ -184,6 +184,7 @@ func (s *server) refresh(c echo.Context) error {
 	switch {
 	case errors.Is(err, accounts.ErrTokenReused):
 		s.log.Warn("refresh token reused: login revoked", "user", old.UserID, "login", old.FamilyID(), "address", c.RealIP())
+		s.auth.revocations.changed(old.UserID)
 		return errReusedRefresh
 	case errors.Is(err, accounts.ErrRefreshTokenNotFound):
 		return errBadRefresh
@@ -215,9 +216,11 @@ func (s *server) logout(c echo.Context) error {
 	if err := s.auth.guard.admitToken(clientAddress(c)); err != nil {
 		return err
 	}
-	if err := s.auth.users.RevokeRefreshFamily(c.Request().Context(), s.auth.refreshHash(token)); err != nil {
+	userID, err := s.auth.users.RevokeRefreshFamily(c.Request().Context(), s.auth.refreshHash(token))
+	if err != nil {
 		return err
 	}
+	s.auth.revocations.changed(userID)
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 

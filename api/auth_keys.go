@@ -44,7 +44,7 @@ type apiKeyView struct {
 // (403 for a caller using an API key), so a leaked key cannot mint more.
 func (s *server) createAPIKey(c echo.Context) error {
 	p := caller(c)
-	if p.viaAPIKey {
+	if p.keyHash != "" {
 		return echo.NewHTTPError(http.StatusForbidden, "api keys can only be created with an access token (log in), not with an api key")
 	}
 	var req createAPIKeyRequest
@@ -105,9 +105,10 @@ func (s *server) listAPIKeys(c echo.Context) error {
 // deleteAPIKey revokes one of the caller's keys; someone else's key is a
 // 404 like a missing one, so prefixes of other users cannot be probed.
 func (s *server) deleteAPIKey(c echo.Context) error {
-	err := s.auth.users.DeleteAPIKey(c.Request().Context(), caller(c).user.ID, c.Param("prefix"))
-	if err != nil {
+	userID := caller(c).user.ID
+	if err := s.auth.users.DeleteAPIKey(c.Request().Context(), userID, c.Param("prefix")); err != nil {
 		return err
 	}
+	s.auth.revocations.changed(userID)
 	return c.JSON(http.StatusOK, map[string]string{"status": "revoked"})
 }

@@ -26,6 +26,9 @@ type authService struct {
 	guard *loginGuard
 	// devices issues and checks the device cookies the guard trusts.
 	devices devices
+	// revocations tells open streams at once when their user's
+	// credentials or groups change.
+	revocations *revocations
 
 	// dummyHash is verified against when a login names no user, so an
 	// unknown email takes as long as a wrong password.
@@ -34,7 +37,7 @@ type authService struct {
 }
 
 func newAuthService(cfg *AuthConfig, users UserStore, log *slog.Logger) *authService {
-	a := &authService{cfg: cfg, users: users, log: log}
+	a := &authService{cfg: cfg, users: users, log: log, revocations: newRevocations()}
 	a.oidc = newOIDCFlows(a)
 	a.guard = newLoginGuard(cfg.Logins, a.now)
 	a.devices = newDevices(cfg.JWTSecret)
@@ -55,13 +58,11 @@ const apiKeyTouchEvery = time.Minute
 // principal is the authenticated caller of a request.
 type principal struct {
 	user *User
-	// viaAPIKey: authenticated by an API key rather than an access token.
-	viaAPIKey bool
+	// keyHash is the stored form of the API key the caller authenticated
+	// with ("" for an access token).
+	keyHash string
 	// family is the login (refresh token family) of an access token.
 	family string
-	// expires is when the access token expires (zero for an API key): a
-	// long-lived stream ends then, and the client comes back with a new one.
-	expires time.Time
 }
 
 // principalKey is where authenticate leaves the principal in the echo context.
@@ -126,68 +127,88 @@ func bearerToken(r *http.Request) string {
 // principalOf resolves a token to its user: 401 for anything that does not
 // name a live user, a store failure as itself.
 func (a *authService) principalOf(ctx context.Context, token string) (*principal, error) {
+	p := &principal{}
 	if isAPIKey(token) {
-		return a.apiKeyPrincipal(ctx, token)
-	}
-	claims, err := a.parseAccessToken(token)
-	if err != nil {
-		return nil, errInvalidToken
-	}
-	if claims.Family != "" {
-		// The token's login may have logged out or been revoked for reuse
-		// of a refresh token since: then its access tokens die with it.
-		live, err := a.users.RefreshFamilyLive(ctx, claims.Family)
-		if err != nil {
-			return nil, fmt.Errorf("look up login of token: %w", err)
-		}
-		if !live {
+		if len(token) != apiKeyLen {
 			return nil, errInvalidToken
 		}
+		p.keyHash = apiKeyHash(token)
+	} else {
+		claims, err := a.parseAccessToken(token)
+		if err != nil {
+			return nil, errInvalidToken
+		}
+		p.user, p.family = &User{ID: claims.Subject}, claims.Family
 	}
-	userID := claims.Subject
-	u, err := a.users.User(ctx, userID)
-	if errors.Is(err, accounts.ErrUserNotFound) {
+	p, key, err := a.resolve(ctx, p)
+	switch {
+	case errors.Is(err, endKeyExpired):
+		return nil, echo.NewHTTPError(http.StatusUnauthorized, "api key expired")
+	case errors.As(err, new(*streamEnd)):
 		return nil, errInvalidToken
+	case err != nil:
+		return nil, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("load user of token: %w", err)
-	}
-	p := &principal{user: u, family: claims.Family}
-	if claims.ExpiresAt != nil {
-		p.expires = claims.ExpiresAt.Time
+	if now := a.now(); key != nil && (key.LastUsedAt == nil || now.Sub(*key.LastUsedAt) >= apiKeyTouchEvery) {
+		// A failed touch only loses a timestamp; the request goes on.
+		if err := a.users.TouchAPIKey(ctx, key.Hash, now); err != nil {
+			a.log.Warn("record api key use", "prefix", key.Prefix, "err", err)
+		}
 	}
 	return p, nil
 }
 
-func (a *authService) apiKeyPrincipal(ctx context.Context, key string) (*principal, error) {
-	if len(key) != apiKeyLen {
-		return nil, errInvalidToken
-	}
-	k, err := a.users.APIKeyByHash(ctx, apiKeyHash(key))
-	if errors.Is(err, accounts.ErrAPIKeyNotFound) {
-		return nil, errInvalidToken
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load api key: %w", err)
-	}
-	now := a.now()
-	if k.ExpiresAt != nil && !now.Before(*k.ExpiresAt) {
-		return nil, echo.NewHTTPError(http.StatusUnauthorized, "api key expired")
-	}
-	u, err := a.users.User(ctx, k.UserID)
-	if errors.Is(err, accounts.ErrUserNotFound) {
-		return nil, errInvalidToken
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load user of api key: %w", err)
-	}
-	if k.LastUsedAt == nil || now.Sub(*k.LastUsedAt) >= apiKeyTouchEvery {
-		// A failed touch only loses a timestamp; the request goes on.
-		if err := a.users.TouchAPIKey(ctx, k.Hash, now); err != nil {
-			a.log.Warn("record api key use", "prefix", k.Prefix, "err", err)
+// Why a credential no longer stands: a request gets 401 for each, a
+// stream ends with it.
+var (
+	endKeyRevoked  = credentialGone("the api key was revoked")
+	endKeyExpired  = credentialGone("the api key expired")
+	endLoginEnded  = credentialGone("the login ended: signed out, revoked, or the password changed; sign in again")
+	endUserDeleted = credentialGone("the user was deleted")
+)
+
+// resolve loads the API key (returned) or checks the login p stands on,
+// then its user. The access token's own signature and expiry are the
+// caller's to check: a stream re-checks past them.
+func (a *authService) resolve(ctx context.Context, p *principal) (*principal, *APIKey, error) {
+	userID := ""
+	var key *APIKey
+	switch {
+	case p.keyHash != "":
+		k, err := a.users.APIKeyByHash(ctx, p.keyHash)
+		if errors.Is(err, accounts.ErrAPIKeyNotFound) {
+			return nil, nil, endKeyRevoked
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("load api key: %w", err)
+		}
+		if k.ExpiresAt != nil && !a.now().Before(*k.ExpiresAt) {
+			return nil, nil, endKeyExpired
+		}
+		key, userID = k, k.UserID
+	default:
+		userID = p.user.ID
+		if p.family != "" {
+			// The token's login may have logged out or been revoked for
+			// reuse of a refresh token since: then its access tokens die
+			// with it.
+			live, err := a.users.RefreshFamilyLive(ctx, p.family)
+			if err != nil {
+				return nil, nil, fmt.Errorf("look up login of token: %w", err)
+			}
+			if !live {
+				return nil, nil, endLoginEnded
+			}
 		}
 	}
-	return &principal{user: u, viaAPIKey: true}, nil
+	u, err := a.users.User(ctx, userID)
+	if errors.Is(err, accounts.ErrUserNotFound) {
+		return nil, nil, endUserDeleted
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("load user: %w", err)
+	}
+	return &principal{user: u, keyHash: p.keyHash, family: p.family}, key, nil
 }
 
 // caller returns the request's principal; nil when auth is off.

@@ -97,9 +97,18 @@ type passwordRequest struct {
 	Password        string  `json:"password"`
 }
 
+// ownPasswordRequest is the body of a user's own password change.
+type ownPasswordRequest struct {
+	passwordRequest
+	// RevokeAPIKeys (default true) revokes the user's API keys with the
+	// password: a password thought leaked may have minted keys.
+	RevokeAPIKeys *bool `json:"revoke_api_keys"`
+}
+
 // setPassword is PUT /api/users/{id}/password: an admin sets a user's
-// password. Every login of that user ends with it (their refresh tokens
-// are revoked): a reset is for a forgotten or leaked password.
+// password. Every credential of that user ends with it (their refresh
+// tokens and API keys are revoked, their open streams end): a reset is
+// for a forgotten or leaked password.
 func (s *server) setPassword(c echo.Context) error {
 	id, err := userIDParam(c)
 	if err != nil {
@@ -120,10 +129,11 @@ func (s *server) setPassword(c echo.Context) error {
 	if p := caller(c); p.user.ID == id {
 		keep = p.family // an admin resetting their own keeps this login
 	}
-	u, err := s.auth.users.SetPassword(c.Request().Context(), id, hash, keep)
+	u, err := s.auth.users.SetPassword(c.Request().Context(), id, hash, keep, true)
 	if err != nil {
 		return err
 	}
+	s.auth.revocations.changed(id)
 	return c.JSON(http.StatusOK, userViewOf(u))
 }
 
@@ -140,15 +150,17 @@ func (s *server) deleteUser(c echo.Context) error {
 	if err := s.auth.users.DeleteUser(c.Request().Context(), id); err != nil {
 		return err
 	}
+	s.auth.revocations.changed(id)
 	return c.JSON(http.StatusOK, map[string]string{"status": "deleted"})
 }
 
 // changeOwnPassword is PUT /api/auth/me/password: any user, with their
 // current password. Their other logins end; the one making the change
-// stays (an API key has no login, so all end).
+// stays (an API key has no login, so all end). Their API keys end too
+// unless revoke_api_keys is false.
 func (s *server) changeOwnPassword(c echo.Context) error {
 	p := caller(c)
-	var req passwordRequest
+	var req ownPasswordRequest
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
@@ -187,8 +199,10 @@ func (s *server) changeOwnPassword(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.auth.users.SetPassword(ctx, p.user.ID, hash, p.family); err != nil {
+	revokeKeys := req.RevokeAPIKeys == nil || *req.RevokeAPIKeys
+	if _, err := s.auth.users.SetPassword(ctx, p.user.ID, hash, p.family, revokeKeys); err != nil {
 		return err
 	}
+	s.auth.revocations.changed(p.user.ID)
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }

@@ -43,7 +43,10 @@ type stepEvent struct {
 // the jobs the caller may view. With ?job_id= it follows that one job:
 // its `job` events and a `step` event per step changing status, attempt
 // or retry time (404 for a job the caller may not view). A client that falls behind gets `resync`
-// (events were dropped: reload the lists) and the stream goes on.
+// (events were dropped: reload the lists) and the stream goes on. The
+// stream re-checks its caller (revocation.go): it filters by their groups
+// and the ACL in force, and ends with `revoked` when their credential is
+// gone (status 401) or the followed job is no longer theirs to view (403).
 func (s *server) streamEvents(c echo.Context) error {
 	if !headerHasToken(c.Request().Header, "Accept", "text/event-stream") {
 		return echo.NewHTTPError(http.StatusNotAcceptable,
@@ -54,6 +57,8 @@ func (s *server) streamEvents(c echo.Context) error {
 	visible := s.jobVisibility(c)
 	ctx := c.Request().Context()
 	subscribe := func() *engine.JobSubscription { return s.cfg.Engine.SubscribeJobs(0) }
+	// followable tells whether the caller may still view the followed job.
+	followable := func() error { return nil }
 	if id := c.QueryParam("job_id"); id != "" {
 		if !isUUID(id) {
 			return notFound("job %q", id)
@@ -62,8 +67,14 @@ func (s *server) streamEvents(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		if visible != nil && !visible(job.Workspace, job.TaskName) {
-			return jobNotFound(id)
+		followable = func() error {
+			if v := s.jobVisibility(c); v != nil && !v(job.Workspace, job.TaskName) {
+				return jobNotFound(id)
+			}
+			return nil
+		}
+		if err := followable(); err != nil {
+			return err
 		}
 		// A big for_each job's instances change by the thousand: a
 		// roomier buffer, and a follower that still falls behind gets
@@ -93,21 +104,39 @@ func (s *server) streamEvents(c echo.Context) error {
 	}
 	ping := time.NewTicker(s.cfg.EventsPing)
 	defer ping.Stop()
-	// The stream lasts as long as the access token it was opened with: a
-	// signed-out or deleted user stops receiving events then, and a
-	// browser reconnects with its renewed token.
-	var expired <-chan time.Time
-	if p := caller(c); p != nil && !p.expires.IsZero() {
-		t := time.NewTimer(p.expires.Sub(s.auth.now()))
-		defer t.Stop()
-		expired = t.C
+	guard := s.guardStream(c, followable)
+	defer guard.stop()
+	// recheck reports whether the stream goes on, with the caller's
+	// filter as it is now; if not, it has told the client why.
+	recheck := func() bool {
+		end := guard.check(ctx)
+		if end == nil {
+			visible = s.jobVisibility(c)
+			return true
+		}
+		data, _ := json.Marshal(struct {
+			Status int    `json:"status"`
+			Reason string `json:"reason"`
+		}{end.status, end.reason})
+		send(fmt.Sprintf("event: revoked\ndata: %s\n\n", data))
+		return false
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-expired:
-			return nil
+		case <-guard.revoked:
+			if !recheck() {
+				return nil
+			}
+		case <-guard.aclChanged:
+			if !recheck() {
+				return nil
+			}
+		case <-guard.tick:
+			if !recheck() {
+				return nil
+			}
 		case <-ping.C:
 			if !send(": ping\n\n") {
 				return nil
@@ -123,6 +152,9 @@ func (s *server) streamEvents(c echo.Context) error {
 					return nil
 				}
 				continue
+			}
+			if guard.due() && !recheck() {
+				return nil
 			}
 			if visible != nil && !visible(ev.Job.Workspace, ev.Job.TaskName) {
 				continue

@@ -155,30 +155,6 @@ func TestJobEventsNeedsEventStreamAccept(t *testing.T) {
 	}
 }
 
-// A stream lasts as long as the access token it was opened with: then it
-// ends, and the client comes back with its renewed token.
-func TestJobEventsEndWhenTheTokenExpires(t *testing.T) {
-	f := newACLFixture(t, func(c *fixtureConfig) { c.Auth.AccessTokenTTL = 2 * time.Second })
-	events := openEvents(t, f.url, f.tokens[roleView])
-	start := time.Now()
-	for {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				if d := time.Since(start); d > 5*time.Second {
-					t.Fatalf("the stream ended after %v, the token lived 2s", d)
-				}
-				return
-			}
-			if ev.name != ":" {
-				t.Fatalf("unexpected event %s %v", ev.name, ev.data)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("the stream outlived its token by 8s")
-		}
-	}
-}
-
 // ?job_id= follows one job: a job the caller may not view is unknown
 // (404, as the job's detail), and a viewer of it gets its step changes
 // and its own job events, in order, and nothing of another job.

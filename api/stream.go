@@ -30,7 +30,9 @@ const (
 // its log complete, and with 1013 (try again later) when the viewer fell
 // too far behind; reconnecting gives a fresh backfill. `tail` or `after`,
 // as on GET .../logs, make the backfill the last lines or those after a
-// line, so a viewer of a big log need not load it all.
+// line, so a viewer of a big log need not load it all. It re-checks its
+// caller (revocation.go) and closes with 4401 when their credential is
+// gone, 4403 when the job is no longer theirs to view.
 func (s *server) streamLogs(c echo.Context) error {
 	id, err := jobIDParam(c)
 	if err != nil {
@@ -76,7 +78,12 @@ func (s *server) streamLogs(c echo.Context) error {
 	// Viewers send nothing; reading only notices their hang-up.
 	ctx = conn.CloseRead(ctx)
 
-	code, reason := s.pump(ctx, conn, id, q, done)
+	guard := s.guardStream(c, func() error {
+		_, err := s.allowedJobRecord(c, accounts.View)
+		return err
+	})
+	defer guard.stop()
+	code, reason := s.pump(ctx, conn, id, q, done, guard)
 	if code != 0 {
 		_ = conn.Close(code, reason)
 	}
@@ -127,9 +134,18 @@ func (w *handshakeWriter) Write(b []byte) (int, error) {
 
 func (w *handshakeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// Close codes of a log stream whose caller lost it: the credential is gone
+// (sign in again), or the job is no longer theirs to view.
+const (
+	closeCredentialGone websocket.StatusCode = 4401
+	closeAccessLost     websocket.StatusCode = 4403
+)
+
 // pump sends the backfill and the live chunks, and returns the close code
-// (0 when the viewer went away first).
-func (s *server) pump(ctx context.Context, conn *websocket.Conn, id string, q engine.LogQuery, done <-chan struct{}) (websocket.StatusCode, string) {
+// (0 when the viewer went away first). It re-checks the caller when guard
+// says so, and closes as the check says.
+func (s *server) pump(ctx context.Context, conn *websocket.Conn, id string, q engine.LogQuery, done <-chan struct{},
+	guard *streamGuard) (websocket.StatusCode, string) {
 	// Subscribing first, then checking the job, leaves no gap: a job that
 	// ended before the subscription has its whole log in the backfill.
 	backfill, updates, cancel, err := s.cfg.Logs.Subscribe(id, q)
@@ -166,11 +182,35 @@ func (s *server) pump(ctx context.Context, conn *websocket.Conn, id string, q en
 		}
 	}
 
+	// lost re-checks the caller: the close code and reason when the
+	// stream must end, 0 when it goes on.
+	lost := func() (websocket.StatusCode, string) {
+		switch end := guard.check(ctx); {
+		case end == nil:
+			return 0, ""
+		case end.status == http.StatusForbidden:
+			return closeAccessLost, end.reason
+		default:
+			return closeCredentialGone, end.reason
+		}
+	}
 	var grace <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return 0, ""
+		case <-guard.revoked:
+			if code, reason := lost(); code != 0 {
+				return code, reason
+			}
+		case <-guard.aclChanged:
+			if code, reason := lost(); code != 0 {
+				return code, reason
+			}
+		case <-guard.tick:
+			if code, reason := lost(); code != 0 {
+				return code, reason
+			}
 		case <-done:
 			done = nil
 			timer := time.NewTimer(streamFinishGrace)
@@ -186,6 +226,11 @@ func (s *server) pump(ctx context.Context, conn *websocket.Conn, id string, q en
 					return websocket.StatusNormalClosure, "job finished"
 				}
 				return websocket.StatusTryAgainLater, "viewer too slow; reconnect for the full log"
+			}
+			if guard.due() {
+				if code, reason := lost(); code != 0 {
+					return code, reason
+				}
 			}
 			if err := s.write(ctx, conn, chunk); err != nil {
 				return 0, ""

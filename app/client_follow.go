@@ -84,12 +84,36 @@ func (c *apiClient) followLog(ctx context.Context, jobID string, after int, p *l
 			// We fell behind and were dropped: the server resends the log
 			// from its start, and the printer skips what it has shown.
 			p.restart()
+		case code == streamCredentialGone || code == streamAccessLost:
+			// Ended for good: the credential is gone, or the job is no
+			// longer visible to this user (the reason says which).
+			ae := &apiError{Status: http.StatusUnauthorized, Message: "the server ended the log stream: " + closeReason(err)}
+			if code == streamAccessLost {
+				ae.Status = http.StatusForbidden
+				return fmt.Errorf("follow the log of job %s: %w", jobID, ae)
+			}
+			return fmt.Errorf("follow the log of job %s: %w", jobID, c.loginHint(ae))
 		case err != nil:
 			return fmt.Errorf("follow the log of job %s: %w", jobID, err)
 		default:
 			return fmt.Errorf("follow the log of job %s: stream closed with status %d", jobID, code)
 		}
 	}
+}
+
+// The close codes of a log stream whose caller lost it (api/stream.go).
+const (
+	streamCredentialGone websocket.StatusCode = 4401
+	streamAccessLost     websocket.StatusCode = 4403
+)
+
+// closeReason is the reason of the close frame err carries.
+func closeReason(err error) string {
+	var ce websocket.CloseError
+	if errors.As(err, &ce) {
+		return ce.Reason
+	}
+	return err.Error()
 }
 
 // streamOnce reads one connection to its end and returns its close status

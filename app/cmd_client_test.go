@@ -458,3 +458,40 @@ func TestJobsPagesByCursorAndFiltersByStatus(t *testing.T) {
 		t.Errorf("--status done: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// `appliance logs --follow` of a running job stops when the API key it
+// follows with is revoked, saying so and how to sign in again, rather
+// than reconnecting.
+func TestLogsFollowStopsWhenItsKeyIsRevoked(t *testing.T) {
+	wsDir, _ := waitForGoWorkspace(t)
+	// No worker: the job waits, its log saying so.
+	f := startFixture(t, map[string]string{"waiting": wsDir}, 0, withAuth)
+	admin := loginToken(t, f.url, "first-password")
+	var key map[string]any
+	if code := doAs(t, "POST", f.url+"/api/auth/api-keys", admin, map[string]any{"name": "follow"}, &key); code != 200 {
+		t.Fatalf("create key: %d", code)
+	}
+	var job map[string]any
+	if code := doAs(t, "POST", f.url+"/api/workspaces/waiting/tasks/wait-for-go/execute", admin, map[string]any{"input": map[string]any{}}, &job); code != 200 {
+		t.Fatalf("execute: %d", code)
+	}
+	t.Setenv("APPLIANCE_TOKEN", key["key"].(string))
+
+	var stdout, stderr syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- Main([]string{"logs", job["job_id"].(string), "--follow", "--server", f.url}, &stdout, &stderr)
+	}()
+	waitUntil(t, "the first line to be streamed", func() bool { return strings.Contains(stdout.String(), "no worker is active") })
+	if code := doAs(t, "DELETE", f.url+"/api/auth/api-keys/"+key["prefix"].(string), admin, nil, nil); code != 200 {
+		t.Fatalf("revoke key: %d", code)
+	}
+	select {
+	case code := <-exit:
+		if errOut := stderr.String(); code != 1 || !strings.Contains(errOut, "api key was revoked") || !strings.Contains(errOut, "APPLIANCE_TOKEN") {
+			t.Fatalf("logs --follow exited %d; stderr %q; want 1, the reason and how to sign in again", code, errOut)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("logs --follow went on after its key was revoked")
+	}
+}

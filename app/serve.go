@@ -85,11 +85,25 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	printSettings(stdout, cfg, srv.Addr(), srv.workerTags)
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down")
-	case <-srv.Failed():
-		log.Error("a server component failed; shutting down")
+	// SIGHUP reloads the acl section of the config (aclreload.go).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for running := true; running; {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down")
+			running = false
+		case <-srv.Failed():
+			log.Error("a server component failed; shutting down")
+			running = false
+		case <-hup:
+			if acl, err := reloadACL(configPath(*configFlag), cfg.acl); err != nil {
+				log.Error(err.Error())
+			} else {
+				log.Info("acl reloaded", "acl", acl)
+			}
+		}
 	}
 	if err := srv.Shutdown(); err != nil {
 		fmt.Fprintln(stderr, "appliance serve:", err)

@@ -53,10 +53,16 @@ func keepAnAdmin(tx *bolt.Tx, userID string) error {
 }
 
 // SetPassword replaces a user's password hash and revokes their refresh
-// tokens except those of keepFamily ("" = all), in one transaction.
-func (db *DB) SetPassword(ctx context.Context, id, hash, keepFamily string) (*accounts.User, error) {
+// tokens except those of keepFamily ("" = all), and with revokeKeys their
+// API keys, in one transaction.
+func (db *DB) SetPassword(ctx context.Context, id, hash, keepFamily string, revokeKeys bool) (*accounts.User, error) {
 	u, err := db.updateUser(ctx, id, func(tx *bolt.Tx, u *accounts.User) error {
 		u.PasswordHash = hash
+		if revokeKeys {
+			if err := deleteUserKeys(tx, u.ID); err != nil {
+				return err
+			}
+		}
 		return revokeUserRefresh(tx, u.ID, keepFamily)
 	})
 	if err != nil {

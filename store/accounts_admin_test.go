@@ -172,7 +172,7 @@ func TestDeleteUserRemovesEverythingTheyHeld(t *testing.T) {
 	}
 }
 
-func TestSetPasswordRevokesOtherLogins(t *testing.T) {
+func TestSetPasswordRevokesOtherLoginsAndOnRequestTheKeys(t *testing.T) {
 	db, _ := openTemp(t)
 	ctx := context.Background()
 	if err := db.CreateUser(ctx, newUser("u", "u@x.io", 0)); err != nil {
@@ -184,7 +184,12 @@ func TestSetPasswordRevokesOtherLogins(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	u, err := db.SetPassword(ctx, "u", "$argon2id$new", "fam-this")
+	for _, k := range []*accounts.APIKey{{Hash: "k1", Prefix: "appk_111", UserID: "u"}, {Hash: "k2", Prefix: "appk_222", UserID: "u"}} {
+		if err := db.CreateAPIKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, err := db.SetPassword(ctx, "u", "$argon2id$new", "fam-this", false)
 	if err != nil || u.PasswordHash != "$argon2id$new" {
 		t.Fatalf("SetPassword = %+v, %v", u, err)
 	}
@@ -193,13 +198,24 @@ func TestSetPasswordRevokesOtherLogins(t *testing.T) {
 			t.Errorf("family %s live = %v, want %v", fam, live, want)
 		}
 	}
-	if _, err := db.SetPassword(ctx, "u", "$argon2id$newer", ""); err != nil {
+	if keys, _ := db.APIKeys(ctx, "u"); len(keys) != 2 {
+		t.Fatalf("SetPassword without revokeKeys left %d keys, want 2", len(keys))
+	}
+	if _, err := db.SetPassword(ctx, "u", "$argon2id$newer", "", true); err != nil {
 		t.Fatal(err)
 	}
 	if live, _ := db.RefreshFamilyLive(ctx, "fam-this"); live {
 		t.Error(`SetPassword with keepFamily "" left a login`)
 	}
-	if _, err := db.SetPassword(ctx, "ghost", "x", ""); !errors.Is(err, accounts.ErrUserNotFound) {
+	for _, h := range []string{"k1", "k2"} {
+		if _, err := db.APIKeyByHash(ctx, h); !errors.Is(err, accounts.ErrAPIKeyNotFound) {
+			t.Errorf("api key %s after SetPassword with revokeKeys: %v", h, err)
+		}
+	}
+	if keys, _ := db.APIKeys(ctx, "u"); len(keys) != 0 {
+		t.Errorf("SetPassword with revokeKeys left %d keys listed", len(keys))
+	}
+	if _, err := db.SetPassword(ctx, "ghost", "x", "", true); !errors.Is(err, accounts.ErrUserNotFound) {
 		t.Fatalf("SetPassword(ghost): %v", err)
 	}
 }
@@ -240,7 +256,7 @@ func TestOpenIndexesOlderRefreshTokensByUser(t *testing.T) {
 			t.Fatalf("family %s not live after reopen", fam)
 		}
 	}
-	if _, err := db.SetPassword(ctx, "u", "$argon2id$x", ""); err != nil {
+	if _, err := db.SetPassword(ctx, "u", "$argon2id$x", "", false); err != nil {
 		t.Fatal(err)
 	}
 	for _, fam := range []string{"f1", "legacy"} {

@@ -181,11 +181,13 @@ func (db *DB) RotateRefreshToken(ctx context.Context, oldHash string, next *acco
 }
 
 // RevokeRefreshFamily revokes a refresh token and every token of its
-// family; an unknown one is no error, so logging out twice is harmless.
-func (db *DB) RevokeRefreshFamily(ctx context.Context, hash string) error {
+// family and returns their user; an unknown one is no error (and no user),
+// so logging out twice is harmless.
+func (db *DB) RevokeRefreshFamily(ctx context.Context, hash string) (string, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return "", err
 	}
+	userID := ""
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
 		t, err := getRefresh(tx, hash)
 		if err != nil {
@@ -194,12 +196,13 @@ func (db *DB) RevokeRefreshFamily(ctx context.Context, hash string) error {
 			}
 			return err
 		}
+		userID = t.UserID
 		return revokeFamily(tx, t)
 	})
 	if err != nil {
-		return fmt.Errorf("revoke refresh tokens: %w", err)
+		return "", fmt.Errorf("revoke refresh tokens: %w", err)
 	}
-	return nil
+	return userID, nil
 }
 
 // RefreshFamilyLive reports whether the family has any token left.

@@ -51,6 +51,13 @@ export function followJobs(signal, { onJob, onStep = () => {}, onResync, onReady
       }
     });
     source.addEventListener('resync', () => onResync());
+    // The server ended the stream for good: the login or key is gone (the
+    // next request signs in again), or the followed job is no longer
+    // visible to you. Reopening would only be refused.
+    source.addEventListener('revoked', () => {
+      clearTimeout(timer);
+      source.close();
+    });
     source.addEventListener('error', () => {
       // The browser retries by itself, with the old token; a retry of
       // ours takes the renewed one.

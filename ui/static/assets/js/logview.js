@@ -472,13 +472,20 @@ export async function follow(jobID, view, signal, { isLive, onEnd }) {
     ws.onclose = (e) => {
       if (signal.aborted) return;
       // 1013: this viewer fell behind; reconnecting gives a fresh backfill.
-      if ((e.code === 1013 || (e.code !== 1000 && isLive())) && retries < 5) {
+      // 4401 and 4403 are for good: the login or key is gone, or the job is
+      // no longer visible to you.
+      const final = e.code === 1000 || e.code === 4401 || e.code === 4403;
+      if ((e.code === 1013 || (!final && isLive())) && retries < 5) {
         retries++;
         view.status('reconnecting…');
         setTimeout(open, 500 * retries);
         return;
       }
-      view.status(e.code === 1000 ? `complete · ${view.count().toLocaleString()} lines` : `stream closed (${e.code})`);
+      view.status(
+        e.code === 1000
+          ? `complete · ${view.count().toLocaleString()} lines`
+          : `stream closed (${e.code}${e.reason ? `: ${e.reason}` : ''})`,
+      );
       onEnd();
     };
   };

@@ -24,6 +24,10 @@ export async function passwordPage(ctx) {
   const current = h('input', { id: 'current-password', type: 'password', autocomplete: 'current-password', required: true });
   const next = h('input', { id: 'new-password', type: 'password', autocomplete: 'new-password', required: true, 'aria-describedby': 'new-password-help' });
   const again = h('input', { id: 'repeat-password', type: 'password', autocomplete: 'new-password', required: true });
+  // Checked by default, and again after a reset: whoever knew the old
+  // password may have created keys.
+  const revokeKeys = h('input', { id: 'revoke-keys', type: 'checkbox' });
+  revokeKeys.defaultChecked = true;
   const error = h('p', { class: 'error', role: 'alert', id: 'password-error' });
   const note = h('p', { class: 'ok', role: 'status', id: 'password-status' });
   const submit = h('button', { type: 'submit' }, 'Change password');
@@ -39,9 +43,13 @@ export async function passwordPage(ctx) {
       }
       submit.disabled = true;
       try {
-        await api('/api/auth/me/password', { method: 'PUT', body: { current_password: current.value, password: next.value } });
+        const revoked = revokeKeys.checked;
+        await api('/api/auth/me/password', {
+          method: 'PUT',
+          body: { current_password: current.value, password: next.value, revoke_api_keys: revoked },
+        });
         form.reset();
-        note.textContent = 'Password changed. Your other sessions have ended; this one goes on.';
+        note.textContent = `Password changed. Your other sessions${revoked ? ' and your API keys' : ''} have ended; this one goes on.`;
       } catch (err) {
         error.textContent = err.message;
       } finally {
@@ -52,6 +60,7 @@ export async function passwordPage(ctx) {
   field('current-password', 'Current password', current),
   field('new-password', 'New password', next, 'At least 12 characters.'),
   field('repeat-password', 'New password again', again),
+  h('div', { class: 'field checkbox' }, revokeKeys, h('label', { for: 'revoke-keys' }, 'Also revoke my API keys')),
   h('div', { class: 'actions' }, submit, note, error));
   ctx.show(h('h1', {}, 'Change password'),
     ctx.me ? h('p', { class: 'lead' }, `For ${ctx.me.email}.`) : null,
