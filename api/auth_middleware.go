@@ -130,16 +130,19 @@ func (a *authService) principalOf(ctx context.Context, token string) (*principal
 	if err != nil {
 		return nil, errInvalidToken
 	}
-	if claims.Family != "" {
-		// The token's login may have logged out or been revoked for reuse
-		// of a refresh token since: then its access tokens die with it.
-		live, err := a.users.RefreshFamilyLive(ctx, claims.Family)
-		if err != nil {
-			return nil, fmt.Errorf("look up login of token: %w", err)
-		}
-		if !live {
-			return nil, errInvalidToken
-		}
+	// The token's login may have logged out or been revoked for reuse of
+	// a refresh token since: then its access tokens die with it. Every
+	// token this server issues names its login; one that names none could
+	// never be revoked, so it is refused.
+	if claims.Family == "" {
+		return nil, errInvalidToken
+	}
+	live, err := a.users.RefreshFamilyLive(ctx, claims.Family)
+	if err != nil {
+		return nil, fmt.Errorf("look up login of token: %w", err)
+	}
+	if !live {
+		return nil, errInvalidToken
 	}
 	userID := claims.Subject
 	u, err := a.users.User(ctx, userID)
