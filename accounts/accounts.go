@@ -35,6 +35,19 @@ type AuthLink struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
+// LinkRule is what an OIDC login may do besides signing in to the user its
+// identity is already linked to: the provider's word on the email, and the
+// server's on linking admins.
+type LinkRule struct {
+	// EmailVerified: the provider vouches for the address (email_verified
+	// is true). Without it only an identity already linked signs in
+	// (ErrEmailUnverified).
+	EmailVerified bool
+	// LinkAdmins lets a login be linked by email to an admin; without it
+	// that is ErrAdminNotLinked.
+	LinkAdmins bool
+}
+
 // RefreshToken is a stored refresh token; the token itself is never
 // stored, only Hash (see the api's refreshHash).
 type RefreshToken struct {
@@ -103,7 +116,8 @@ type UserStore interface {
 	// ProvisionLinkedUser applies the OIDC just-in-time rules in one
 	// transaction: the user linked to link's provider and subject; else the
 	// user with that email, now linked; else newUser, created and linked.
-	ProvisionLinkedUser(ctx context.Context, link AuthLink, email string, newUser *User) (*User, error)
+	// rule limits the last two (ErrEmailUnverified, ErrAdminNotLinked).
+	ProvisionLinkedUser(ctx context.Context, link AuthLink, email string, newUser *User, rule LinkRule) (*User, error)
 
 	// PutRefreshToken stores the first token of a family (a login).
 	PutRefreshToken(ctx context.Context, t *RefreshToken) error

@@ -138,6 +138,12 @@ func (a *authService) principalOf(ctx context.Context, token string) (*principal
 		if err != nil {
 			return nil, errInvalidToken
 		}
+		// Every token this server issues names its login (sid), which a
+		// logout or a reused refresh token revokes; one that names none
+		// could never be revoked, so it is refused.
+		if claims.Family == "" {
+			return nil, errInvalidToken
+		}
 		p.user, p.family = &User{ID: claims.Subject}, claims.Family
 	}
 	p, key, err := a.resolve(ctx, p)

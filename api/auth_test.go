@@ -119,7 +119,13 @@ func TestProtectedRoutesRefuseMissingOrBadTokens(t *testing.T) {
 		return s
 	}
 	now := f.clock.Now()
-	valid := jwt.MapClaims{"sub": userID, "email": "ada@example.com", "iat": now.Unix(), "exp": now.Add(time.Minute).Unix()}
+	// A token names its login (sid), whose logout or revocation ends it.
+	var issued jwt.MapClaims
+	if _, _, err := jwt.NewParser().ParseUnverified(access, &issued); err != nil || issued["sid"] == nil {
+		t.Fatalf("access token claims %v (%v), want a sid", issued, err)
+	}
+	valid := jwt.MapClaims{"sub": userID, "email": "ada@example.com", "sid": issued["sid"], "iat": now.Unix(), "exp": now.Add(time.Minute).Unix()}
+	withoutLogin := jwt.MapClaims{"sub": userID, "email": "ada@example.com", "iat": now.Unix(), "exp": now.Add(time.Minute).Unix()}
 	tests := []struct {
 		name   string
 		header string
@@ -130,7 +136,8 @@ func TestProtectedRoutesRefuseMissingOrBadTokens(t *testing.T) {
 		{"other secret", "Bearer " + sign(jwt.SigningMethodHS256, []byte("another-secret-another-secret-xx"), valid)},
 		{"alg none", "Bearer " + sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, valid)},
 		{"no expiry", "Bearer " + sign(jwt.SigningMethodHS256, testJWTSecret, jwt.MapClaims{"sub": userID})},
-		{"unknown user", "Bearer " + sign(jwt.SigningMethodHS256, testJWTSecret, jwt.MapClaims{"sub": "ghost", "exp": now.Add(time.Minute).Unix()})},
+		{"no login, so never revocable", "Bearer " + sign(jwt.SigningMethodHS256, testJWTSecret, withoutLogin)},
+		{"unknown user", "Bearer " + sign(jwt.SigningMethodHS256, testJWTSecret, jwt.MapClaims{"sub": "ghost", "sid": issued["sid"], "exp": now.Add(time.Minute).Unix()})},
 		{"unknown api key", "Bearer appk_0123456789abcdef0123456789abcdef"},
 		{"truncated api key", "Bearer appk_0123"},
 	}

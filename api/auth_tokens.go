@@ -35,7 +35,8 @@ type accessClaims struct {
 	Email string `json:"email"`
 	Admin bool   `json:"adm"`
 	// Family is the refresh token family (the login) the token was issued
-	// under: a request checks that the login is still live.
+	// under: a request checks that the login is still live, and a token
+	// without one is refused.
 	Family string `json:"sid,omitempty"`
 	jwt.RegisteredClaims
 }

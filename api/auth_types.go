@@ -56,6 +56,9 @@ type AuthProvider struct {
 	IssuerURL    string
 	ClientID     string
 	ClientSecret string
+	// LinkExisting lets an OIDC login be linked by (verified) email to an
+	// admin's account; other accounts are linked without it.
+	LinkExisting bool
 }
 
 // The account records and their store, under their api names.

@@ -37,6 +37,10 @@ type AuthProviderConfig struct {
 	IssuerURL    string `yaml:"issuer_url"`
 	ClientID     string `yaml:"client_id"`
 	ClientSecret string `yaml:"client_secret"`
+	// LinkExisting lets a login at this provider be linked by email to an
+	// admin's account (off: an address at the provider cannot become an
+	// admin here).
+	LinkExisting bool `yaml:"link_existing"`
 }
 
 // InitialUserConfig is auth.initial_user.
@@ -81,6 +85,9 @@ func (a *AuthConfig) validate() error {
 		switch p.ProviderType {
 		case api.ProviderInternal:
 			hasInternal = true
+			if p.LinkExisting {
+				return fmt.Errorf("%s.link_existing: only for an oidc provider", field)
+			}
 		case api.ProviderOIDC:
 			hasOIDC = true
 			if err := httpURL(field+".issuer_url", p.IssuerURL); err != nil {
@@ -173,6 +180,7 @@ func (a *AuthConfig) apiConfig(limits Limits) *api.AuthConfig {
 		out.Providers[id] = api.AuthProvider{
 			Type: p.ProviderType, DisplayName: p.DisplayName,
 			IssuerURL: p.IssuerURL, ClientID: p.ClientID, ClientSecret: p.ClientSecret,
+			LinkExisting: p.LinkExisting,
 		}
 	}
 	return out

@@ -34,10 +34,12 @@ func TestAuthConfigSection(t *testing.T) {
       issuer_url: https://accounts.google.com
       client_id: id
       client_secret: secret
+      link_existing: true
   initial_user: {email: admin@example.com, password: changeme}
 `, check: func(c *ServerConfig) bool {
 			a := c.Auth.apiConfig(defaultLimits())
 			return a.BaseURL == "https://appliance.example.com" && a.Providers["google"].DisplayName == "Google" &&
+				a.Providers["google"].LinkExisting && !a.Providers["local"].LinkExisting &&
 				a.Providers["google"].ClientSecret == "secret" && a.Providers["local"].Type == "internal" &&
 				string(a.JWTSecret) == testJWTSecret && c.Auth.InitialUser.Email == "admin@example.com" &&
 				c.Auth.describe() == "on, providers google (oidc), local (internal)"
@@ -53,6 +55,7 @@ func TestAuthConfigSection(t *testing.T) {
 		{name: "oidc without base_url", yaml: "auth:\n" + secrets + "  providers:\n    g: {provider_type: oidc, issuer_url: https://i, client_id: c, client_secret: s}\n", wantErr: "auth.base_url: required"},
 		{name: "oidc without issuer", yaml: "auth:\n" + secrets + "  base_url: http://x\n  providers:\n    g: {provider_type: oidc, client_id: c, client_secret: s}\n", wantErr: "auth.providers.g.issuer_url: required"},
 		{name: "oidc without client secret", yaml: "auth:\n" + secrets + "  base_url: http://x\n  providers:\n    g: {provider_type: oidc, issuer_url: https://i, client_id: c}\n", wantErr: "auth.providers.g.client_secret: required"},
+		{name: "link_existing on an internal provider", yaml: "auth:\n" + secrets + "  providers:\n    local: {provider_type: internal, link_existing: true}\n", wantErr: "auth.providers.local.link_existing: only for an oidc provider"},
 		{name: "base_url not a URL", yaml: "auth:\n" + secrets + "  base_url: appliance.local\n  providers:\n    g: {provider_type: oidc, issuer_url: https://i, client_id: c, client_secret: s}\n", wantErr: `auth.base_url: "appliance.local" is not an http(s) URL`},
 		{name: "initial user without internal provider", yaml: "auth:\n" + secrets + "  base_url: http://x\n  providers:\n    g: {provider_type: oidc, issuer_url: https://i, client_id: c, client_secret: s}\n  initial_user: {email: a@b.c, password: p}\n", wantErr: "auth.initial_user: needs a provider with provider_type internal"},
 		{name: "initial user without password", yaml: "auth:\n" + secrets + internal + "  initial_user: {email: a@b.c}\n", wantErr: "auth.initial_user.password: required"},

@@ -125,7 +125,7 @@ func TestDeleteUserRemovesEverythingTheyHeld(t *testing.T) {
 	if err := db.CreateUser(ctx, &accounts.User{ID: "stay", Email: "stay@x.io", Groups: []string{"ops"}, CreatedAt: t0}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.ProvisionLinkedUser(ctx, accounts.AuthLink{Provider: "idp", Subject: "s1"}, "gone@x.io", nil); err != nil {
+	if _, err := db.ProvisionLinkedUser(ctx, accounts.AuthLink{Provider: "idp", Subject: "s1"}, "gone@x.io", nil, accounts.LinkRule{EmailVerified: true}); err != nil {
 		t.Fatal(err)
 	}
 	exp := t0.Add(time.Hour)
@@ -161,7 +161,7 @@ func TestDeleteUserRemovesEverythingTheyHeld(t *testing.T) {
 	// The OIDC identity no longer leads to the deleted user: it provisions
 	// a new one.
 	fresh := newUser("new", "gone@x.io", 5)
-	got, err := db.ProvisionLinkedUser(ctx, accounts.AuthLink{Provider: "idp", Subject: "s1"}, "gone@x.io", fresh)
+	got, err := db.ProvisionLinkedUser(ctx, accounts.AuthLink{Provider: "idp", Subject: "s1"}, "gone@x.io", fresh, accounts.LinkRule{EmailVerified: true})
 	if err != nil || got.ID != "new" {
 		t.Fatalf("provision after delete = %+v, %v; want the new user", got, err)
 	}

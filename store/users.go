@@ -263,10 +263,10 @@ func (db *DB) Groups(ctx context.Context) ([]string, error) {
 }
 
 // ProvisionLinkedUser finds or creates the user of an OIDC identity: the
-// linked user; else the user with that email, linked now; else newUser,
-// created and linked. One transaction, so two first logins at once cannot
-// create two users.
-func (db *DB) ProvisionLinkedUser(ctx context.Context, link accounts.AuthLink, email string, newUser *accounts.User) (*accounts.User, error) {
+// linked user; else, as rule allows, the user with that email, linked now;
+// else newUser, created and linked. One transaction, so two first logins
+// at once cannot create two users.
+func (db *DB) ProvisionLinkedUser(ctx context.Context, link accounts.AuthLink, email string, newUser *accounts.User, rule accounts.LinkRule) (*accounts.User, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -286,10 +286,16 @@ func (db *DB) ProvisionLinkedUser(ctx context.Context, link accounts.AuthLink, e
 			u, err = getUser(tx, existing.UserID)
 			return err
 		}
+		if !rule.EmailVerified {
+			return accounts.ErrEmailUnverified
+		}
 		if id := tx.Bucket(bucketUserByEmail).Get(emailKey(email)); id != nil {
 			var err error
 			if u, err = getUser(tx, string(id)); err != nil {
 				return err
+			}
+			if u.IsAdmin && !rule.LinkAdmins {
+				return accounts.ErrAdminNotLinked
 			}
 		} else {
 			if newUser == nil {

@@ -151,7 +151,7 @@ func TestProvisionLinkedUserFollowsTheThreeRules(t *testing.T) {
 		{"a second provider adds a method", link("okta", "o-1"), "known@x.io", "u-unused3", "u-existing", []string{"google", "okta"}, true},
 	}
 	for _, tt := range tests {
-		u, err := db.ProvisionLinkedUser(ctx, tt.link, tt.email, newUser(tt.newID, tt.email, 1))
+		u, err := db.ProvisionLinkedUser(ctx, tt.link, tt.email, newUser(tt.newID, tt.email, 1), accounts.LinkRule{EmailVerified: true})
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
@@ -169,6 +169,52 @@ func TestProvisionLinkedUserFollowsTheThreeRules(t *testing.T) {
 	}
 }
 
+func TestProvisionLinkedUserLinksOnlyWhatTheRuleAllows(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	admin := newUser("u-admin", "root@x.io", 0)
+	admin.IsAdmin = true
+	for _, u := range []*accounts.User{admin, newUser("u-plain", "plain@x.io", 1)} {
+		if err := db.CreateUser(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := func(subject string) accounts.AuthLink {
+		return accounts.AuthLink{Provider: "idp", Subject: subject, CreatedAt: t0}
+	}
+	verified := accounts.LinkRule{EmailVerified: true}
+	tests := []struct {
+		name    string
+		subject string
+		email   string
+		rule    accounts.LinkRule
+		wantErr error
+		wantID  string
+	}{
+		{"an unverified email links no user", "s-1", "plain@x.io", accounts.LinkRule{LinkAdmins: true}, accounts.ErrEmailUnverified, ""},
+		{"an unverified email creates no user", "s-2", "fresh@x.io", accounts.LinkRule{}, accounts.ErrEmailUnverified, ""},
+		{"an admin is not linked by email", "s-3", "ROOT@x.io", verified, accounts.ErrAdminNotLinked, ""},
+		{"a verified email links a user", "s-1", "plain@x.io", verified, nil, "u-plain"},
+		{"an identity already linked needs no verified email", "s-1", "other@x.io", accounts.LinkRule{}, nil, "u-plain"},
+		{"an admin is linked where the provider allows it", "s-3", "root@x.io", accounts.LinkRule{EmailVerified: true, LinkAdmins: true}, nil, "u-admin"},
+	}
+	for _, tt := range tests {
+		u, err := db.ProvisionLinkedUser(ctx, link(tt.subject), tt.email, newUser("u-new-"+tt.subject, tt.email, 2), tt.rule)
+		if tt.wantErr != nil {
+			if !errors.Is(err, tt.wantErr) || u != nil {
+				t.Errorf("%s: got %+v, %v; want %v", tt.name, u, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || u.ID != tt.wantID {
+			t.Errorf("%s: got %+v, %v; want user %s", tt.name, u, err, tt.wantID)
+		}
+	}
+	if _, total, err := db.Users(ctx, 0, 0); err != nil || total != 2 {
+		t.Fatalf("users total = %d, %v; want the 2 existing, none created", total, err)
+	}
+}
+
 func TestConcurrentFirstLoginsCreateOneUser(t *testing.T) {
 	db, _ := openTemp(t)
 	ctx := context.Background()
@@ -176,7 +222,7 @@ func TestConcurrentFirstLoginsCreateOneUser(t *testing.T) {
 	ids := make(chan string, 8)
 	for i := range 8 {
 		go func() {
-			u, err := db.ProvisionLinkedUser(ctx, accounts.AuthLink{Provider: "google", Subject: "same"}, "same@x.io", newUser(fmt.Sprintf("u%d", i), "same@x.io", i))
+			u, err := db.ProvisionLinkedUser(ctx, accounts.AuthLink{Provider: "google", Subject: "same"}, "same@x.io", newUser(fmt.Sprintf("u%d", i), "same@x.io", i), accounts.LinkRule{EmailVerified: true})
 			errs <- err
 			if u != nil {
 				ids <- u.ID

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -33,8 +34,11 @@ type User struct {
 	Subject       string
 	Email         string
 	EmailVerified bool
-	Name          string
-	Password      string
+	// NoEmailVerified leaves email_verified out of the ID token, as some
+	// providers do, rather than saying false.
+	NoEmailVerified bool
+	Name            string
+	Password        string
 }
 
 // Provider is a running OpenID Provider on 127.0.0.1.
@@ -43,14 +47,17 @@ type Provider struct {
 
 	mu       sync.Mutex
 	users    map[string]*storage.User // by subject
+	added    []string                 // subjects, latest last
+	silent   map[string]bool          // subjects without email_verified
 	audience string                   // client the ID tokens are for, if not ours
 	lifetime time.Duration            // ID token lifetime
+	nonce    *string                  // nonce of the ID tokens, if not the login's
 }
 
 // Start runs a provider whose client may redirect to redirectURIs.
 func Start(t testing.TB, redirectURIs ...string) *Provider {
 	t.Helper()
-	p := &Provider{users: map[string]*storage.User{}, lifetime: time.Hour}
+	p := &Provider{users: map[string]*storage.User{}, silent: map[string]bool{}, lifetime: time.Hour}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("oidc provider listen: %v", err)
@@ -113,15 +120,18 @@ var loginForm = template.Must(template.New("login").Parse(`<!doctype html>
 // Issuer is the provider's issuer URL.
 func (p *Provider) Issuer() string { return p.server.URL }
 
-// AddUser adds an identity; its login name is its email.
+// AddUser adds (or replaces) an identity; its login name is its email,
+// which signs in as the latest identity added with it.
 func (p *Provider) AddUser(u User) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.added = append(slices.DeleteFunc(p.added, func(s string) bool { return s == u.Subject }), u.Subject)
 	p.users[u.Subject] = &storage.User{
 		ID: u.Subject, Username: u.Email, Password: u.Password,
-		FirstName: u.Name, Email: u.Email, EmailVerified: u.EmailVerified,
+		FirstName: u.Name, Email: u.Email, EmailVerified: u.EmailVerified && !u.NoEmailVerified,
 		PreferredLanguage: language.English,
 	}
+	p.silent[u.Subject] = u.NoEmailVerified
 }
 
 // SetAudience makes the next ID tokens be issued for another client, as a
@@ -140,6 +150,22 @@ func (p *Provider) SetIDTokenLifetime(d time.Duration) {
 	p.lifetime = d
 }
 
+// SetNonce makes the next ID tokens carry nonce instead of the nonce their
+// login sent ("" leaves the claim out), as a provider that ignores the
+// parameter, or a token issued for another login, would.
+func (p *Provider) SetNonce(nonce string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.nonce = &nonce
+}
+
+// EchoNonce restores the default: ID tokens carry their login's nonce.
+func (p *Provider) EchoNonce() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.nonce = nil
+}
+
 // userStore gives the example storage the test's users.
 type userStore struct{ p *Provider }
 
@@ -152,8 +178,8 @@ func (s userStore) GetUserByID(id string) *storage.User {
 func (s userStore) GetUserByUsername(name string) *storage.User {
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
-	for _, u := range s.p.users {
-		if u.Username == name {
+	for _, sub := range slices.Backward(s.p.added) {
+		if u := s.p.users[sub]; u.Username == name {
 			return u
 		}
 	}
@@ -163,8 +189,8 @@ func (s userStore) GetUserByUsername(name string) *storage.User {
 func (userStore) ExampleClientID() string { return "service" }
 
 // providerStorage is the example storage with the test's knobs: claims in
-// the ID token, its lifetime and audience, and an explicit
-// email_verified: false (the example omits false).
+// the ID token, its lifetime, audience and nonce, and an explicit
+// email_verified: false (the example omits false) unless the user has none.
 type providerStorage struct {
 	*storage.Storage
 	p      *Provider
@@ -188,7 +214,10 @@ func (s *providerStorage) AuthRequestByCode(ctx context.Context, code string) (o
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
 	if s.p.audience != "" {
-		return audienceRequest{AuthRequest: req, clientID: s.p.audience}, nil
+		req = audienceRequest{AuthRequest: req, clientID: s.p.audience}
+	}
+	if s.p.nonce != nil {
+		req = nonceRequest{AuthRequest: req, nonce: *s.p.nonce}
 	}
 	return req, nil
 }
@@ -197,7 +226,9 @@ func (s *providerStorage) SetUserinfoFromRequest(ctx context.Context, info *oidc
 	if err := s.Storage.SetUserinfoFromRequest(ctx, info, req, scopes); err != nil {
 		return err
 	}
-	if u := (userStore{s.p}).GetUserByID(req.GetSubject()); u != nil && !u.EmailVerified {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	if u := s.p.users[req.GetSubject()]; u != nil && !u.EmailVerified && !s.p.silent[u.ID] {
 		info.AppendClaims("email_verified", false)
 	}
 	return nil
@@ -230,3 +261,11 @@ type audienceRequest struct {
 
 func (r audienceRequest) GetClientID() string   { return r.clientID }
 func (r audienceRequest) GetAudience() []string { return []string{r.clientID} }
+
+// nonceRequest is an authorization whose ID token carries another nonce.
+type nonceRequest struct {
+	op.AuthRequest
+	nonce string
+}
+
+func (r nonceRequest) GetNonce() string { return r.nonce }
