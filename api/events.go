@@ -62,7 +62,7 @@ func (s *server) streamEvents(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		if visible != nil && !visible(job.Workspace, job.TaskName) {
+		if visible != nil && !visible(job.Workspace, job.AccessPath) {
 			return jobNotFound(id)
 		}
 		// A big for_each job's instances change by the thousand: a
@@ -124,7 +124,7 @@ func (s *server) streamEvents(c echo.Context) error {
 				}
 				continue
 			}
-			if visible != nil && !visible(ev.Job.Workspace, ev.Job.TaskName) {
+			if visible != nil && !visible(ev.Job.Workspace, ev.Job.AccessPath) {
 				continue
 			}
 			name, data, err := "job", []byte(nil), error(nil)
