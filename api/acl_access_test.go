@@ -191,3 +191,54 @@ actions:
 	// A user who may view the firing task may view its hook job.
 	f.as(f.tokens[roleRun], "GET", "/api/jobs/"+hook, nil).expect(200)
 }
+
+// The issue's attack 2: a workspace's load errors quote template source,
+// here a literal secret in a hidden task's script. They go in full to
+// admins only; a user under the ACL reads the errors of files whose tasks
+// they may view, located but without the source.
+func TestLoadErrorsShowOnlyWhatTheCallerMayView(t *testing.T) {
+	f := newACLFixture(t) // the viewer sees demo/*, the runner all of main
+	writeFile(t, filepath.Join(f.wsDir, ".workflows", "vault.yaml"), `
+tasks:
+  vault:
+    flow:
+      s: {type: script, script: "curl -H 'token: sk-live-HIDDEN' {{ broken }"}
+`, 0o644)
+	writeFile(t, filepath.Join(f.wsDir, ".workflows", "demo.yaml"), `
+tasks:
+  shown:
+    folder: demo
+    flow:
+      s: {type: script, script: "echo sk-live-SHOWN {{ oops }"}
+`, 0o644)
+	mainErrors := func(role int) []string {
+		var out []string
+		for _, ws := range f.as(f.tokens[role], "GET", "/api/workspaces", nil).expect(200).array() {
+			if ws["name"] == "main" {
+				errs, _ := ws["errors"].([]any)
+				for _, e := range errs {
+					out = append(out, e.(string))
+				}
+			}
+		}
+		return out
+	}
+	eventually(t, "the load errors", func() bool { return len(mainErrors(roleAdmin)) == 2 })
+	admin := strings.Join(mainErrors(roleAdmin), "\n")
+	if !strings.Contains(admin, "sk-live-HIDDEN") || !strings.Contains(admin, "sk-live-SHOWN") {
+		t.Errorf("admin's errors are not in full:\n%s", admin)
+	}
+	viewer := mainErrors(roleView)
+	if len(viewer) != 1 || !strings.HasPrefix(viewer[0], ".workflows/demo.yaml:6:") || !strings.Contains(viewer[0], "tasks.shown.flow.s.script") {
+		t.Fatalf("viewer's errors %q, want only demo.yaml's, located", viewer)
+	}
+	runner := mainErrors(roleRun)
+	if len(runner) != 2 {
+		t.Fatalf("runner's errors %q, want both files'", runner)
+	}
+	for _, e := range append(viewer, runner...) {
+		if strings.Contains(e, "sk-live") || strings.Contains(e, "{{") {
+			t.Errorf("a restricted user reads template source: %s", e)
+		}
+	}
+}
