@@ -77,3 +77,25 @@ func TestLoadErrorsNameTheTasksOfTheirFile(t *testing.T) {
 		}
 	}
 }
+
+// An input default rendered from a secret that is not of the input's type
+// fails naming the template, not the value it rendered to.
+func TestARenderedDefaultOfTheWrongTypeDoesNotQuoteItsValue(t *testing.T) {
+	ws := mustLoad(t, `
+		secrets:
+		  TOKEN: sk-live-DEFAULT
+		tasks:
+		  t:
+		    input:
+		      n: {type: integer, default: "{{ secret.TOKEN }}"}
+		      pick: {type: string, options: [a, b], default: "{{ secret.TOKEN }}"}
+		    flow:
+		      s: {script: echo}
+		`)
+	for _, in := range []map[string]any{{"pick": "a"}, {"n": 1}} {
+		_, err := ws.ResolveInput(ws.Tasks["t"].Input, in)
+		if err == nil || strings.Contains(err.Error(), "sk-live") || !strings.Contains(err.Error(), "{{ secret.TOKEN }}") {
+			t.Errorf("input %v: error %v, want one naming the template and not its value", in, err)
+		}
+	}
+}
