@@ -126,6 +126,25 @@ func (s *server) checkJob(c echo.Context, need accounts.Action) error {
 	return err
 }
 
+// checkRerun: a re-run is a new job of the task where it is now, so the
+// caller needs run on the old job (its stored path) and on the task's
+// current path, which a move may have hidden from them. A hook job, or a
+// task that is gone, is the engine's to refuse.
+func (s *server) checkRerun(c echo.Context) error {
+	if _, ok := s.restricted(c); !ok {
+		return nil
+	}
+	job, err := s.allowedJobRecord(c, accounts.Run)
+	if err != nil || job.SourceType == engine.SourceHook {
+		return err
+	}
+	ws, ok := s.cfg.Workspaces.Current(job.Workspace)
+	if !ok || ws.Tasks[job.TaskName] == nil {
+		return nil
+	}
+	return allowTask(s.permission(c, ws, job.Workspace, job.TaskName), accounts.Run, job.Workspace, job.TaskName)
+}
+
 // allowedJobRecord loads the record of the `id` path parameter's job if
 // the caller has need on its task: 404 for a denied one (as for no job),
 // 403 for one they may only view when need is Run. The record alone says

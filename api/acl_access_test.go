@@ -242,3 +242,27 @@ tasks:
 		}
 	}
 }
+
+// A re-run is a new job of the task where it is now: a user who ran a job
+// of a task that has since moved where they may not see it cannot re-run
+// it, though the old job stays theirs to see.
+func TestRerunNeedsRunOnTheTaskWhereItIsNow(t *testing.T) {
+	acl := &accounts.ACL{Default: accounts.Deny, Rules: []accounts.ACLRule{
+		{Workspace: "*", Tasks: []string{"demo/*"}, Action: accounts.Run, Groups: []string{"viewers"}},
+	}}
+	f := newACLFixture(t, func(c *fixtureConfig) { c.ACL = acl })
+	mover := `
+  mover:
+    folder: %s
+    flow:
+      only: {type: script, script: "echo moved"}
+`
+	f.setWorkflow(withTasks(fmt.Sprintf(mover, "demo")), func() bool { return f.taskFolder("mover") == "demo" })
+	user := f.tokens[roleView]
+	job := f.as(user, "POST", "/api/workspaces/main/tasks/mover/execute", map[string]any{"input": map[string]any{}}).expect(200).object()["job_id"].(string)
+	f.as(user, "POST", "/api/jobs/"+job+"/cancel", nil).expect(200)
+	f.setWorkflow(withTasks(fmt.Sprintf(mover, "vault")), func() bool { return f.taskFolder("mover") == "vault" })
+	f.as(user, "GET", "/api/jobs/"+job, nil).expect(200)
+	f.as(user, "POST", "/api/jobs/"+job+"/rerun", map[string]any{}).expectError(http.StatusNotFound, "mover")
+	f.as(f.tokens[roleAdmin], "POST", "/api/jobs/"+job+"/rerun", map[string]any{}).expect(200)
+}

@@ -177,7 +177,7 @@ func (s *server) rerunJob(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.checkJob(c, accounts.Run); err != nil {
+	if err := s.checkRerun(c); err != nil {
 		return err
 	}
 	var req rerunRequest
