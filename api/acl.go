@@ -2,7 +2,6 @@ package api
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -15,8 +14,10 @@ import (
 // and auth on, each task is deny, view or run for the caller. Denied tasks
 // and their jobs do not exist for them (404, absent from lists and
 // counts); viewed ones are read-only (403 on execute, cancel, approve and
-// rerun). Hook and child jobs count as jobs of their own task. Webhooks
-// and triggers firing are outside: their secrets guard them.
+// rerun). A job is judged by the access path stored on it at creation
+// (engine.Job.AccessPath): a child job by its own task, a hook job by the
+// job that fired it. Webhooks and triggers firing are outside: their
+// secrets guard them.
 
 // restricted reports whether the caller is subject to the ACL: it is on
 // and the caller is no admin.
@@ -31,17 +32,14 @@ func (s *server) restricted(c echo.Context) (*User, bool) {
 	return p.user, true
 }
 
-// taskPath is the path ACL rules match: `folder/task`, or `task` when the
-// task has no folder (or is no longer in the workspace's current revision).
+// taskPath is the path ACL rules match a task of ws by (see
+// workflow.TaskPath).
 func taskPath(ws *workflow.Workspace, task string) string {
-	if ws != nil {
-		if t := ws.Tasks[task]; t != nil {
-			if folder := strings.Trim(t.Folder, "/"); folder != "" {
-				return folder + "/" + task
-			}
-		}
+	var folder string
+	if t := ws.Tasks[task]; t != nil {
+		folder = t.Folder
 	}
-	return task
+	return workflow.TaskPath(folder, task)
 }
 
 // permission is what the caller may do with a task of ws.
@@ -63,26 +61,28 @@ func (s *server) permissionField(perm accounts.Action) string {
 	return perm.String()
 }
 
-// permissionByName looks the workspace up for the task's folder.
-func (s *server) permissionByName(c echo.Context, workspace, task string) accounts.Action {
-	if _, ok := s.restricted(c); !ok {
+// jobPermission is what the caller may do with a job: judged by the
+// access path stored on it when it was created, never by where its task
+// is now (renamed, moved or gone), and for a hook job by the job that
+// fired it.
+func (s *server) jobPermission(c echo.Context, job *engine.Job) accounts.Action {
+	u, ok := s.restricted(c)
+	if !ok {
 		return accounts.Run
 	}
-	ws, _ := s.cfg.Workspaces.Current(workspace)
-	return s.permission(c, ws, workspace, task)
+	return s.cfg.ACL.Permission(u, job.Workspace, job.AccessPath)
 }
 
-// jobVisibility is the job list filter of the caller: nil when every job
-// is visible to them.
-func (s *server) jobVisibility(c echo.Context) func(workspace, task string) bool {
+// jobVisibility is the job list filter of the caller, over the jobs'
+// stored access paths: nil when every job is visible to them.
+func (s *server) jobVisibility(c echo.Context) func(workspace, accessPath string) bool {
 	u, ok := s.restricted(c)
 	if !ok {
 		return nil
 	}
-	acl, reg := s.cfg.ACL, s.cfg.Workspaces
-	return func(workspace, task string) bool {
-		ws, _ := reg.Current(workspace)
-		return acl.Permission(u, workspace, taskPath(ws, task)) >= accounts.View
+	acl := s.cfg.ACL
+	return func(workspace, accessPath string) bool {
+		return acl.Permission(u, workspace, accessPath) >= accounts.View
 	}
 }
 
@@ -126,6 +126,25 @@ func (s *server) checkJob(c echo.Context, need accounts.Action) error {
 	return err
 }
 
+// checkRerun: a re-run is a new job of the task where it is now, so the
+// caller needs run on the old job (its stored path) and on the task's
+// current path, which a move may have hidden from them. A hook job, or a
+// task that is gone, is the engine's to refuse.
+func (s *server) checkRerun(c echo.Context) error {
+	if _, ok := s.restricted(c); !ok {
+		return nil
+	}
+	job, err := s.allowedJobRecord(c, accounts.Run)
+	if err != nil || job.SourceType == engine.SourceHook {
+		return err
+	}
+	ws, ok := s.cfg.Workspaces.Current(job.Workspace)
+	if !ok || ws.Tasks[job.TaskName] == nil {
+		return nil
+	}
+	return allowTask(s.permission(c, ws, job.Workspace, job.TaskName), accounts.Run, job.Workspace, job.TaskName)
+}
+
 // allowedJobRecord loads the record of the `id` path parameter's job if
 // the caller has need on its task: 404 for a denied one (as for no job),
 // 403 for one they may only view when need is Run. The record alone says
@@ -139,7 +158,7 @@ func (s *server) allowedJobRecord(c echo.Context, need accounts.Action) (*engine
 	if err != nil {
 		return nil, err
 	}
-	return job, allowJob(s.permissionByName(c, job.Workspace, job.TaskName), need, job)
+	return job, allowJob(s.jobPermission(c, job), need, job)
 }
 
 // triggerVisible: a trigger is listed to those who may view every task it

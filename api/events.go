@@ -68,7 +68,7 @@ func (s *server) streamEvents(c echo.Context) error {
 			return err
 		}
 		followable = func() error {
-			if v := s.jobVisibility(c); v != nil && !v(job.Workspace, job.TaskName) {
+			if v := s.jobVisibility(c); v != nil && !v(job.Workspace, job.AccessPath) {
 				return jobNotFound(id)
 			}
 			return nil
@@ -156,7 +156,7 @@ func (s *server) streamEvents(c echo.Context) error {
 			if guard.due() && !recheck() {
 				return nil
 			}
-			if visible != nil && !visible(ev.Job.Workspace, ev.Job.TaskName) {
+			if visible != nil && !visible(ev.Job.Workspace, ev.Job.AccessPath) {
 				continue
 			}
 			name, data, err := "job", []byte(nil), error(nil)

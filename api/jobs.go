@@ -109,7 +109,7 @@ func (s *server) getJob(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	perm := s.permissionByName(c, job.Workspace, job.TaskName)
+	perm := s.jobPermission(c, job)
 	if err := allowJob(perm, accounts.View, job); err != nil {
 		return err
 	}
@@ -177,7 +177,7 @@ func (s *server) rerunJob(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.checkJob(c, accounts.Run); err != nil {
+	if err := s.checkRerun(c); err != nil {
 		return err
 	}
 	var req rerunRequest

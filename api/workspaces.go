@@ -3,7 +3,10 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"regexp"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -86,7 +89,7 @@ func (s *server) listWorkspaces(c echo.Context) error {
 	items := make([]workspaceItem, 0, len(statuses))
 	_, restricted := s.restricted(c)
 	for _, st := range statuses {
-		item := workspaceItem{Name: st.Name, Errors: st.Errors}
+		item := workspaceItem{Name: st.Name, Errors: s.loadErrors(c, st.Name, st.Errors)}
 		if ws := st.Workspace; ws != nil {
 			item.TasksCount, item.ActionsCount, item.TriggersCount = s.visibleTaskCount(c, ws), len(ws.Actions), s.visibleTriggerCount(c, ws)
 			item.Revision = ws.Revision
@@ -98,6 +101,39 @@ func (s *server) listWorkspaces(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, items)
 }
+
+// loadErrors is what the caller may read of a workspace's load problems:
+// all of them, as written, for an admin or without an ACL. A user under
+// the ACL reads only the problems of files whose tasks they may all view,
+// located (file:line:col and key path) but with every quoted text left
+// out: a template's source, and whatever value a message quotes, may be a
+// literal secret or one of a hidden task's.
+func (s *server) loadErrors(c echo.Context, workspace string, es workflow.Errors) []string {
+	u, restricted := s.restricted(c)
+	var out []string
+	for _, e := range es {
+		if !restricted {
+			out = append(out, e.Error())
+			continue
+		}
+		if len(e.Tasks) == 0 || slices.ContainsFunc(e.Tasks, func(path string) bool {
+			return path == "" || s.cfg.ACL.Permission(u, workspace, path) < accounts.View
+		}) {
+			continue
+		}
+		r := *e
+		r.Msg = quotedText.ReplaceAllString(r.Msg, `"…"`)
+		if i := strings.Index(r.Msg, "template "); i >= 0 {
+			r.Msg = r.Msg[:i] + "template error (an admin can read it)"
+		}
+		out = append(out, r.Error())
+	}
+	return out
+}
+
+// quotedText is what a load problem's message quotes: names, values, a
+// template's source, in double or single quotes.
+var quotedText = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'[^']*'`)
 
 // workspace returns the revision in use of the `ws` path parameter. A
 // workspace that is configured but never loaded cleanly is known and

@@ -163,3 +163,20 @@ func (r *revisions) Revision(name, revision string) (*workflow.Workspace, bool) 
 	r.loaded[key] = ws
 	return ws, true
 }
+
+// taskPath is where a task was in a revision of a workspace (loaded from
+// its snapshot if need be), or else in the current one: the store's
+// migration gives old jobs their access paths with it.
+func (r *revisions) taskPath(workspace, revision, task string) (string, bool) {
+	for _, load := range []func() (*workflow.Workspace, bool){
+		func() (*workflow.Workspace, bool) { return r.Revision(workspace, revision) },
+		func() (*workflow.Workspace, bool) { return r.Current(workspace) },
+	} {
+		if ws, ok := load(); ok {
+			if t := ws.Tasks[task]; t != nil {
+				return workflow.TaskPath(t.Folder, task), true
+			}
+		}
+	}
+	return "", false
+}

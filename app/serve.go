@@ -276,7 +276,9 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	if err != nil {
 		return nil, err
 	}
-	db, err := store.Open(cfg.dbPath())
+	// A database from before jobs carried their access path gets them
+	// here, from the revisions their tasks were in.
+	db, err := store.OpenWith(cfg.dbPath(), store.Options{TaskPath: revs.taskPath})
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ const (
 
 // JobEvent is one committed change of a job: the job's list fields, never
 // its input or output. A StepChanged event's Job holds only the job's ID,
-// Workspace and TaskName, and Step says what the step now is.
+// Workspace, TaskName and AccessPath, and Step says what the step now is.
 type JobEvent struct {
 	Change string     // JobCreated, JobStatusChanged or StepChanged
 	Job    Job        // a copy; Input and Output are nil
@@ -276,7 +276,7 @@ func (f *jobFeed) collect(b *batch, jobOf func(id string) *Job) *feedBatch {
 			seen[st.Name] = sig
 			ref := Job{ID: st.JobID}
 			if j := jobOf(st.JobID); j != nil {
-				ref.Workspace, ref.TaskName = j.Workspace, j.TaskName
+				ref.Workspace, ref.TaskName, ref.AccessPath = j.Workspace, j.TaskName, j.AccessPath
 			}
 			events = append(events, JobEvent{Change: StepChanged, Job: ref, Step: &StepEvent{
 				Name:        st.Name,

@@ -175,7 +175,9 @@ func (e *Engine) buildHookJob(ctx context.Context, js *jobState, h *workflow.Hoo
 		input = m
 	}
 	source := js.job.ID
-	req := CreateJob{Workspace: js.job.Workspace, Input: input, SourceType: SourceHook, SourceID: &source}
+	// A hook job is judged as the job that fired it: whatever action it
+	// runs, and however that action is named, its input is that job's data.
+	req := CreateJob{Workspace: js.job.Workspace, Input: input, SourceType: SourceHook, SourceID: &source, accessPath: js.job.AccessPath}
 	if a, ok := js.ws.Actions[h.Action]; ok && a.Type == workflow.TypeTask {
 		req.Task = a.Task
 		return e.buildJobIn(ctx, js.ws, req)

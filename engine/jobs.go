@@ -79,11 +79,16 @@ func (e *Engine) buildJobOf(ctx context.Context, ws *workflow.Workspace, task *w
 	if mode == "" {
 		mode = "distributed"
 	}
+	path := req.accessPath
+	if path == "" {
+		path = workflow.TaskPath(task.Folder, req.Task)
+	}
 	now := e.clock.Now()
 	job := &Job{
 		ID:         id.String(),
 		Workspace:  req.Workspace,
 		TaskName:   req.Task,
+		AccessPath: path,
 		Mode:       mode,
 		Status:     JobPending,
 		SourceType: source,

@@ -99,7 +99,7 @@ func (e *Engine) Worker(ctx context.Context, id string) (*Worker, []*WorkerStep,
 // WorkerFor is Worker as a caller who sees only the jobs visible accepts
 // (nil: all) knows it: its most recent visible steps and their total. A
 // worker that ran hidden steps costs a walk over all of its steps.
-func (e *Engine) WorkerFor(ctx context.Context, id string, visible func(workspace, task string) bool) (*Worker, []*WorkerStep, int, error) {
+func (e *Engine) WorkerFor(ctx context.Context, id string, visible func(workspace, accessPath string) bool) (*Worker, []*WorkerStep, int, error) {
 	w, err := e.cfg.Store.Worker(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil, 0, fmt.Errorf("worker %s: %w", id, ErrNotFound)
@@ -119,7 +119,7 @@ func (e *Engine) WorkerFor(ctx context.Context, id string, visible func(workspac
 			return nil, nil, 0, fmt.Errorf("steps of worker %s: %w", id, err)
 		}
 	}
-	steps = slices.DeleteFunc(steps, func(st *WorkerStep) bool { return !visible(st.Workspace, st.TaskName) })
+	steps = slices.DeleteFunc(steps, func(st *WorkerStep) bool { return !visible(st.Workspace, st.AccessPath) })
 	return w, steps[:min(len(steps), maxWorkerSteps)], len(steps), nil
 }
 

@@ -59,9 +59,16 @@ var (
 
 // Job is one execution of a task. JSON tags are the interface's field names.
 type Job struct {
-	ID          string         `json:"job_id"`
-	Workspace   string         `json:"workspace"`
-	TaskName    string         `json:"task_name"`
+	ID        string `json:"job_id"`
+	Workspace string `json:"workspace"`
+	TaskName  string `json:"task_name"`
+	// AccessPath is what the ACL judges the job by, fixed when it is
+	// created: its task's `folder/task` (or `task`) in the revision it was
+	// created on, and for a hook job the AccessPath of the job that fired
+	// it (its input is that job's data). Renaming, moving or removing the
+	// task later changes nothing for who may see the job. Internal: the
+	// API does not show it.
+	AccessPath  string         `json:"access_path"`
 	Mode        string         `json:"mode"`
 	Status      string         `json:"status"`
 	SourceType  string         `json:"source_type"`
@@ -169,6 +176,7 @@ type WorkerStep struct {
 	JobID        string     `json:"job_id"`
 	Workspace    string     `json:"workspace"`
 	TaskName     string     `json:"task_name"`
+	AccessPath   string     `json:"access_path"` // the job's (see Job.AccessPath)
 	JobStatus    string     `json:"job_status"`
 	StepName     string     `json:"step_name"`
 	ActionType   string     `json:"action_type"`
@@ -249,6 +257,9 @@ type CreateJob struct {
 	// skipped record): a crash can lose neither without the other, so a
 	// restart never fires a slot twice nor forgets one.
 	Fire *TriggerFire
+	// accessPath, set for a hook job, is the firing job's AccessPath, which
+	// the hook job takes over; other jobs take their task's path.
+	accessPath string
 	// Rerun makes the job a re-run of another: of its task, on the current
 	// revision, with its input unless Input is given (then Strict applies
 	// as for any input a person typed). Workspace and Task are taken from
@@ -285,11 +296,12 @@ type JobFilter struct {
 	Cursor *JobCursor
 	Limit  int
 	Offset int
-	// Visible, when set, keeps only the jobs of tasks it accepts (by
-	// workspace and task name): the store skips the others while paging,
-	// so pages stay full and the total counts only visible jobs. Access
-	// control sets it; nil shows every job.
-	Visible func(workspace, task string) bool
+	// Visible, when set, keeps only the jobs it accepts by workspace and
+	// access path (Job.AccessPath, never the task's current place): the
+	// store skips the others while paging, so pages stay full and the
+	// total counts only visible jobs. Access control sets it; nil shows
+	// every job.
+	Visible func(workspace, accessPath string) bool
 }
 
 // TriggerFire is a scheduler trigger's fire: the last fire time a Store

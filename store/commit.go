@@ -189,7 +189,7 @@ func validateJob(j *engine.Job) error {
 		return fmt.Errorf("job without id: %w", engine.ErrInvalid)
 	}
 	for _, f := range []struct{ what, v string }{
-		{"job id", j.ID}, {"workspace", j.Workspace}, {"task name", j.TaskName},
+		{"job id", j.ID}, {"workspace", j.Workspace}, {"task name", j.TaskName}, {"access path", j.AccessPath},
 		{"source type", j.SourceType}, {"source id", sourceID(j)},
 	} {
 		if err := noSep(f.what, f.v); err != nil {

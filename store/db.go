@@ -41,7 +41,8 @@ var (
 	bucketByStatus    = []byte("idx_status")  // status \0 time id -> facets
 	bucketBySource    = []byte("idx_source")  // source type \0 time id -> facets
 	bucketStepStatus  = []byte("idx_sstatus") // job id \0 status \0 seq name -> steps key
-	allBuckets        = [][]byte{bucketJobs, bucketSteps, bucketWorkers, bucketByTime, bucketByWorkspace, bucketByTask, bucketActive, bucketWorkerSteps, bucketWorkerOrder, bucketCounts, bucketByStatus, bucketBySource, bucketStepStatus}
+	bucketByAccess    = []byte("idx_access")  // workspace \0 access path \0 task \0 time id
+	allBuckets        = [][]byte{bucketJobs, bucketSteps, bucketWorkers, bucketByTime, bucketByWorkspace, bucketByTask, bucketActive, bucketWorkerSteps, bucketWorkerOrder, bucketCounts, bucketByStatus, bucketBySource, bucketStepStatus, bucketByAccess}
 )
 
 // DB is the bbolt implementation of engine.Store.
@@ -50,7 +51,18 @@ type DB struct {
 }
 
 // Open opens (creating if needed) the database file at path.
-func Open(path string) (*DB, error) {
+func Open(path string) (*DB, error) { return OpenWith(path, Options{}) }
+
+// Options are what opening a database may need beside its path.
+type Options struct {
+	// TaskPath serves the one-time migration that gives jobs written
+	// before access paths existed theirs (see fillAccessPaths); without
+	// it, those jobs get their bare task names.
+	TaskPath TaskPathFunc
+}
+
+// OpenWith is Open with options.
+func OpenWith(path string, o Options) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -74,6 +86,9 @@ func Open(path string) (*DB, error) {
 		// but not those buckets: they are built from the jobs once.
 		rebuild := tx.Bucket(bucketByStatus) == nil || tx.Bucket(bucketBySource) == nil
 		rebuildSteps := tx.Bucket(bucketStepStatus) == nil
+		// A database from before jobs carried their access path has
+		// jobs but no access index: both are filled once.
+		fillAccess := tx.Bucket(bucketByAccess) == nil
 		for _, name := range slices.Concat(allBuckets, authBuckets) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
@@ -90,7 +105,12 @@ func Open(path string) (*DB, error) {
 			}
 		}
 		if rebuildSteps {
-			return rebuildStepStatusIndex(tx)
+			if err := rebuildStepStatusIndex(tx); err != nil {
+				return err
+			}
+		}
+		if fillAccess {
+			return fillAccessPaths(tx, o.TaskPath)
 		}
 		return nil
 	})

@@ -26,10 +26,11 @@ func openTemp(t testing.TB) (*DB, string) {
 
 func ptr[T any](v T) *T { return &v }
 
-// newJob is a pending job of ws/task created i seconds after t0.
+// newJob is a pending job of ws/task (a task without a folder) created i
+// seconds after t0.
 func newJob(id, ws, task string, i int) *engine.Job {
 	return &engine.Job{
-		ID: id, Workspace: ws, TaskName: task, Mode: "distributed",
+		ID: id, Workspace: ws, TaskName: task, AccessPath: task, Mode: "distributed",
 		Status: engine.JobPending, SourceType: engine.SourceAPI,
 		Input:     map[string]any{"n": float64(i)},
 		CreatedAt: t0.Add(time.Duration(i) * time.Second),

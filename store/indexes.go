@@ -36,6 +36,7 @@ func jobIndexes(j *engine.Job) []indexEntry {
 		{bucket: bucketActive, key: active},
 		{bucket: bucketByStatus, key: joinKey(statusPrefix(j.Status), tid), val: jobFacets(j), count: countStatus(j.Status)},
 		{bucket: bucketBySource, key: joinKey(sourcePrefix(j.SourceType), tid), val: jobFacets(j), count: countSource(j.SourceType)},
+		{bucket: bucketByAccess, key: joinKey(accessPrefix(j.Workspace, j.AccessPath, j.TaskName), tid), count: countAccess(j.Workspace, j.AccessPath, j.TaskName)},
 	}
 }
 

@@ -185,11 +185,11 @@ func (p *jobPlan) match(v []byte) bool {
 	if !p.residual {
 		return true
 	}
-	ws, task, source, ok := parseFacets(v)
+	fc, ok := parseFacets(v)
 	if !ok {
 		return false
 	}
 	f := p.f
-	return (f.Workspace == "" || ws == f.Workspace) && (f.TaskName == "" || task == f.TaskName) &&
-		(f.SourceType == "" || source == f.SourceType) && (f.Visible == nil || f.Visible(ws, task))
+	return (f.Workspace == "" || fc.ws == f.Workspace) && (f.TaskName == "" || fc.task == f.TaskName) &&
+		(f.SourceType == "" || fc.source == f.SourceType) && (f.Visible == nil || f.Visible(fc.ws, fc.access))
 }

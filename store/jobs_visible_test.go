@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/appliance-sh/appliance/engine"
@@ -11,20 +12,30 @@ import (
 
 // The visibility filter against a plain reading of every job: for every
 // scope and page, the page is the visible jobs newest first, full, and
-// the total counts the visible ones only.
+// the total counts the visible ones only. Visibility goes by the access
+// path stored on each job, not its task name: a task's jobs from before
+// it moved into a hidden folder, and a hook job named like a visible task
+// but fired by a hidden one, are told apart.
 func TestVisibleJobsPagesAreFullAndTotalsCountOnlyVisibleJobs(t *testing.T) {
 	db, _ := openTemp(t)
 	ctx := context.Background()
-	type task struct{ ws, name string }
-	tasks := []task{{"prod", "deploy"}, {"prod", "build"}, {"prod", "secret"}, {"dev", "deploy"}, {"dev", "secret"}, {"ops", "backup"}}
+	type task struct{ ws, name, path string }
+	tasks := []task{
+		{"prod", "deploy", "deploy"}, {"prod", "build", "build"}, {"prod", "secret", "secret"},
+		{"dev", "deploy", "deploy"}, {"dev", "secret", "secret"}, {"ops", "backup", "backup"},
+		{"prod", "deploy", "secret/deploy"}, // a hook job of a hidden task, or deploy after a move
+		{"prod", "secret", "open/secret"},   // a job of a task named like a hidden one
+	}
 	var all []*engine.Job
 	for i := range 120 {
 		tk := tasks[(i*7)%len(tasks)]
 		// Some jobs share a creation second: order then falls to the id.
-		all = append(all, newJob(fmt.Sprintf("j%03d", i), tk.ws, tk.name, i/3))
+		j := newJob(fmt.Sprintf("j%03d", i), tk.ws, tk.name, i/3)
+		j.AccessPath = tk.path
+		all = append(all, j)
 	}
 	commit(t, db, &engine.Batch{Jobs: all})
-	visible := func(ws, name string) bool { return name != "secret" && ws != "ops" }
+	visible := func(ws, path string) bool { return !strings.HasPrefix(path, "secret") && ws != "ops" }
 
 	// want: the reference answer from every job, newest first.
 	newestFirst := slices.Clone(all)
@@ -34,10 +45,11 @@ func TestVisibleJobsPagesAreFullAndTotalsCountOnlyVisibleJobs(t *testing.T) {
 		}
 		return compareStrings(b.ID, a.ID)
 	})
-	for _, scope := range []engine.JobFilter{{}, {Workspace: "prod"}, {Workspace: "prod", TaskName: "deploy"}, {Workspace: "prod", TaskName: "secret"}, {Workspace: "ops"}} {
+	for _, scope := range []engine.JobFilter{{}, {Workspace: "prod"}, {Workspace: "prod", TaskName: "deploy"}, {Workspace: "prod", TaskName: "secret"}, {Workspace: "ops"},
+		{Statuses: []string{engine.JobPending}}, {Workspace: "prod", SourceType: engine.SourceAPI}} {
 		var want []string
 		for _, j := range newestFirst {
-			if visible(j.Workspace, j.TaskName) && (scope.Workspace == "" || scope.Workspace == j.Workspace) && (scope.TaskName == "" || scope.TaskName == j.TaskName) {
+			if visible(j.Workspace, j.AccessPath) && (scope.Workspace == "" || scope.Workspace == j.Workspace) && (scope.TaskName == "" || scope.TaskName == j.TaskName) {
 				want = append(want, j.ID)
 			}
 		}

@@ -79,16 +79,26 @@ func sourcePrefix(source string) []byte { return strPrefix(source) }
 
 // jobFacets is the value of a job's status and source index entries: what
 // a list query filters on beside the index's own key.
-func jobFacets(j *engine.Job) []byte { return strPrefix(j.Workspace, j.TaskName, j.SourceType) }
+func jobFacets(j *engine.Job) []byte {
+	return strPrefix(j.Workspace, j.TaskName, j.SourceType, j.AccessPath)
+}
 
-func parseFacets(v []byte) (ws, task, source string, ok bool) {
+// facets are a job's jobFacets, parsed.
+type facets struct{ ws, task, source, access string }
+
+func parseFacets(v []byte) (facets, bool) {
 	parts := bytes.Split(v, []byte{sep})
-	if len(parts) != 4 {
-		return "", "", "", false
+	if len(parts) != 5 {
+		return facets{}, false
 	}
-	return string(parts[0]), string(parts[1]), string(parts[2]), true
+	return facets{string(parts[0]), string(parts[1]), string(parts[2]), string(parts[3])}, true
 }
 func taskPrefix(ws, task string) []byte { return strPrefix(ws, task) }
+
+// accessPrefix groups a job by what access control judges it by (its
+// workspace and access path), then by task: the visible jobs of a list
+// filtered by task are a few of these ranges too.
+func accessPrefix(ws, path, task string) []byte { return strPrefix(ws, path, task) }
 
 func sourceID(j *engine.Job) string {
 	if j.SourceID == nil {
@@ -141,8 +151,11 @@ const (
 
 // Per-item counters start with their kind and a separator, so no two kinds
 // can produce the same key whatever the names.
-func countWorkspace(ws string) []byte         { return strPrefix("ws", ws) }
-func countTask(ws, task string) []byte        { return strPrefix("task", ws, task) }
+func countWorkspace(ws string) []byte  { return strPrefix("ws", ws) }
+func countTask(ws, task string) []byte { return strPrefix("task", ws, task) }
+func countAccess(ws, path, task string) []byte {
+	return strPrefix("access", ws, path, task)
+}
 func countWorkerSteps(workerID string) []byte { return strPrefix("wsteps", workerID) }
 func countStatus(status string) []byte        { return strPrefix("status", status) }
 func countSource(source string) []byte        { return strPrefix("source", source) }

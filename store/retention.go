@@ -33,6 +33,7 @@ type sweptJob struct {
 	ID           string     `json:"job_id"`
 	Workspace    string     `json:"workspace"`
 	TaskName     string     `json:"task_name"`
+	AccessPath   string     `json:"access_path"`
 	Status       string     `json:"status"`
 	SourceType   string     `json:"source_type"`
 	CreatedAt    time.Time  `json:"created_at"`
@@ -208,7 +209,7 @@ func deleteJob(tx *bolt.Tx, j *sweptJob, budget int, deltas map[string]int64) (s
 	if more {
 		return len(keys), false, nil
 	}
-	job := &engine.Job{ID: j.ID, Workspace: j.Workspace, TaskName: j.TaskName, Status: j.Status, SourceType: j.SourceType, CreatedAt: j.CreatedAt}
+	job := &engine.Job{ID: j.ID, Workspace: j.Workspace, TaskName: j.TaskName, AccessPath: j.AccessPath, Status: j.Status, SourceType: j.SourceType, CreatedAt: j.CreatedAt}
 	if err := dropIndexes(tx, jobIndexes(job), deltas); err != nil {
 		return 0, false, err
 	}

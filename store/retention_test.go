@@ -426,6 +426,10 @@ func assertCountsMatchIndexes(t *testing.T, db *DB) {
 			parts := bytes.SplitN(k, []byte{sep}, 3)
 			return countTask(string(parts[0]), string(parts[1]))
 		})
+		walk(bucketByAccess, func(k []byte) []byte {
+			parts := bytes.SplitN(k, []byte{sep}, 4)
+			return countAccess(string(parts[0]), string(parts[1]), string(parts[2]))
+		})
 		walk(bucketWorkerSteps, func(k []byte) []byte {
 			w, _, _ := bytes.Cut(k, []byte{sep})
 			return countWorkerSteps(string(w))

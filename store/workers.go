@@ -107,7 +107,7 @@ func (db *DB) WorkerSteps(ctx context.Context, workerID string, limit int) ([]*e
 			j, err := getJob(tx, s.JobID)
 			switch {
 			case err == nil:
-				ws.Workspace, ws.TaskName, ws.JobStatus = j.Workspace, j.TaskName, j.Status
+				ws.Workspace, ws.TaskName, ws.AccessPath, ws.JobStatus = j.Workspace, j.TaskName, j.AccessPath, j.Status
 			case !errors.Is(err, engine.ErrNotFound):
 				return err
 			}

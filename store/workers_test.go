@@ -75,9 +75,9 @@ func TestWorkerStepsAreNewestFirstJoinedWithTheirJobAndLimited(t *testing.T) {
 		t.Fatalf("WorkerSteps: %v", err)
 	}
 	want := []*engine.WorkerStep{
-		{JobID: "ja", Workspace: "alpha", TaskName: "build", JobStatus: engine.JobPending, StepName: "s4", ActionType: "script", Status: engine.StepRunning},
-		{JobID: "jb", Workspace: "beta", TaskName: "deploy", JobStatus: engine.JobFailed, StepName: "s3", ActionType: "script", Status: engine.StepFailed, StartedAt: ptr(t0.Add(4 * time.Second)), ErrorMessage: ptr("Exit code: 2")},
-		{JobID: "jb", Workspace: "beta", TaskName: "deploy", JobStatus: engine.JobFailed, StepName: "s1", ActionType: "script", Status: engine.StepRunning},
+		{JobID: "ja", Workspace: "alpha", TaskName: "build", AccessPath: "build", JobStatus: engine.JobPending, StepName: "s4", ActionType: "script", Status: engine.StepRunning},
+		{JobID: "jb", Workspace: "beta", TaskName: "deploy", AccessPath: "deploy", JobStatus: engine.JobFailed, StepName: "s3", ActionType: "script", Status: engine.StepFailed, StartedAt: ptr(t0.Add(4 * time.Second)), ErrorMessage: ptr("Exit code: 2")},
+		{JobID: "jb", Workspace: "beta", TaskName: "deploy", AccessPath: "deploy", JobStatus: engine.JobFailed, StepName: "s1", ActionType: "script", Status: engine.StepRunning},
 	}
 	if total != 4 || !reflect.DeepEqual(got, want) {
 		t.Errorf("WorkerSteps(w1, 3) total %d, want 4:\n%s", total, diffSteps(got, want))

@@ -346,7 +346,7 @@ func (s *MemStore) Jobs(ctx context.Context, f engine.JobFilter) ([]*engine.Job,
 		j := decode[engine.Job](s.jobs[s.jobOrder[i]])
 		if f.Workspace != "" && j.Workspace != f.Workspace || f.TaskName != "" && j.TaskName != f.TaskName ||
 			len(f.Statuses) > 0 && !slices.Contains(f.Statuses, j.Status) || f.SourceType != "" && j.SourceType != f.SourceType ||
-			f.Visible != nil && !f.Visible(j.Workspace, j.TaskName) {
+			f.Visible != nil && !f.Visible(j.Workspace, j.AccessPath) {
 			continue
 		}
 		total++
@@ -410,7 +410,7 @@ func (s *MemStore) WorkerSteps(ctx context.Context, workerID string, limit int) 
 		st := decode[engine.Step](s.steps[k.job][k.step])
 		j := decode[engine.Job](s.jobs[k.job])
 		out = append(out, &engine.WorkerStep{
-			JobID: j.ID, Workspace: j.Workspace, TaskName: j.TaskName, JobStatus: j.Status,
+			JobID: j.ID, Workspace: j.Workspace, TaskName: j.TaskName, AccessPath: j.AccessPath, JobStatus: j.Status,
 			StepName: st.Name, ActionType: st.ActionType, Status: st.Status,
 			StartedAt: st.StartedAt, CompletedAt: st.CompletedAt, ErrorMessage: st.ErrorMessage,
 		})

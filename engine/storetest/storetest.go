@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,7 +67,7 @@ func Run(t *testing.T, b Backend) {
 
 func job(id, ws, task, status string, created int) *engine.Job {
 	return &engine.Job{
-		ID: id, Workspace: ws, TaskName: task, Mode: "distributed", Status: status,
+		ID: id, Workspace: ws, TaskName: task, AccessPath: task, Mode: "distributed", Status: status,
 		SourceType: engine.SourceAPI, Revision: "r1", Input: map[string]any{"k": "v", "n": 1.5},
 		CreatedAt: at(created),
 	}
@@ -236,21 +237,23 @@ func jobsList(t *testing.T, b Backend) {
 // filters: every page holds the next matching jobs newest first, none is
 // repeated or skipped, pages stay full, and the total counts only the
 // matching visible jobs. Some jobs share a creation time (the id breaks
-// the tie).
+// the tie). Visibility goes by the jobs' access paths: a job named like a
+// visible task with a hidden path (a hook job of a hidden task) is hidden.
 func cursorPagesVisible(t *testing.T, b Backend) {
 	s := b.Open(t)
 	statuses := []string{engine.JobPending, engine.JobRunning, engine.JobCompleted, engine.JobFailed}
 	sources := []string{engine.SourceAPI, engine.SourceTrigger, engine.SourceWebhook}
-	tasks := [][2]string{{"ops", "build"}, {"ops", "secret"}, {"dev", "build"}, {"dev", "hidden"}}
+	tasks := [][3]string{{"ops", "build", "build"}, {"ops", "secret", "secret"}, {"dev", "build", "build"}, {"dev", "hidden", "hidden"}, {"ops", "build", "secret/deploy"}}
 	var all []*engine.Job
 	for i := range 40 {
 		wt := tasks[i%len(tasks)]
 		j := job(fmt.Sprintf("j%02d", i), wt[0], wt[1], statuses[i%3], i/3) // three jobs per second
+		j.AccessPath = wt[2]
 		j.SourceType = sources[i%len(sources)]
 		all = append(all, j)
 	}
 	commit(t, s, &engine.Batch{Jobs: all})
-	visible := func(ws, task string) bool { return task != "secret" && task != "hidden" }
+	visible := func(ws, path string) bool { return !strings.HasPrefix(path, "secret") && path != "hidden" }
 	for _, f := range []engine.JobFilter{
 		{},
 		{Statuses: []string{engine.JobPending}},
@@ -258,6 +261,7 @@ func cursorPagesVisible(t *testing.T, b Backend) {
 		{SourceType: engine.SourceTrigger},
 		{Workspace: "ops"},
 		{Workspace: "ops", TaskName: "secret"},
+		{Workspace: "ops", TaskName: "build"},
 		{Workspace: "dev", Statuses: []string{engine.JobPending, engine.JobCompleted}},
 		{Workspace: "ops", SourceType: engine.SourceAPI},
 		{Statuses: []string{engine.JobFailed}},
@@ -266,7 +270,7 @@ func cursorPagesVisible(t *testing.T, b Backend) {
 		var want []string
 		for i := len(all) - 1; i >= 0; i-- { // newest first: time, then id
 			j := all[i]
-			if visible(j.Workspace, j.TaskName) && (f.Workspace == "" || j.Workspace == f.Workspace) &&
+			if visible(j.Workspace, j.AccessPath) && (f.Workspace == "" || j.Workspace == f.Workspace) &&
 				(f.TaskName == "" || j.TaskName == f.TaskName) && (f.SourceType == "" || j.SourceType == f.SourceType) &&
 				(len(f.Statuses) == 0 || slices.Contains(f.Statuses, j.Status)) {
 				want = append(want, j.ID)
@@ -428,7 +432,7 @@ func claims(t *testing.T, b Backend) {
 		t.Fatalf("claims of w1 = %+v (total %d), want c, b of 3", got, total)
 	}
 	same(t, "claim joined with its job", got[0], &engine.WorkerStep{
-		JobID: "j1", Workspace: "ops", TaskName: "build", JobStatus: engine.JobRunning,
+		JobID: "j1", Workspace: "ops", TaskName: "build", AccessPath: "build", JobStatus: engine.JobRunning,
 		StepName: "c", ActionType: "script", Status: engine.StepRunning, StartedAt: ptr(at(22)),
 	})
 	if got, _, _ := s.WorkerSteps(ctx, "w1", 0); len(got) != 3 {

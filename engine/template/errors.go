@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -53,6 +54,75 @@ func templateError(src string, err error) error {
 		return fmt.Errorf("%s: %s", where, strings.TrimPrefix(msg, textFilterCall))
 	}
 	return fmt.Errorf("%s: %w", where, cause)
+}
+
+// minScrubbed is the shortest value scrubValues hides: shorter ones read
+// as the message's own words, and hold no secret.
+const minScrubbed = 4
+
+// scrubbed stands for a value in an error message.
+const scrubbed = "***"
+
+// scrubValues keeps a failed render's values out of its error: gonja
+// writes the values it failed on into its messages (a map a method was
+// called on, an argument it refused), and an error travels further than
+// the render (a step's error_message, a workspace's load errors), so each
+// string among vars that the message holds is replaced by ***, as the log
+// masks secrets. The message keeps the template's source: its expressions.
+func scrubValues(err error, vars map[string]any) error {
+	msg := err.Error()
+	var values []string
+	collectStrings(vars, &values, 0)
+	// Longest first, so a value that contains another goes whole.
+	sort.Slice(values, func(i, j int) bool { return len(values[i]) > len(values[j]) })
+	scrubbedMsg := msg
+	for _, v := range values {
+		scrubbedMsg = strings.ReplaceAll(scrubbedMsg, v, scrubbed)
+	}
+	if scrubbedMsg == msg {
+		return err
+	}
+	return &scrubbedError{msg: scrubbedMsg, err: err}
+}
+
+// scrubbedError reads as the scrubbed message and still wraps the cause,
+// so errors.Is finds ErrUndefined and the limits.
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }
+
+// collectStrings gathers the strings of v worth scrubbing, to a depth
+// where no template's variables go.
+func collectStrings(v any, out *[]string, depth int) {
+	if depth > 64 {
+		return
+	}
+	switch t := v.(type) {
+	case string:
+		if len(t) >= minScrubbed {
+			*out = append(*out, t)
+		}
+	case map[string]any:
+		for _, item := range t {
+			collectStrings(item, out, depth+1)
+		}
+	case []any:
+		for _, item := range t {
+			collectStrings(item, out, depth+1)
+		}
+	case map[string]string:
+		for _, item := range t {
+			collectStrings(item, out, depth+1)
+		}
+	case []string:
+		for _, item := range t {
+			collectStrings(item, out, depth+1)
+		}
+	}
 }
 
 // textFilterCall prefixes errors passing through textFilter, which users

@@ -94,7 +94,7 @@ func filterToJSON(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	prefix := ""
 	if !indent.IsNil() {
 		if !indent.IsInteger() || indent.Integer() < 0 || indent.Integer() > 16 {
-			return invalidCall("indent must be an integer from 0 to 16, got %s", indent.String())
+			return invalidCall("indent must be an integer from 0 to 16")
 		}
 		prefix = strings.Repeat(" ", indent.Integer())
 	}

@@ -95,6 +95,9 @@ type budget struct {
 	checks  int   // alive calls, to look at the clock only now and then
 	built   int   // bytes of text made by {{ }} and loop bodies, wherever they went
 	tripped error // the first limit passed: gonja flattens errors from filters into text
+	// vars are the render's variables: a failure's message is scrubbed of
+	// their values (see scrubValues).
+	vars map[string]any
 }
 
 func newBudget(ctx context.Context) *budget {
@@ -200,7 +203,7 @@ func (b *budget) failure(src string, err error) error {
 	if b.tripped != nil {
 		return fmt.Errorf("template %s: %w", quote(src), b.tripped)
 	}
-	return templateError(src, err)
+	return scrubValues(templateError(src, err), b.vars)
 }
 
 // limitedWriter is where a render's text goes: it refuses to grow past the

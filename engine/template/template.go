@@ -116,7 +116,7 @@ func (t *Template) EvalContext(ctx context.Context, vars map[string]any) (v any,
 		return nil, b.failure(t.src, err)
 	}
 	if v, err = native(value); err != nil {
-		return nil, templateError(t.src, err)
+		return nil, b.failure(t.src, err)
 	}
 	return v, nil
 }
@@ -149,6 +149,7 @@ func checked(v *exec.Value) (*exec.Value, error) {
 // context is the render's variables plus its budget, in a map of its own:
 // the caller's map is never changed.
 func (t *Template) context(vars map[string]any, b *budget) *exec.Context {
+	b.vars = vars
 	if t.assigns {
 		vars = deepCopy(vars, 0).(map[string]any)
 	}

@@ -12,9 +12,17 @@ type Error struct {
 	Col  int
 	Path string // dotted path of the offending key, e.g. "tasks.deploy.flow.build.depends_on"
 	Msg  string
+	// Tasks are the access paths (TaskPath) of the tasks File defines, as
+	// far as they decoded, or "" for one whose folder is unknown: the API
+	// shows a problem to a user under access control only if they may
+	// view every one (a file of no task concerns admins only).
+	Tasks []string
 }
 
 func (e *Error) Error() string {
+	if e.File == "" {
+		return e.Msg
+	}
 	loc := e.File
 	if e.Line > 0 {
 		loc = fmt.Sprintf("%s:%d:%d", e.File, e.Line, e.Col)

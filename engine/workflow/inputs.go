@@ -154,6 +154,7 @@ func fieldOrder(defs *Inputs) []string {
 
 // resolveField returns the field's value, or nil when it has none and needs none.
 func (ws *Workspace) resolveField(ctx context.Context, f *InputField, v any) (any, error) {
+	rendered := false // v is a template default's value, which may hold a secret
 	if isBlank(f.Type, v) {
 		switch {
 		case f.Default != nil:
@@ -161,7 +162,8 @@ func (ws *Workspace) resolveField(ctx context.Context, f *InputField, v any) (an
 			if err != nil {
 				return nil, fmt.Errorf("default: %w", err)
 			}
-			v = d
+			s, isString := f.Default.(string)
+			v, rendered = d, isString && template.IsTemplate(s)
 		case f.Required:
 			return nil, errors.New("required")
 		default:
@@ -169,15 +171,14 @@ func (ws *Workspace) resolveField(ctx context.Context, f *InputField, v any) (an
 		}
 	}
 	v, err := ws.coerce(f.Type, v)
-	if err != nil {
-		return nil, err
+	if err == nil && len(f.Options) > 0 && !f.AllowCustom {
+		err = checkOption(v, f.Options)
 	}
-	if len(f.Options) > 0 && !f.AllowCustom {
-		if err := checkOption(v, f.Options); err != nil {
-			return nil, err
-		}
+	if err != nil && rendered {
+		// The message would quote the rendered value: name the template.
+		return nil, fmt.Errorf("default %q rendered to a value that is not a valid %s", f.Default, f.Type)
 	}
-	return v, nil
+	return v, err
 }
 
 func isBlank(typ string, v any) bool {

@@ -172,9 +172,30 @@ func LoadWith(name, dir string, env map[string]string, opts LoadOptions) (*Works
 	l.validate()
 	if len(l.errs) > 0 {
 		sortErrors(l.errs)
+		l.noteFileTasks()
 		return nil, l.errs
 	}
 	return l.ws, nil
+}
+
+// noteFileTasks says, on each problem, which tasks its file defines: who
+// may read the problem depends on them (see Error.Tasks).
+func (l *loader) noteFileTasks() {
+	tasks := map[string][]string{}
+	for id, p := range l.defined {
+		name, ok := strings.CutPrefix(id, "tasks.")
+		if !ok {
+			continue
+		}
+		path := "" // a task that did not decode has no known folder
+		if t := l.ws.Tasks[name]; t != nil {
+			path = TaskPath(t.Folder, name)
+		}
+		tasks[p.file] = append(tasks[p.file], path)
+	}
+	for _, e := range l.errs {
+		e.Tasks = tasks[e.File]
+	}
 }
 
 func isWorkflowFile(rel string) bool {

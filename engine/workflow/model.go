@@ -4,6 +4,7 @@ package workflow
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/appliance-sh/appliance/engine/template"
@@ -145,6 +146,15 @@ type Task struct {
 	Timeout     Duration             `json:"timeout,omitempty"`
 	OnSuccess   []*Hook              `json:"on_success,omitempty"`
 	OnError     []*Hook              `json:"on_error,omitempty"`
+}
+
+// TaskPath is the path access rules match a task by: `folder/task`, or
+// `task` when it has no folder.
+func TaskPath(folder, task string) string {
+	if folder = strings.Trim(folder, "/"); folder != "" {
+		return folder + "/" + task
+	}
+	return task
 }
 
 // FlowStep is one node of a task's DAG. Exactly one of Action and Inline is set.

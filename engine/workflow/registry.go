@@ -29,7 +29,7 @@ const reloadQuiet = 150 * time.Millisecond
 type Status struct {
 	Name      string
 	Workspace *Workspace // the last good revision; nil if none ever loaded
-	Errors    []string   // problems of the newest revision on disk; nil when it is the one in use
+	Errors    Errors     // problems of the newest revision on disk; nil when it is the one in use
 }
 
 // entry is one workspace's state; entries are immutable once published.
@@ -158,9 +158,9 @@ func (r *Registry) reload(name string) {
 	ws, err := LoadWith(name, r.dirs[name], r.env, r.opts)
 	switch {
 	case err != nil:
-		next.status.Errors = errorLines(err)
+		next.status.Errors = problems(err)
 		r.log.Error("workspace has errors; keeping its last good revision",
-			"workspace", name, "errors", len(next.status.Errors), "first", next.status.Errors[0])
+			"workspace", name, "errors", len(next.status.Errors), "first", next.status.Errors[0].Error())
 	case prev != nil && prev.status.Workspace != nil && prev.status.Workspace.Revision == ws.Revision:
 		if prev.status.Errors == nil {
 			return // nothing changed
@@ -188,15 +188,17 @@ func (r *Registry) reload(name string) {
 	r.changed = make(chan struct{})
 }
 
-func errorLines(err error) []string {
+// problems is a failed load's Errors; an error of another kind (the
+// folder cannot be read) is one problem per line, of no file.
+func problems(err error) Errors {
 	if es, ok := err.(Errors); ok {
-		lines := make([]string, len(es))
-		for i, e := range es {
-			lines[i] = e.Error()
-		}
-		return lines
+		return es
 	}
-	return strings.Split(err.Error(), "\n")
+	var es Errors
+	for _, line := range strings.Split(err.Error(), "\n") {
+		es = append(es, &Error{Msg: line})
+	}
+	return es
 }
 
 // Watch reloads a workspace shortly after its folder changes, until ctx

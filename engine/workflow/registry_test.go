@@ -78,7 +78,7 @@ func TestRegistryHotReloadKeepsLastGoodRevision(t *testing.T) {
 	if ws, _ := reg.Current("ws"); ws != second {
 		t.Fatal("a broken revision replaced the last good one")
 	}
-	if got := reg.List()[0].Errors[0]; !strings.Contains(got, ".workflows/main.yaml:") {
+	if got := reg.List()[0].Errors[0].Error(); !strings.Contains(got, ".workflows/main.yaml:") {
 		t.Fatalf("error does not name the file and line: %q", got)
 	}
 
