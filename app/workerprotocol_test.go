@@ -2,8 +2,10 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -88,11 +90,30 @@ tasks:
 // TestInterfaceWorkerRunsAJobUnderWorkerProtocolInterface: with
 // worker_protocol: interface, a worker that sends the interface's bodies
 // only (register, claim, start, log push with step_name and lines,
-// complete with output, exit_code and error) runs a job end to end. Its
+// complete with output, exit_code and error) runs a job end to end (and
+// the server warned at start-up that this is weaker). Its
 // reports without worker_id are taken only while the step runs, and they
 // cannot stand in for a worker that registered with a secret.
 func TestInterfaceWorkerRunsAJobUnderWorkerProtocolInterface(t *testing.T) {
-	f, _ := remoteFixture(t, interfaceWorkspace, func(c *ServerConfig) { c.WorkerProtocol = workerProtocolInterface })
+	ws := t.TempDir()
+	writeWorkspace(t, ws, interfaceWorkspace)
+	cfg := testServerConfig(t, map[string]string{"main": ws}, 0, func(c *ServerConfig) {
+		c.WorkerToken, c.WorkerProtocol = workerToken, workerProtocolInterface
+	})
+	serverLog := &syncBuffer{}
+	srv, err := startServer(context.Background(), cfg, slog.New(slog.NewTextHandler(serverLog, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Shutdown(); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	if l := serverLog.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "worker_protocol: interface") {
+		t.Fatalf("the server did not warn that worker_protocol: interface is weaker:\n%s", l)
+	}
+	f := &serverFixture{t: t, srv: srv, url: "http://" + srv.Addr()}
 	w := interfaceWorker{t: t, url: f.url}
 	var reg struct {
 		WorkerID string `json:"worker_id"`
