@@ -97,6 +97,8 @@ func (s *server) classify(err error) (int, string) {
 		return http.StatusNotFound, err.Error()
 	case errors.Is(err, protocol.ErrConflict):
 		return http.StatusConflict, err.Error()
+	case errors.Is(err, protocol.ErrForbidden):
+		return http.StatusForbidden, err.Error()
 	case errors.Is(err, protocol.ErrBusy):
 		return http.StatusServiceUnavailable, err.Error()
 	case errors.As(err, &he):

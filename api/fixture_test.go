@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/appliance-sh/appliance/api/openapitest"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/protocol"
 	"github.com/appliance-sh/appliance/store"
 )
 
@@ -96,6 +98,9 @@ type fixture struct {
 	logs   *store.Logs
 	wsDir  string
 	client *http.Client
+	// secrets are the secrets of the workers registered, by id (shared by
+	// the fixture's copies).
+	secrets *sync.Map
 }
 
 // fixtureConfig is what options may change: the API's config and the engine's.
@@ -193,7 +198,7 @@ func startAPI(t testing.TB, tmp string, dirs map[string]string, opts ...fixtureO
 	// Every answer a test receives is checked against the OpenAPI document:
 	// one it does not describe fails the request.
 	client := &http.Client{Timeout: 30 * time.Second, Transport: openapitest.Transport(nil)}
-	return &fixture{t: t, url: srv.URL, eng: eng, logs: logs, client: client}
+	return &fixture{t: t, url: srv.URL, eng: eng, logs: logs, client: client, secrets: &sync.Map{}}
 }
 
 // dialOptions are the options of every WebSocket a test opens: the
@@ -278,10 +283,25 @@ func (f *fixture) api(method, path string, body any) response {
 	return f.do(method, path, body, nil)
 }
 
-// worker calls a worker endpoint with the shared token.
+// worker calls a worker endpoint with the shared token and, as
+// appliance's worker does, the secret of the worker its body names, if
+// one registered here.
 func (f *fixture) worker(method, path string, body any) response {
 	f.t.Helper()
-	return f.do(method, path, body, map[string]string{"Authorization": "Bearer " + workerToken})
+	header := map[string]string{"Authorization": "Bearer " + workerToken}
+	var named struct {
+		WorkerID string `json:"worker_id"`
+	}
+	switch b := body.(type) {
+	case map[string]any:
+		named.WorkerID, _ = b["worker_id"].(string)
+	case []byte: // a fuzzed body, if it parses
+		_ = json.Unmarshal(b, &named)
+	}
+	if secret, ok := f.secrets.Load(named.WorkerID); ok {
+		header[protocol.SecretHeader] = secret.(string)
+	}
+	return f.do(method, path, body, header)
 }
 
 // expect fails the test unless the status is want, showing the body.
@@ -374,12 +394,24 @@ func (f *fixture) register(name string, tags ...string) string {
 	if tags == nil {
 		tags = []string{}
 	}
-	m := f.worker("POST", "/worker/register", map[string]any{"name": name, "tags": tags}).expect(200).object()
+	m := f.worker("POST", "/worker/register", map[string]any{"name": name, "tags": tags, "want_secret": true}).expect(200).object()
 	id, _ := m["worker_id"].(string)
-	if id == "" {
-		f.t.Fatalf("register returned no worker_id: %v", m)
+	secret, _ := m["worker_secret"].(string)
+	if id == "" || secret == "" {
+		f.t.Fatalf("register returned no worker_id or worker_secret: %v", m)
 	}
+	f.secrets.Store(id, secret)
 	return id
+}
+
+// secret is the secret of a worker registered here.
+func (f *fixture) secret(workerID string) string {
+	f.t.Helper()
+	secret, ok := f.secrets.Load(workerID)
+	if !ok {
+		f.t.Fatalf("worker %s did not register here", workerID)
+	}
+	return secret.(string)
 }
 
 // claim long-polls once for a step; nil when there is no work.

@@ -140,6 +140,7 @@ func FuzzWorkerReports(f *testing.F) {
 	}{
 		{0, `{"name": "w", "tags": ["gpu", ""]}`},
 		{0, `{"name": " ", "tags": null}`},
+		{0, `{"name": "w", "tags": [], "want_secret": true}`},
 		{1, `{"worker_id": "$WORKER", "running": [{"job_id": "$JOB", "step_name": "first"}]}`},
 		{1, `{"worker_id": "$WORKER", "running": [{"job_id": "nope", "step_name": ""}]}`},
 		{2, `{"worker_id": "$WORKER", "tags": []}`},

@@ -109,7 +109,7 @@ func TestRebindingHostIsRefusedEvenOnGet(t *testing.T) {
 	// remote workers reach the server by its real name with their token.
 	f.do("GET", "/healthz", nil, evil).expect(200)
 	f.do("GET", "/hooks/no-such-hook", nil, evil).expect(404)
-	f.do("POST", "/worker/register", map[string]any{"name": "w", "tags": []string{}},
+	f.do("POST", "/worker/register", map[string]any{"name": "w", "tags": []string{}, "want_secret": true},
 		map[string]string{"Host": "appliance.internal:8080", "Authorization": "Bearer " + workerToken}).expect(200)
 }
 

@@ -20,7 +20,7 @@ func (s *server) createLocalJob(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	created, err := s.workers.CreateLocalJob(c.Request().Context(), req)
+	created, err := s.workers.CreateLocalJob(c.Request().Context(), remoteWorker(c), req)
 	if err != nil {
 		return err
 	}
@@ -36,7 +36,7 @@ func (s *server) completeJob(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	done, err := s.workers.CompleteJob(c.Request().Context(), jobID, req)
+	done, err := s.workers.CompleteJob(c.Request().Context(), remoteWorker(c), jobID, req)
 	if err != nil {
 		return err
 	}

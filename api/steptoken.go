@@ -133,7 +133,7 @@ func (s *server) mintStepToken(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	ans, err := s.workers.StepToken(c.Request().Context(), jobID, c.Param("step"), req)
+	ans, err := s.workers.StepToken(c.Request().Context(), remoteWorker(c), jobID, c.Param("step"), req)
 	if err != nil {
 		return err
 	}

@@ -56,7 +56,9 @@ func TestStepTokenDownloadsOnlyItsRevisionWhileTheStepRuns(t *testing.T) {
 	get("/worker/workspace/main.tar.gz?revision="+rev, tok).expect(200)
 
 	// The remote worker's client mints the same kind of token.
-	viaClient, err := runners.NewClient(f.url, workerToken, nil).StepToken(context.Background(), w, job, "say")
+	client := runners.NewClient(f.url, workerToken, nil)
+	client.Remember(w, f.secret(w))
+	viaClient, err := client.StepToken(context.Background(), w, job, "say")
 	if err != nil || !strings.HasPrefix(viaClient, "apst_") {
 		t.Fatalf("client StepToken = %q, %v", viaClient, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/protocol"
+	"github.com/appliance-sh/appliance/workers"
 )
 
 // Long-poll bounds of the worker endpoints.
@@ -44,16 +45,22 @@ func sameSecret(got, want string) bool {
 }
 
 // The handlers below decode a report, hand it to the worker service
-// (which both transports share: it validates and maps refusals to the
-// protocol's kinds) and write its answer; handleError maps the refusals
-// to statuses.
+// (which both transports share: it validates, checks the caller is the
+// worker it names and maps refusals to the protocol's kinds) and write
+// its answer; handleError maps the refusals to statuses.
+
+// remoteWorker is the caller of a worker endpoint: a remote worker, with
+// the secret it sent, if any.
+func remoteWorker(c echo.Context) workers.Caller {
+	return workers.Remote(c.Request().Header.Get(protocol.SecretHeader))
+}
 
 func (s *server) registerWorker(c echo.Context) error {
 	var req protocol.Register
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	ans, err := s.workers.Register(c.Request().Context(), req, false)
+	ans, err := s.workers.Register(c.Request().Context(), remoteWorker(c), req)
 	if err != nil {
 		return err
 	}
@@ -65,7 +72,7 @@ func (s *server) heartbeat(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	if err := s.workers.Heartbeat(c.Request().Context(), req); err != nil {
+	if err := s.workers.Heartbeat(c.Request().Context(), remoteWorker(c), req); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, protocol.OK)
@@ -85,7 +92,7 @@ func (s *server) claim(c echo.Context) error {
 	}
 	// The request context ends when the worker hangs up; the engine then
 	// stops waiting, and hands back a step it could not deliver.
-	a, err := s.workers.Claim(c.Request().Context(), req, wait)
+	a, err := s.workers.Claim(c.Request().Context(), remoteWorker(c), req, wait)
 	if err != nil {
 		return err
 	}
@@ -104,7 +111,7 @@ func (s *server) startStep(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	if err := s.workers.Start(c.Request().Context(), jobID, c.Param("step"), req); err != nil {
+	if err := s.workers.Start(c.Request().Context(), remoteWorker(c), jobID, c.Param("step"), req); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, protocol.OK)
@@ -119,7 +126,7 @@ func (s *server) completeStep(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	if err := s.workers.Complete(c.Request().Context(), jobID, c.Param("step"), req); err != nil {
+	if err := s.workers.Complete(c.Request().Context(), remoteWorker(c), jobID, c.Param("step"), req); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, protocol.OK)
@@ -134,7 +141,7 @@ func (s *server) pushLogs(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	ans, err := s.workers.PushLogs(c.Request().Context(), jobID, req)
+	ans, err := s.workers.PushLogs(c.Request().Context(), remoteWorker(c), jobID, req)
 	if err != nil {
 		return err
 	}

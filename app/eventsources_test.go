@@ -538,8 +538,9 @@ triggers:
 `)
 	var reg struct {
 		WorkerID string `json:"worker_id"`
+		Secret   string `json:"worker_secret"`
 	}
-	if code, e := workerCall(t, f.url, workerToken, "POST", "/worker/register", map[string]any{"name": "by-hand", "tags": []string{}}, &reg); code != 200 {
+	if code, e := workerCall(t, f.url, workerToken, "", "POST", "/worker/register", map[string]any{"name": "by-hand", "tags": []string{}, "want_secret": true}, &reg); code != 200 {
 		t.Fatalf("register: %d %s", code, e)
 	}
 	var claim struct {
@@ -547,10 +548,10 @@ triggers:
 		StepName    string `json:"step_name"`
 		EventSource bool   `json:"event_source"`
 	}
-	if code, e := workerCall(t, f.url, workerToken, "POST", "/worker/jobs/claim?wait=5", map[string]any{"worker_id": reg.WorkerID, "tags": []string{}}, &claim); code != 200 || claim.StepName != "emit" || !claim.EventSource {
+	if code, e := workerCall(t, f.url, workerToken, reg.Secret, "POST", "/worker/jobs/claim?wait=5", map[string]any{"worker_id": reg.WorkerID, "tags": []string{}}, &claim); code != 200 || claim.StepName != "emit" || !claim.EventSource {
 		t.Fatalf("claim: %d %s %+v; want the consumer step, event_source true", code, e, claim)
 	}
-	if code, e := workerCall(t, f.url, workerToken, "POST", "/worker/jobs/"+claim.JobID+"/steps/emit/start", map[string]any{"worker_id": reg.WorkerID}, nil); code != 200 {
+	if code, e := workerCall(t, f.url, workerToken, reg.Secret, "POST", "/worker/jobs/"+claim.JobID+"/steps/emit/start", map[string]any{"worker_id": reg.WorkerID}, nil); code != 200 {
 		t.Fatalf("start: %d %s", code, e)
 	}
 	push := func(run string, from, to int) {
@@ -560,7 +561,7 @@ triggers:
 			lines = append(lines, map[string]any{"seq": i, "ts": time.Now().UTC(), "stream": "stdout", "line": fmt.Sprintf(`OUTPUT: {"n": %d}`, i)})
 		}
 		body := map[string]any{"worker_id": reg.WorkerID, "step_name": "emit", "run": run, "lines": lines}
-		if code, e := workerCall(t, f.url, workerToken, "POST", "/worker/jobs/"+claim.JobID+"/logs", body, nil); code != 200 {
+		if code, e := workerCall(t, f.url, workerToken, reg.Secret, "POST", "/worker/jobs/"+claim.JobID+"/logs", body, nil); code != 200 {
 			t.Fatalf("push %s %d..%d: %d %s", run, from, to, code, e)
 		}
 	}

@@ -43,7 +43,7 @@ func newInProcessServer(svc *workers.Service, ws workspaceLookup) *inProcessServ
 var _ runners.Server = (*inProcessServer)(nil)
 
 func (s *inProcessServer) Register(ctx context.Context, name string, tags []string) (string, error) {
-	ans, err := s.service.Register(ctx, protocol.Register{Name: name, Tags: tags}, true)
+	ans, err := s.service.Register(ctx, workers.InProcess, protocol.Register{Name: name, Tags: tags})
 	if err == nil && s.registered != nil {
 		s.registered()
 	}
@@ -51,13 +51,13 @@ func (s *inProcessServer) Register(ctx context.Context, name string, tags []stri
 }
 
 func (s *inProcessServer) Heartbeat(ctx context.Context, workerID string, running []protocol.StepRef) error {
-	return s.service.Heartbeat(ctx, protocol.Heartbeat{WorkerID: workerID, Running: running})
+	return s.service.Heartbeat(ctx, workers.InProcess, protocol.Heartbeat{WorkerID: workerID, Running: running})
 }
 
 // Claim passes tags on, and the service ignores them: the engine matches
 // the tags the worker registered with.
 func (s *inProcessServer) Claim(ctx context.Context, workerID string, tags []string) (*protocol.Assignment, error) {
-	return s.service.Claim(ctx, protocol.Claim{WorkerID: workerID, Tags: tags}, s.claimWait)
+	return s.service.Claim(ctx, workers.InProcess, protocol.Claim{WorkerID: workerID, Tags: tags}, s.claimWait)
 }
 
 func (s *inProcessServer) Start(ctx context.Context, workerID, jobID, step string) error {
@@ -70,12 +70,12 @@ func (s *inProcessServer) Complete(ctx context.Context, workerID, jobID, step st
 }
 
 func (s *inProcessServer) PushLogs(ctx context.Context, jobID string, push protocol.LogPush) (bool, error) {
-	ans, err := s.service.PushLogs(ctx, jobID, push)
+	ans, err := s.service.PushLogs(ctx, workers.InProcess, jobID, push)
 	return ans.Cancelled, err
 }
 
 func (s *inProcessServer) StepToken(ctx context.Context, workerID, jobID, step string) (string, error) {
-	ans, err := s.service.StepToken(ctx, jobID, step, protocol.WorkerRef{WorkerID: workerID})
+	ans, err := s.service.StepToken(ctx, workers.InProcess, jobID, step, protocol.WorkerRef{WorkerID: workerID})
 	return ans.Token, err
 }
 

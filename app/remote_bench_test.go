@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/protocol"
 )
 
 // rawWorker speaks the worker protocol over HTTP itself, so a benchmark
 // times the protocol and the server, not the worker loop.
 type rawWorker struct {
-	url, id string
-	http    *http.Client
+	url, id, secret string
+	http            *http.Client
 }
 
 // registerRawWorker registers a rawWorker named bench, with no tags.
@@ -26,11 +27,12 @@ func registerRawWorker(b *testing.B, url string) *rawWorker {
 	w := &rawWorker{url: url, http: &http.Client{}}
 	var reg struct {
 		WorkerID string `json:"worker_id"`
+		Secret   string `json:"worker_secret"`
 	}
-	if err := w.post("/worker/register", map[string]any{"name": "bench", "tags": []string{}}, &reg); err != nil {
+	if err := w.post("/worker/register", map[string]any{"name": "bench", "tags": []string{}, "want_secret": true}, &reg); err != nil {
 		b.Fatal(err)
 	}
-	w.id = reg.WorkerID
+	w.id, w.secret = reg.WorkerID, reg.Secret
 	return w
 }
 
@@ -45,6 +47,9 @@ func (w *rawWorker) post(path string, body, out any) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+workerToken)
+	if w.secret != "" {
+		req.Header.Set(protocol.SecretHeader, w.secret)
+	}
 	resp, err := w.http.Do(req)
 	if err != nil {
 		return err

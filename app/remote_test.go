@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/appliance-sh/appliance/protocol"
 )
 
 // These tests prove remote workers end to end: a real server on 127.0.0.1
@@ -352,7 +354,7 @@ tasks:
 		t.Fatalf("killed worker is %s, want inactive", st)
 	}
 
-	if code, e := workerCall(t, f.url, workerToken, "POST", "/worker/heartbeat", map[string]string{"worker_id": w.ID}, nil); code != 200 {
+	if code, e := workerCall(t, f.url, workerToken, spooledSecret(t, p), "POST", "/worker/heartbeat", map[string]string{"worker_id": w.ID}, nil); code != 200 {
 		t.Fatalf("heartbeat of an inactive worker: %d %s", code, e)
 	}
 	if st := f.workerStatus(w.ID); st != "active" {
@@ -481,14 +483,21 @@ func TestCompleteFromAnotherWorkerIsRefused(t *testing.T) {
 
 	var reg struct {
 		WorkerID string `json:"worker_id"`
+		Secret   string `json:"worker_secret"`
 	}
-	if code, e := workerCall(t, f.url, workerToken, "POST", "/worker/register", map[string]any{"name": "forger", "tags": []string{}}, &reg); code != 200 {
+	if code, e := workerCall(t, f.url, workerToken, "", "POST", "/worker/register", map[string]any{"name": "forger", "tags": []string{}, "want_secret": true}, &reg); code != 200 {
 		t.Fatalf("register: %d %s", code, e)
 	}
-	code, e := workerCall(t, f.url, workerToken, "POST", "/worker/jobs/"+id+"/steps/wait/complete",
-		map[string]any{"worker_id": reg.WorkerID, "output": map[string]any{"forged": true}, "exit_code": 0, "error": nil}, nil)
+	forged := map[string]any{"worker_id": reg.WorkerID, "output": map[string]any{"forged": true}, "exit_code": 0, "error": nil}
+	code, e := workerCall(t, f.url, workerToken, reg.Secret, "POST", "/worker/jobs/"+id+"/steps/wait/complete", forged, nil)
 	if code != http.StatusConflict || e == "" {
 		t.Fatalf("forged complete: %d %q, want 409 with an error", code, e)
+	}
+	// Naming the holder does not help without the holder's secret.
+	forged["worker_id"] = holder.ID
+	code, e = workerCall(t, f.url, workerToken, reg.Secret, "POST", "/worker/jobs/"+id+"/steps/wait/complete", forged, nil)
+	if code != http.StatusForbidden || !strings.Contains(e, holder.ID) {
+		t.Fatalf("complete forged as the holder: %d %q, want 403 naming it", code, e)
 	}
 	if s := f.job(id).step("wait"); s.Status != "running" || s.WorkerID == nil || *s.WorkerID != holder.ID || s.Output != nil {
 		t.Fatalf("step after a forged complete: %+v, want still running on %s", s, holder.ID)
@@ -766,9 +775,32 @@ func (f *serverFixture) workerStatus(id string) string {
 	return w.Status
 }
 
-// workerCall is a raw request to a /worker endpoint with the given token,
+// spooledSecret is the secret a worker process proves itself with, read
+// where the worker keeps it across restarts: with each step run in its
+// spool.
+func spooledSecret(t *testing.T, w *workerProc) string {
+	t.Helper()
+	runs, err := filepath.Glob(filepath.Join(w.cache, ".spool", w.name, "*", "run.json"))
+	if err != nil || len(runs) == 0 {
+		t.Fatalf("no step run in the spool of %s (%v)", w.name, err)
+	}
+	raw, err := os.ReadFile(runs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run struct {
+		Secret string `json:"worker_secret"`
+	}
+	if err := json.Unmarshal(raw, &run); err != nil || run.Secret == "" {
+		t.Fatalf("run %s holds no worker_secret (%v): %s", runs[0], err, raw)
+	}
+	return run.Secret
+}
+
+// workerCall is a raw request to a /worker endpoint with the given token
+// and worker secret ("" for none),
 // returning the status and the body's "error" (if any).
-func workerCall(t testing.TB, url, token, method, path string, body, out any) (int, string) {
+func workerCall(t testing.TB, url, token, secret, method, path string, body, out any) (int, string) {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -784,6 +816,9 @@ func workerCall(t testing.TB, url, token, method, path string, body, out any) (i
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
+	if secret != "" {
+		req.Header.Set(protocol.SecretHeader, secret)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -900,8 +935,9 @@ tasks:
 `, func(c *ServerConfig) { c.heartbeatTimeout = 600 * time.Millisecond })
 	var reg struct {
 		WorkerID string `json:"worker_id"`
+		Secret   string `json:"worker_secret"`
 	}
-	if code, e := workerCall(t, f.url, workerToken, "POST", "/worker/register", map[string]any{"name": "flaky", "tags": []string{}}, &reg); code != 200 {
+	if code, e := workerCall(t, f.url, workerToken, "", "POST", "/worker/register", map[string]any{"name": "flaky", "tags": []string{}, "want_secret": true}, &reg); code != 200 {
 		t.Fatalf("register: %d %s", code, e)
 	}
 	id := f.execute("main", "once", nil)
@@ -909,7 +945,7 @@ tasks:
 		JobID    string `json:"job_id"`
 		StepName string `json:"step_name"`
 	}
-	if code, e := workerCall(t, f.url, workerToken, "POST", "/worker/jobs/claim?wait=1", map[string]any{"worker_id": reg.WorkerID, "tags": []string{}}, &claim); code != 200 || claim.JobID != id {
+	if code, e := workerCall(t, f.url, workerToken, reg.Secret, "POST", "/worker/jobs/claim?wait=1", map[string]any{"worker_id": reg.WorkerID, "tags": []string{}}, &claim); code != 200 || claim.JobID != id {
 		t.Fatalf("claim: %d %s %+v", code, e, claim)
 	}
 
@@ -922,7 +958,7 @@ tasks:
 		if time.Now().After(deadline) {
 			t.Fatalf("step still %s after heartbeats without it", f.job(id).step("only").Status)
 		}
-		if code, e := workerCall(t, f.url, workerToken, "POST", "/worker/heartbeat", map[string]any{"worker_id": reg.WorkerID, "running": []any{}}, nil); code != 200 {
+		if code, e := workerCall(t, f.url, workerToken, reg.Secret, "POST", "/worker/heartbeat", map[string]any{"worker_id": reg.WorkerID, "running": []any{}}, nil); code != 200 {
 			t.Fatalf("heartbeat: %d %s", code, e)
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -153,6 +153,7 @@ func printSettings(w io.Writer, cfg *ServerConfig, addr string, workerTags []str
 		token = "set"
 	}
 	fmt.Fprintf(w, "  worker_token:          %s\n", token)
+	fmt.Fprintf(w, "  worker_protocol:       %s\n", describeWorkerProtocol(cfg.WorkerProtocol))
 	fmt.Fprintf(w, "  heartbeat_timeout:     %s\n", cfg.heartbeatTimeout)
 	fmt.Fprintf(w, "  drain_timeout:         %s\n", cfg.drainTimeout)
 	fmt.Fprintf(w, "  retention:             %s\n", describeRetention(cfg.retention))
@@ -174,6 +175,13 @@ func printSettings(w io.Writer, cfg *ServerConfig, addr string, workerTags []str
 	if cfg.exposedWithoutAuth() {
 		fmt.Fprintf(w, "  insecure_no_auth:      true (WARNING: auth is off on a network address; anyone who reaches it can run code)\n")
 	}
+}
+
+func describeWorkerProtocol(p string) string {
+	if p == workerProtocolInterface {
+		return p + " (weaker: workers without a secret are served, and any holder of the worker token may report as them)"
+	}
+	return p + " (each remote worker proves who it is with its own secret)"
 }
 
 func describeMetrics(cfg *ServerConfig) string {
@@ -338,6 +346,11 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 			ln.Addr().String()+" can run code on this machine; turn auth on or listen on 127.0.0.1", "listen", cfg.Listen)
 	}
 
+	if cfg.WorkerProtocol == workerProtocolInterface {
+		log.Warn("worker_protocol: interface: workers that register without a secret are served, and any holder of the " +
+			"worker token may push logs and results as them; leave it unset unless a worker of another make needs it")
+	}
+
 	var parts []string
 	if *cfg.Workers > 0 {
 		parts = append(parts, inProcessPart)
@@ -367,7 +380,8 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	// the API checks, so both share one minter.
 	stepTokens := api.NewStepTokens(0, nil)
 	// One worker service answers remote and in-process workers alike.
-	s.protocol = workers.New(eng, workers.Config{MintStepToken: stepTokens.MintFor(eng)})
+	s.protocol = workers.New(eng, workers.Config{MintStepToken: stepTokens.MintFor(eng),
+		InterfaceProtocol: cfg.WorkerProtocol == workerProtocolInterface})
 	s.http = &http.Server{
 		Handler: api.New(api.Config{
 			StepTokens:  stepTokens,

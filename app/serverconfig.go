@@ -34,6 +34,13 @@ type ServerConfig struct {
 	// Kubernetes, when present, gives the in-process pool the pod runner
 	// (its server_url is where pods reach this server).
 	Kubernetes *KubernetesSection `yaml:"kubernetes"`
+	// WorkerProtocol is how strictly remote workers must prove who they
+	// are: "appliance" (default) wants the secret each worker gets at
+	// registration on every report; "interface" also serves workers that
+	// send the interface's bodies to the letter (no secret, no worker_id
+	// on log pushes and results), which is weaker: any holder of the
+	// worker token may report as such a worker.
+	WorkerProtocol string `yaml:"worker_protocol"`
 	// HeartbeatTimeout is how long a remote worker may be silent before it
 	// is inactive and its running steps fail (3 heartbeat intervals).
 	HeartbeatTimeout string `yaml:"heartbeat_timeout"`
@@ -97,6 +104,12 @@ type ServerConfig struct {
 	noEventSources bool
 }
 
+// The values of worker_protocol.
+const (
+	workerProtocolAppliance = "appliance"
+	workerProtocolInterface = "interface"
+)
+
 // WorkspaceConfig locates one workspace.
 type WorkspaceConfig struct {
 	Type string `yaml:"type"` // folder
@@ -155,6 +168,13 @@ func loadServerConfig(path string) (*ServerConfig, error) {
 	}
 	if *cfg.Workers < 0 {
 		return nil, fmt.Errorf("workers: must be 0 or more, got %d", *cfg.Workers)
+	}
+	switch cfg.WorkerProtocol {
+	case "":
+		cfg.WorkerProtocol = workerProtocolAppliance
+	case workerProtocolAppliance, workerProtocolInterface:
+	default:
+		return nil, fmt.Errorf("worker_protocol: want %s or %s, got %q", workerProtocolAppliance, workerProtocolInterface, cfg.WorkerProtocol)
 	}
 	if cfg.heartbeatTimeout, err = positiveDuration("heartbeat_timeout", cfg.HeartbeatTimeout, 90*time.Second); err != nil {
 		return nil, err

@@ -53,6 +53,9 @@ log_storage:
 		{name: "workspace path", yaml: "workspaces: {a: {type: folder}}\n", wantErr: "workspaces.a.path: required"},
 		{name: "heartbeat", yaml: "heartbeat_timeout: soon\n", wantErr: `heartbeat_timeout: "soon" is not a positive duration`},
 		{name: "drain", yaml: "drain_timeout: -1s\n", wantErr: `drain_timeout: "-1s" is not a positive duration`},
+		{name: "worker protocol by default", yaml: "listen: x\n", check: func(c *ServerConfig) bool { return c.WorkerProtocol == "appliance" }},
+		{name: "worker protocol interface", yaml: "worker_protocol: interface\n", check: func(c *ServerConfig) bool { return c.WorkerProtocol == "interface" }},
+		{name: "worker protocol unknown", yaml: "worker_protocol: lax\n", wantErr: `worker_protocol: want appliance or interface, got "lax"`},
 		{name: "retention unset keeps forever", yaml: "listen: x\n", check: func(c *ServerConfig) bool {
 			return c.retention == store.Retention{}
 		}},

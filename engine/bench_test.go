@@ -21,7 +21,7 @@ import (
 func fakeWorkers(ctx context.Context, tb testing.TB, e *engine.Engine, n int, transitions *atomic.Int64) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for i := range n {
-		id, err := e.RegisterWorker(ctx, fmt.Sprintf("bench-%d", i), nil, true)
+		id, err := e.RegisterWorker(ctx, fmt.Sprintf("bench-%d", i), nil, true, "")
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -256,7 +257,7 @@ b: {action: ok}`))
 		{"complete in an unknown job", func() error { return f.Engine.CompleteStep(ctx, f.Worker, "nope", "a", enginetest.Ok(nil)) }, engine.ErrNotFound},
 		{"claim by an unknown worker", func() error { _, err := f.Engine.Claim(ctx, "ghost", 0); return err }, engine.ErrNotFound},
 		{"heartbeat of an unknown worker", func() error { return f.Engine.Heartbeat(ctx, "ghost", nil) }, engine.ErrNotFound},
-		{"register without a name", func() error { _, err := f.Engine.RegisterWorker(ctx, "", nil, false); return err }, engine.ErrInvalid},
+		{"register without a name", func() error { _, err := f.Engine.RegisterWorker(ctx, "", nil, false, ""); return err }, engine.ErrInvalid},
 		{"start by the holder", func() error { return f.Engine.StartStep(ctx, f.Worker, job, "a") }, nil},
 		{"log push by the holder", func() error { return f.Engine.CheckHolder(ctx, f.Worker, job, "a") }, nil},
 		{"complete by the holder", func() error { return f.Engine.CompleteStep(ctx, f.Worker, job, "a", enginetest.Ok(nil)) }, nil},
@@ -273,6 +274,47 @@ b: {action: ok}`))
 	if s := f.Step(job, "a"); s.Status != engine.StepCompleted || s.StartedAt == nil {
 		t.Errorf("a = %s started %v, want completed with started_at", s.Status, s.StartedAt)
 	}
+}
+
+// TestWorkerCredentialsAndHoldersOutliveARestart: what a remote worker
+// proves itself with is kept with its record, so after a restart the
+// transport still checks its secret (and still knows an in-process worker
+// for one), and the holder of a running step is still known.
+func TestWorkerCredentialsAndHoldersOutliveARestart(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`a: {action: ok}`))
+	hash := strings.Repeat("c0", 32)
+	remote, err := f.Engine.RegisterWorker(t.Context(), "remote", nil, false, hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := f.Execute("t", nil)
+	if c, err := f.Engine.Claim(t.Context(), remote, time.Second); err != nil || c == nil || c.StepName != "a" {
+		t.Fatalf("claim = %+v, %v", c, err)
+	}
+	if err := f.Engine.StartStep(t.Context(), remote, job, "a"); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		if c, ok := f.Engine.WorkerCredential(remote); !ok || c.InProcess || c.SecretSHA256 != hash {
+			t.Errorf("%s: remote credential = %+v, %v; want its secret's hash", when, c, ok)
+		}
+		if c, ok := f.Engine.WorkerCredential(f.Worker); !ok || !c.InProcess || c.SecretSHA256 != "" {
+			t.Errorf("%s: in-process credential = %+v, %v", when, c, ok)
+		}
+		if _, ok := f.Engine.WorkerCredential("ghost"); ok {
+			t.Errorf("%s: an unknown worker has a credential", when)
+		}
+		if h := f.Engine.StepHolder(job, "a"); h != remote {
+			t.Errorf("%s: holder of a = %q, want %s", when, h, remote)
+		}
+		if h := f.Engine.StepHolder(job, "zz"); h != "" {
+			t.Errorf("%s: holder of an unknown step = %q", when, h)
+		}
+	}
+	check("before the restart")
+	f.Restart()
+	check("after the restart")
 }
 
 func TestReadyStepNoWorkerCanClaimIsLoggedOnce(t *testing.T) {

@@ -179,13 +179,14 @@ func (e *Engine) CancelJob(ctx context.Context, jobID string) error {
 }
 
 // RegisterWorker records a worker and returns its id. In-process workers
-// never time out.
-func (e *Engine) RegisterWorker(ctx context.Context, name string, tags []string, inProcess bool) (string, error) {
+// never time out. secretSHA256 is the hex SHA-256 of the secret the worker
+// proves itself with ("" for none), kept with it (see WorkerCredential).
+func (e *Engine) RegisterWorker(ctx context.Context, name string, tags []string, inProcess bool, secretSHA256 string) (string, error) {
 	if name == "" {
 		return "", fmt.Errorf("%w: worker name is required", ErrInvalid)
 	}
 	tags = normTags(tags)
-	v, err := e.do(ctx, func(b *batch) (any, error) { return e.registerWorker(b, name, tags, inProcess) })
+	v, err := e.do(ctx, func(b *batch) (any, error) { return e.registerWorker(b, name, tags, inProcess, secretSHA256) })
 	if err != nil {
 		return "", err
 	}

@@ -7,26 +7,38 @@ import (
 )
 
 // holderIndex mirrors, for readers outside the loop, which workers exist
-// and which worker holds each running step. The loop writes it wherever it
-// changes a worker's running set; log pushes read it, so checking a push
-// costs a map lookup, not a turn of the loop. A reader may see a decision
+// (with what each proves itself with) and which worker holds each running
+// step. The loop writes it wherever it changes a worker's running set;
+// log pushes read it, and every report's proof of its worker, so checking
+// them costs a map lookup, not a turn of the loop. A reader may see a decision
 // a moment before it is committed: harmless, since a step is handed out
 // and taken back only by the loop, and a push racing a completion is a
 // push made while the step was running.
 type holderIndex struct {
 	mu      sync.RWMutex
-	workers map[string]bool
+	workers map[string]WorkerCredential
 	steps   map[StepRef]string // running step → the worker holding it
 }
 
-func newHolderIndex() *holderIndex {
-	return &holderIndex{workers: map[string]bool{}, steps: map[StepRef]string{}}
+// WorkerCredential is what a worker proves itself with: the transport
+// checks it before a report naming the worker (see WorkerCredential).
+type WorkerCredential struct {
+	InProcess    bool
+	SecretSHA256 string // hex; "" for a worker registered without a secret
 }
 
-func (h *holderIndex) addWorker(id string) {
+func credentialOf(w *Worker) WorkerCredential {
+	return WorkerCredential{InProcess: w.InProcess, SecretSHA256: w.SecretSHA256}
+}
+
+func newHolderIndex() *holderIndex {
+	return &holderIndex{workers: map[string]WorkerCredential{}, steps: map[StepRef]string{}}
+}
+
+func (h *holderIndex) addWorker(w *Worker) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.workers[id] = true
+	h.workers[w.ID] = credentialOf(w)
 }
 
 func (h *holderIndex) hold(ss *stepState, workerID string) {
@@ -43,10 +55,10 @@ func (h *holderIndex) drop(ss *stepState) {
 
 // rebuild replaces the index with the loop's state after a (re)load.
 func (h *holderIndex) rebuild(st *state) {
-	workers := make(map[string]bool, len(st.workers))
+	workers := make(map[string]WorkerCredential, len(st.workers))
 	steps := map[StepRef]string{}
 	for id, wk := range st.workers {
-		workers[id] = true
+		workers[id] = credentialOf(wk.rec)
 		for ss := range wk.running {
 			steps[refOf(ss)] = id
 		}
@@ -61,7 +73,26 @@ func (h *holderIndex) rebuild(st *state) {
 func (h *holderIndex) holds(workerID string, ref StepRef) (known bool, holder string) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	return h.workers[workerID], h.steps[ref]
+	_, known = h.workers[workerID]
+	return known, h.steps[ref]
+}
+
+// WorkerCredential is what the worker proves itself with, read without a
+// turn of the loop (every report is checked against it first); false for
+// an unknown worker.
+func (e *Engine) WorkerCredential(workerID string) (WorkerCredential, bool) {
+	e.holders.mu.RLock()
+	defer e.holders.mu.RUnlock()
+	c, ok := e.holders.workers[workerID]
+	return c, ok
+}
+
+// StepHolder is the worker holding the step while it runs ("" for none),
+// read without a turn of the loop: whom a report that names no worker is
+// from, for workers that send the interface's bodies to the letter.
+func (e *Engine) StepHolder(jobID, step string) string {
+	_, holder := e.holders.holds("", StepRef{JobID: jobID, Step: step})
+	return holder
 }
 
 func refOf(ss *stepState) StepRef { return StepRef{JobID: ss.rec.JobID, Step: ss.rec.Name} }

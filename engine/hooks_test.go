@@ -270,7 +270,7 @@ func TestHooksFireOnceWhenAReloadOvertakesTheirRender(t *testing.T) {
 	// A failed commit reloads the state from the store, which fires the
 	// pending hooks again; the first render must then come to nothing.
 	f.Store.FailNextCommit(errors.New("disk full"))
-	if _, err := f.Engine.RegisterWorker(t.Context(), "other", nil, false); err == nil {
+	if _, err := f.Engine.RegisterWorker(t.Context(), "other", nil, false, ""); err == nil {
 		t.Fatal("register: the failed commit was not reported")
 	}
 	release()

@@ -169,6 +169,10 @@ type Worker struct {
 	LastSeen     time.Time `json:"last_seen"`
 	RegisteredAt time.Time `json:"registered_at"`
 	InProcess    bool      `json:"in_process"`
+	// SecretSHA256 is the hex SHA-256 of the secret a remote worker got at
+	// registration and proves itself with ("" for a worker that asked for
+	// none); the secret itself is never kept.
+	SecretSHA256 string `json:"secret_sha256,omitempty"`
 }
 
 // WorkerStep is a step a worker ran, as listed in the worker detail.

@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 )
 
-func (e *Engine) registerWorker(b *batch, name string, tags []string, inProcess bool) (string, error) {
+func (e *Engine) registerWorker(b *batch, name string, tags []string, inProcess bool, secretSHA256 string) (string, error) {
 	id := uuid.NewString()
 	wk := &workerState{
 		rec: &Worker{
@@ -19,11 +19,12 @@ func (e *Engine) registerWorker(b *batch, name string, tags []string, inProcess 
 			LastSeen:     b.now,
 			RegisteredAt: b.now,
 			InProcess:    inProcess,
+			SecretSHA256: secretSHA256,
 		},
 		running: map[*stepState]time.Time{},
 	}
 	e.st.workers[id] = wk
-	e.holders.addWorker(id)
+	e.holders.addWorker(wk.rec)
 	b.dirtyWorker(wk.rec)
 	if !inProcess {
 		b.afterCommit(func() { e.armHeartbeat(wk, e.cfg.HeartbeatTimeout) })

@@ -26,6 +26,10 @@ var (
 	// ErrUnauthorized: the server rejected the worker token; retrying
 	// cannot help (401, HTTP only).
 	ErrUnauthorized = errors.New("worker token rejected by server")
+	// ErrForbidden: the report names a worker the caller did not prove it
+	// is (its secret missing or wrong, or an in-process worker named over
+	// HTTP); retrying cannot help (403, HTTP only).
+	ErrForbidden = errors.New("not this worker's report")
 )
 
 // refusal is a refusal of a given kind. Its message is what the worker is

@@ -17,15 +17,30 @@ const (
 	Stderr = "stderr"
 )
 
+// SecretHeader carries a worker's secret on every call after its
+// registration (ours): the worker token admits any worker, the secret
+// proves which one a report comes from.
+const SecretHeader = "X-Worker-Secret"
+
 // Register is the body of POST /worker/register.
 type Register struct {
 	Name string   `json:"name"`
 	Tags []string `json:"tags"`
+	// WantSecret (ours) asks for a secret that proves, on every later
+	// call, that a report naming this worker comes from it. Without it
+	// the server registers the worker only under worker_protocol:
+	// interface, and anyone holding the worker token may then report
+	// as that worker.
+	WantSecret bool `json:"want_secret,omitempty"`
 }
 
 // Registered answers Register.
 type Registered struct {
 	WorkerID string `json:"worker_id"`
+	// Secret (ours) is the worker's secret, when it asked for one: sent
+	// back in SecretHeader, never shown again (the server keeps its
+	// SHA-256 only).
+	Secret string `json:"worker_secret,omitempty"`
 }
 
 // Heartbeat is the body of POST /worker/heartbeat. Running (ours,
@@ -44,7 +59,9 @@ type StepRef struct {
 
 // Claim is the body of POST /worker/jobs/claim. Tags is accepted, as the
 // interface sends it, and ignored: a worker claims with the tags it
-// registered with, so a claim cannot reach steps meant for other workers.
+// registered with. That keeps a claim to the steps meant for the worker it
+// names; only the worker's secret (SecretHeader) keeps a caller to the
+// worker it is.
 type Claim struct {
 	WorkerID string   `json:"worker_id"`
 	Tags     []string `json:"tags"`
@@ -112,6 +129,8 @@ type WorkerRef struct {
 }
 
 // Result is the body of POST /worker/jobs/{id}/steps/{step}/complete.
+// WorkerID (ours) names the holder; under worker_protocol: interface it
+// may be left out, and the step's holder is meant.
 type Result struct {
 	WorkerID string         `json:"worker_id,omitempty"`
 	Output   map[string]any `json:"output"`
@@ -121,7 +140,8 @@ type Result struct {
 
 // LogPush is the body of POST /worker/jobs/{id}/logs.
 type LogPush struct {
-	// WorkerID (ours) names the worker holding the step: only it may push.
+	// WorkerID (ours) names the worker holding the step: only it may push
+	// (left out under worker_protocol: interface, the holder is meant).
 	WorkerID string `json:"worker_id"`
 	StepName string `json:"step_name"`
 	// Run (ours, optional) names the step run whose lines these are: with

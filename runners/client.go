@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/appliance-sh/appliance/protocol"
@@ -36,6 +37,13 @@ type Client struct {
 	// Set by options, for the cache made once they are applied.
 	cacheDir string
 	limits   WorkspaceLimits
+
+	mu sync.Mutex
+	// secrets are the secrets of the workers registered through this
+	// client (or remembered from a spool), by id; latest is the last
+	// registered one's, for the calls that name no worker.
+	secrets map[string]string
+	latest  string
 }
 
 var _ Server = (*Client)(nil)
@@ -69,7 +77,7 @@ func NewClient(serverURL, token string, httpClient *http.Client, opts ...ClientO
 		copied.Timeout = 0
 		hc = &copied
 	}
-	c := &Client{base: base, baseErr: err, token: token, http: hc}
+	c := &Client{base: base, baseErr: err, token: token, http: hc, secrets: map[string]string{}}
 	for _, o := range opts {
 		o(c)
 	}
@@ -99,15 +107,49 @@ func (c *Client) Register(ctx context.Context, name string, tags []string) (stri
 		tags = []string{}
 	}
 	var out protocol.Registered
-	err := c.call(ctx, "register", http.MethodPost, "/worker/register", nil, requestTimeout,
-		protocol.Register{Name: name, Tags: tags}, &out)
+	err := c.call(ctx, "", "register", http.MethodPost, "/worker/register", nil, requestTimeout,
+		protocol.Register{Name: name, Tags: tags, WantSecret: true}, &out)
 	if err != nil {
 		return "", err
 	}
 	if out.WorkerID == "" {
 		return "", errors.New("register: server answered without a worker_id")
 	}
+	if out.Secret == "" {
+		return "", errors.New("register: server answered without a worker_secret: it is older than this worker; upgrade it")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.secrets[out.WorkerID], c.latest = out.Secret, out.Secret
 	return out.WorkerID, nil
+}
+
+var _ Prover = (*Client)(nil)
+
+// Secret implements Prover.
+func (c *Client) Secret(workerID string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.secrets[workerID]
+}
+
+// Remember implements Prover.
+func (c *Client) Remember(workerID, secret string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.secrets[workerID] = secret
+}
+
+// secretOf is what a call as workerID carries in protocol.SecretHeader:
+// that worker's secret, or the last registered one's for a call that
+// names no worker ("").
+func (c *Client) secretOf(workerID string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if workerID == "" {
+		return c.latest
+	}
+	return c.secrets[workerID]
 }
 
 // Heartbeat implements Server.
@@ -115,7 +157,7 @@ func (c *Client) Heartbeat(ctx context.Context, workerID string, running []proto
 	if running == nil {
 		running = []protocol.StepRef{}
 	}
-	return c.call(ctx, "heartbeat", http.MethodPost, "/worker/heartbeat", nil, requestTimeout,
+	return c.call(ctx, workerID, "heartbeat", http.MethodPost, "/worker/heartbeat", nil, requestTimeout,
 		protocol.Heartbeat{WorkerID: workerID, Running: running}, nil)
 }
 
@@ -126,7 +168,7 @@ func (c *Client) Claim(ctx context.Context, workerID string, tags []string) (*pr
 	}
 	q := url.Values{"wait": {strconv.Itoa(int(claimWait / time.Second))}}
 	var a protocol.Assignment
-	err := c.call(ctx, "claim", http.MethodPost, "/worker/jobs/claim", q, claimWait+requestTimeout,
+	err := c.call(ctx, workerID, "claim", http.MethodPost, "/worker/jobs/claim", q, claimWait+requestTimeout,
 		protocol.Claim{WorkerID: workerID, Tags: tags}, &a)
 	if err != nil {
 		return nil, err
@@ -139,20 +181,20 @@ func (c *Client) Claim(ctx context.Context, workerID string, tags []string) (*pr
 
 // Start implements Server.
 func (c *Client) Start(ctx context.Context, workerID, jobID, step string) error {
-	return c.call(ctx, "start step", http.MethodPost, stepPath(jobID, step, "start"), nil, requestTimeout,
+	return c.call(ctx, workerID, "start step", http.MethodPost, stepPath(jobID, step, "start"), nil, requestTimeout,
 		protocol.WorkerRef{WorkerID: workerID}, nil)
 }
 
 // Complete implements Server.
 func (c *Client) Complete(ctx context.Context, workerID, jobID, step string, res protocol.Result) error {
 	res.WorkerID = workerID
-	return c.call(ctx, "complete step", http.MethodPost, stepPath(jobID, step, "complete"), nil, requestTimeout, res, nil)
+	return c.call(ctx, workerID, "complete step", http.MethodPost, stepPath(jobID, step, "complete"), nil, requestTimeout, res, nil)
 }
 
 // StepToken implements Server.
 func (c *Client) StepToken(ctx context.Context, workerID, jobID, step string) (string, error) {
 	var out protocol.StepToken
-	err := c.call(ctx, "mint workspace token", http.MethodPost, stepPath(jobID, step, "workspace-token"), nil, requestTimeout,
+	err := c.call(ctx, workerID, "mint workspace token", http.MethodPost, stepPath(jobID, step, "workspace-token"), nil, requestTimeout,
 		protocol.WorkerRef{WorkerID: workerID}, &out)
 	return out.Token, err
 }
@@ -163,7 +205,7 @@ func (c *Client) PushLogs(ctx context.Context, jobID string, push protocol.LogPu
 		push.Lines = []protocol.LogLine{}
 	}
 	var out protocol.Pushed
-	err := c.call(ctx, "push logs", http.MethodPost, "/worker/jobs/"+url.PathEscape(jobID)+"/logs", nil, requestTimeout,
+	err := c.call(ctx, push.WorkerID, "push logs", http.MethodPost, "/worker/jobs/"+url.PathEscape(jobID)+"/logs", nil, requestTimeout,
 		push, &out)
 	return out.Cancelled, err
 }
@@ -172,7 +214,7 @@ func (c *Client) PushLogs(ctx context.Context, jobID string, push protocol.LogPu
 func (c *Client) Cancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error) {
 	q := url.Values{"wait": {strconv.Itoa(int(wait.Round(time.Second) / time.Second))}}
 	var out protocol.Cancelled
-	err := c.call(ctx, "poll cancellation", http.MethodGet, "/worker/jobs/"+url.PathEscape(jobID)+"/cancelled", q,
+	err := c.call(ctx, "", "poll cancellation", http.MethodGet, "/worker/jobs/"+url.PathEscape(jobID)+"/cancelled", q,
 		wait+requestTimeout, nil, &out)
 	return out.Cancelled, err
 }
@@ -187,8 +229,9 @@ func stepPath(jobID, step, verb string) string {
 	return "/worker/jobs/" + url.PathEscape(jobID) + "/steps/" + url.PathEscape(step) + "/" + verb
 }
 
-// call sends one JSON request and decodes the JSON answer into out (if not nil).
-func (c *Client) call(ctx context.Context, op, method, path string, q url.Values, timeout time.Duration, in, out any) error {
+// call sends one JSON request as workerID (see secretOf) and decodes the
+// JSON answer into out (if not nil).
+func (c *Client) call(ctx context.Context, workerID, op, method, path string, q url.Values, timeout time.Duration, in, out any) error {
 	if c.baseErr != nil {
 		return fmt.Errorf("%s: %w", op, c.baseErr)
 	}
@@ -210,7 +253,7 @@ func (c *Client) call(ctx context.Context, op, method, path string, q url.Values
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := c.do(req)
+	resp, err := c.do(req, workerID)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
@@ -237,8 +280,14 @@ func (c *Client) url(path string, q url.Values) string {
 	return u.String()
 }
 
-func (c *Client) do(req *http.Request) (*http.Response, error) {
+// do sends req with the worker token and, once registered, the secret of
+// workerID (see secretOf): every call carries it, those that name no
+// worker too.
+func (c *Client) do(req *http.Request, workerID string) (*http.Response, error) {
 	req.Header.Set("Authorization", "Bearer "+c.token)
+	if secret := c.secretOf(workerID); secret != "" {
+		req.Header.Set(protocol.SecretHeader, secret)
+	}
 	req.Header.Set("User-Agent", "appliance-worker")
 	return c.http.Do(req)
 }
@@ -258,8 +307,10 @@ func statusError(op, path string, resp *http.Response) error {
 	switch resp.StatusCode {
 	case http.StatusBadRequest:
 		e.sentinel = ErrInvalid
-	case http.StatusUnauthorized, http.StatusForbidden:
+	case http.StatusUnauthorized:
 		e.sentinel = ErrUnauthorized
+	case http.StatusForbidden:
+		e.sentinel = ErrForbidden
 	case http.StatusConflict:
 		e.sentinel = ErrConflict
 	case http.StatusNotFound:

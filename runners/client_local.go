@@ -19,7 +19,7 @@ func (c *Client) CreateLocalJob(ctx context.Context, workerID, workspace, task s
 		input = map[string]any{}
 	}
 	var out protocol.LocalJobCreated
-	err := c.call(ctx, "create local job", http.MethodPost, "/worker/jobs", nil, requestTimeout,
+	err := c.call(ctx, workerID, "create local job", http.MethodPost, "/worker/jobs", nil, requestTimeout,
 		protocol.LocalJob{WorkerID: workerID, Workspace: workspace, Task: task, Input: input}, &out)
 	return out.JobID, err
 }
@@ -29,7 +29,7 @@ func (c *Client) CreateLocalJob(ctx context.Context, workerID, workspace, task s
 func (c *Client) ClaimJob(ctx context.Context, workerID, jobID string) (*Assignment, error) {
 	q := url.Values{"wait": {strconv.Itoa(int(claimWait / time.Second))}}
 	var a Assignment
-	err := c.call(ctx, "claim", http.MethodPost, "/worker/jobs/claim", q, claimWait+requestTimeout,
+	err := c.call(ctx, workerID, "claim", http.MethodPost, "/worker/jobs/claim", q, claimWait+requestTimeout,
 		protocol.Claim{WorkerID: workerID, Tags: []string{}, JobID: jobID}, &a)
 	if err != nil {
 		return nil, err
@@ -43,7 +43,7 @@ func (c *Client) ClaimJob(ctx context.Context, workerID, jobID string) (*Assignm
 // CompleteJob ends a local job the worker holds and returns its status.
 func (c *Client) CompleteJob(ctx context.Context, workerID, jobID string) (string, error) {
 	var out protocol.JobCompleted
-	err := c.call(ctx, "complete job", http.MethodPost, "/worker/jobs/"+url.PathEscape(jobID)+"/complete", nil, requestTimeout,
+	err := c.call(ctx, workerID, "complete job", http.MethodPost, "/worker/jobs/"+url.PathEscape(jobID)+"/complete", nil, requestTimeout,
 		protocol.JobDone{WorkerID: workerID}, &out)
 	return out.JobStatus, err
 }

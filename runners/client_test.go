@@ -17,12 +17,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/appliance-sh/appliance/protocol"
 )
 
 // request is one call the test server saw.
 type request struct {
-	Method, Path, RawPath, Query, Auth, IfNoneMatch string
-	Body                                            map[string]any
+	Method, Path, RawPath, Query, Auth, IfNoneMatch, Secret string
+	Body                                                    map[string]any
 }
 
 // wireServer is an httptest server speaking the worker endpoints' wire
@@ -38,7 +40,7 @@ func newWireServer(t *testing.T, handler func(w http.ResponseWriter, r *request)
 	ws := &wireServer{}
 	ws.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req := request{Method: r.Method, Path: r.URL.Path, RawPath: r.URL.EscapedPath(), Query: r.URL.RawQuery,
-			Auth: r.Header.Get("Authorization"), IfNoneMatch: r.Header.Get("If-None-Match")}
+			Auth: r.Header.Get("Authorization"), IfNoneMatch: r.Header.Get("If-None-Match"), Secret: r.Header.Get(protocol.SecretHeader)}
 		if r.Body != nil {
 			raw, _ := io.ReadAll(r.Body)
 			if len(raw) > 0 {
@@ -73,7 +75,7 @@ func TestClientSpeaksTheWorkerEndpointsWireFormat(t *testing.T) {
 	srv := newWireServer(t, func(w http.ResponseWriter, r *request) {
 		switch r.Path {
 		case "/worker/register":
-			writeJSON(w, 200, `{"worker_id": "11111111-2222-3333-4444-555555555555"}`)
+			writeJSON(w, 200, `{"worker_id": "11111111-2222-3333-4444-555555555555", "worker_secret": "s3cr3t"}`)
 		case "/worker/jobs/claim":
 			writeJSON(w, 200, `{"job_id": "j-1", "workspace": "main", "revision": "abc", "step_name": "build[0]",
 				"action_name": "build", "action_type": "script", "action_image": null, "runner": "local",
@@ -122,7 +124,7 @@ func TestClientSpeaksTheWorkerEndpointsWireFormat(t *testing.T) {
 	}
 
 	want := []request{
-		{Method: "POST", Path: "/worker/register", Body: map[string]any{"name": "box", "tags": []any{}}},
+		{Method: "POST", Path: "/worker/register", Body: map[string]any{"name": "box", "tags": []any{}, "want_secret": true}},
 		{Method: "POST", Path: "/worker/heartbeat", Body: map[string]any{"worker_id": id,
 			"running": []any{map[string]any{"job_id": "j-1", "step_name": "build[0]"}}}},
 		{Method: "POST", Path: "/worker/jobs/claim", Query: "wait=20", Body: map[string]any{"worker_id": id, "tags": []any{"gpu"}}},
@@ -142,6 +144,11 @@ func TestClientSpeaksTheWorkerEndpointsWireFormat(t *testing.T) {
 		g := got[i]
 		if g.Auth != "Bearer tok3n" {
 			t.Errorf("%s: Authorization %q", g.Path, g.Auth)
+		}
+		// Every call after the registration proves the worker, those that
+		// name none (the cancellation long-poll) too.
+		if wantSecret := map[bool]string{true: "", false: "s3cr3t"}[i == 0]; g.Secret != wantSecret {
+			t.Errorf("%s: %s %q, want %q", g.Path, protocol.SecretHeader, g.Secret, wantSecret)
 		}
 		if w.RawPath == "" {
 			w.RawPath = w.Path
@@ -179,6 +186,8 @@ func TestErrorAnswersBecomeProtocolErrors(t *testing.T) {
 			ErrConflict, "complete step: server answered 409: the message"},
 		{"start of an unknown step", 404, func(c *Client) error { return c.Start(context.Background(), "w", "j", "s") },
 			ErrNotFound, "start step: server answered 404: the message"},
+		{"another worker's report", 403, func(c *Client) error { return c.Start(context.Background(), "w", "j", "s") },
+			ErrForbidden, "start step: server answered 403: the message"},
 		{"wrong token", 401, func(c *Client) error { _, err := c.Register(context.Background(), "n", nil); return err },
 			ErrUnauthorized, "register: server answered 401: the message"},
 		{"server failure", 500, func(c *Client) error {

@@ -204,7 +204,9 @@ func (w *Worker) deliverOnce(ctx context.Context, d *delivery) (done bool, err e
 }
 
 // refused reports whether the server will never take the run's reports:
-// the step is not this worker's any more (409), or its job is gone (404).
+// the step is not this worker's any more (409), its job is gone (404), or
+// the run cannot prove the worker it ran as (403: a run spooled without
+// its worker's secret).
 func refused(err error) bool {
 	return errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnknownWorker) ||
 		permanent(err) && !errors.Is(err, ErrUnauthorized)

@@ -16,6 +16,7 @@ var (
 	ErrConflict      = protocol.ErrConflict
 	ErrNotFound      = protocol.ErrNotFound
 	ErrUnauthorized  = protocol.ErrUnauthorized
+	ErrForbidden     = protocol.ErrForbidden
 )
 
 // StatusError is a non-2xx answer of the server: its status and the text of
@@ -41,7 +42,7 @@ func (e *StatusError) Unwrap() error { return e.sentinel }
 // permanent reports whether retrying the call that returned err cannot help:
 // the server understood the request and refused it.
 func permanent(err error) bool {
-	if errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrConflict) || errors.Is(err, ErrInvalid) ||
+	if errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrForbidden) || errors.Is(err, ErrConflict) || errors.Is(err, ErrInvalid) ||
 		errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnknownWorker) {
 		return true
 	}

@@ -51,11 +51,15 @@ type batch struct {
 // runMeta names a step run: the claim it came from and the id that numbers
 // its lines for the server.
 type runMeta struct {
-	Run      string    `json:"run"`
-	JobID    string    `json:"job_id"`
-	Step     string    `json:"step_name"`
-	WorkerID string    `json:"worker_id"`
-	Created  time.Time `json:"created"`
+	Run      string `json:"run"`
+	JobID    string `json:"job_id"`
+	Step     string `json:"step_name"`
+	WorkerID string `json:"worker_id"`
+	// Secret proves WorkerID's reports (see Prover): kept in the spool
+	// (a directory only its owner reads) so a restarted worker still
+	// delivers the run as the worker that ran it.
+	Secret  string    `json:"worker_secret,omitempty"`
+	Created time.Time `json:"created"`
 }
 
 // randomID is a random hex id: a run's, or the step keeper's token.

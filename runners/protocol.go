@@ -39,6 +39,19 @@ type Server interface {
 	Workspace(ctx context.Context, workspace, revision string) (dir string, err error)
 }
 
+// Prover is a Server whose workers prove who they are with a secret they
+// get at registration (the HTTP transport). A worker keeps each step
+// run's secret with it in the spool, so a run an earlier process left is
+// still reported as the worker that ran it.
+type Prover interface {
+	// Secret is the secret of a worker registered through this server
+	// ("" if none).
+	Secret(workerID string) string
+	// Remember has the reports naming workerID carry secret: a worker of
+	// an earlier process, whose runs the spool kept.
+	Remember(workerID, secret string)
+}
+
 // CancelNotifier is a Server that calls back when a job is cancelled,
 // rather than being long-polled for it (Cancelled): the in-process
 // transport, where a poll per running step would cost a goroutine and a

@@ -43,7 +43,11 @@ func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, rep *repo
 		defer cancel()
 	}
 
-	j := w.newJournal(runMeta{Run: randomID(), JobID: a.JobID, Step: a.StepName, WorkerID: workerID, Created: time.Now().UTC()}, log)
+	meta := runMeta{Run: randomID(), JobID: a.JobID, Step: a.StepName, WorkerID: workerID, Created: time.Now().UTC()}
+	if p, ok := w.srv.(Prover); ok {
+		meta.Secret = p.Secret(workerID)
+	}
+	j := w.newJournal(meta, log)
 	if a.EventSource {
 		j = newEventGate(j, maxUnackedEvents)
 		// A consumer runs until stopped: waiting for it to finish would

@@ -371,6 +371,9 @@ func (w *Worker) deliverLeftovers(lt lifetimes, runs []*spoolRun) {
 		}
 		m := r.Meta()
 		log := w.log.With("job_id", m.JobID, "step", m.Step, "held_as", m.WorkerID)
+		if p, ok := w.srv.(Prover); ok && m.Secret != "" {
+			p.Remember(m.WorkerID, m.Secret)
+		}
 		// Kept only when the run has no result yet.
 		r.Finish(failed(exitKilled, "Worker restarted while the step ran: its process was lost"))
 		w.deliver(lt, &delivery{j: r, log: log, finished: done}, tick)

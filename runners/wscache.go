@@ -245,7 +245,7 @@ func (c *Client) download(ctx context.Context, ws, want, cached string) (*downlo
 	if cached != "" {
 		req.Header.Set("If-None-Match", `"`+cached+`"`)
 	}
-	resp, err := c.do(req)
+	resp, err := c.do(req, "")
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("download workspace: %w", err)

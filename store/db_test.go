@@ -36,7 +36,8 @@ func TestRecordsRoundTrip(t *testing.T) {
 	}
 	worker := &engine.Worker{
 		ID: "w1", Name: "box", Tags: []string{"docker"}, Status: engine.WorkerActive,
-		LastSeen: t0.Add(time.Minute), RegisteredAt: t0, InProcess: true,
+		LastSeen: t0.Add(time.Minute), RegisteredAt: t0,
+		SecretSHA256: strings.Repeat("5e", 32),
 	}
 	commit(t, db, &engine.Batch{Jobs: []*engine.Job{job}, Steps: []*engine.Step{step}, Workers: []*engine.Worker{worker}})
 

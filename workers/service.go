@@ -17,7 +17,11 @@ import (
 // implements it.
 type Engine interface {
 	Emitter
-	RegisterWorker(ctx context.Context, name string, tags []string, inProcess bool) (string, error)
+	RegisterWorker(ctx context.Context, name string, tags []string, inProcess bool, secretSHA256 string) (string, error)
+	// WorkerCredential and StepHolder read the engine's holder index,
+	// without a turn of its loop: every report is checked against them.
+	WorkerCredential(workerID string) (engine.WorkerCredential, bool)
+	StepHolder(jobID, step string) string
 	Heartbeat(ctx context.Context, workerID string, running []engine.StepRef) error
 	Claim(ctx context.Context, workerID string, wait time.Duration) (*engine.Claim, error)
 	// Local execution mode (engine/local.go).
@@ -50,6 +54,12 @@ type Config struct {
 	EventWait time.Duration
 	// MintStepToken mints pods' workspace tokens (nil = none can be minted).
 	MintStepToken MintFunc
+	// InterfaceProtocol (worker_protocol: interface) serves workers that
+	// send the interface's bodies to the letter: they may register without
+	// a secret, and push logs and complete a running step without naming
+	// a worker (the step's holder is meant). Weaker: any holder of the
+	// worker token may then report as such a worker.
+	InterfaceProtocol bool
 }
 
 // Service is the worker protocol's one implementation.
@@ -95,25 +105,42 @@ func workerRefusal(err error) error {
 	return refusal(err)
 }
 
-// Register records a worker; inProcess workers (the server's own pool)
-// never time out.
-func (s *Service) Register(ctx context.Context, req protocol.Register, inProcess bool) (protocol.Registered, error) {
+// errNoSecret refuses a remote registration without a secret.
+var errNoSecret = protocol.Errorf(protocol.ErrInvalid,
+	"want_secret is required: a worker proves who it is with the secret it gets at registration "+
+		"(appliance's worker asks for one); set worker_protocol: interface on the server to serve workers that send the interface's bodies only")
+
+// Register records a worker. The in-process pool's workers never time
+// out and need no secret; a remote worker gets one when it asks (and must
+// ask, unless InterfaceProtocol).
+func (s *Service) Register(ctx context.Context, who Caller, req protocol.Register) (protocol.Registered, error) {
 	if err := req.Validate(); err != nil {
 		return protocol.Registered{}, err
 	}
 	if req.Tags == nil {
 		req.Tags = []string{}
 	}
-	id, err := s.eng.RegisterWorker(ctx, req.Name, req.Tags, inProcess)
+	var secret, hash string
+	switch {
+	case who.inProcess:
+	case req.WantSecret:
+		secret, hash = newSecret()
+	case !s.cfg.InterfaceProtocol:
+		return protocol.Registered{}, errNoSecret
+	}
+	id, err := s.eng.RegisterWorker(ctx, req.Name, req.Tags, who.inProcess, hash)
 	if err != nil {
 		return protocol.Registered{}, refusal(err)
 	}
-	return protocol.Registered{WorkerID: id}, nil
+	return protocol.Registered{WorkerID: id, Secret: secret}, nil
 }
 
 // Heartbeat marks the worker alive; ErrUnknownWorker when it is forgotten.
-func (s *Service) Heartbeat(ctx context.Context, req protocol.Heartbeat) error {
+func (s *Service) Heartbeat(ctx context.Context, who Caller, req protocol.Heartbeat) error {
 	if err := req.Validate(); err != nil {
+		return err
+	}
+	if err := s.prove(who, req.WorkerID); err != nil {
 		return err
 	}
 	var running []engine.StepRef
@@ -129,8 +156,11 @@ func (s *Service) Heartbeat(ctx context.Context, req protocol.Heartbeat) error {
 // Claim waits up to wait for a step the worker's registered tags reach;
 // nil without error means no work. When ctx ends first (the worker hung
 // up), the engine stops waiting and hands back a step it could not deliver.
-func (s *Service) Claim(ctx context.Context, req protocol.Claim, wait time.Duration) (*protocol.Assignment, error) {
+func (s *Service) Claim(ctx context.Context, who Caller, req protocol.Claim, wait time.Duration) (*protocol.Assignment, error) {
 	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.prove(who, req.WorkerID); err != nil {
 		return nil, err
 	}
 	var (
@@ -153,8 +183,11 @@ func (s *Service) Claim(ctx context.Context, req protocol.Claim, wait time.Durat
 
 // CreateLocalJob creates a job the worker holds whole and runs itself
 // (local execution mode): its steps are offered to that worker only.
-func (s *Service) CreateLocalJob(ctx context.Context, req protocol.LocalJob) (protocol.LocalJobCreated, error) {
+func (s *Service) CreateLocalJob(ctx context.Context, who Caller, req protocol.LocalJob) (protocol.LocalJobCreated, error) {
 	if err := req.Validate(); err != nil {
+		return protocol.LocalJobCreated{}, err
+	}
+	if err := s.prove(who, req.WorkerID); err != nil {
 		return protocol.LocalJobCreated{}, err
 	}
 	input := req.Input
@@ -174,11 +207,14 @@ func (s *Service) CreateLocalJob(ctx context.Context, req protocol.LocalJob) (pr
 }
 
 // CompleteJob ends a local job its holder has run.
-func (s *Service) CompleteJob(ctx context.Context, jobID string, req protocol.JobDone) (protocol.JobCompleted, error) {
+func (s *Service) CompleteJob(ctx context.Context, who Caller, jobID string, req protocol.JobDone) (protocol.JobCompleted, error) {
 	if err := protocol.CheckJobID(jobID); err != nil {
 		return protocol.JobCompleted{}, err
 	}
 	if err := req.Validate(); err != nil {
+		return protocol.JobCompleted{}, err
+	}
+	if err := s.prove(who, req.WorkerID); err != nil {
 		return protocol.JobCompleted{}, err
 	}
 	job, err := s.eng.CompleteJob(ctx, req.WorkerID, jobID)
@@ -189,8 +225,8 @@ func (s *Service) CompleteJob(ctx context.Context, jobID string, req protocol.Jo
 }
 
 // Start records that the worker started a step it claimed.
-func (s *Service) Start(ctx context.Context, jobID, step string, req protocol.WorkerRef) error {
-	return s.start(jobID, req, func() error { return s.eng.StartStep(ctx, req.WorkerID, jobID, step) })
+func (s *Service) Start(ctx context.Context, who Caller, jobID, step string, req protocol.WorkerRef) error {
+	return s.start(who, jobID, req, func() error { return s.eng.StartStep(ctx, req.WorkerID, jobID, step) })
 }
 
 // StartInProcess is Start for the in-process workers, answered once the
@@ -199,24 +235,27 @@ func (s *Service) Start(ctx context.Context, jobID, step string, req protocol.Wo
 // (see engine.StartStepApplied). Their steps cannot outlive the server,
 // so a start a crash loses cannot leave a step running twice.
 func (s *Service) StartInProcess(ctx context.Context, jobID, step string, req protocol.WorkerRef) error {
-	return s.start(jobID, req, func() error { return s.eng.StartStepApplied(ctx, req.WorkerID, jobID, step) })
+	return s.start(InProcess, jobID, req, func() error { return s.eng.StartStepApplied(ctx, req.WorkerID, jobID, step) })
 }
 
 // start checks a start report, then records it with record.
-func (s *Service) start(jobID string, req protocol.WorkerRef, record func() error) error {
+func (s *Service) start(who Caller, jobID string, req protocol.WorkerRef, record func() error) error {
 	if err := protocol.CheckJobID(jobID); err != nil {
 		return err
 	}
 	if err := req.Validate(); err != nil {
 		return err
 	}
+	if err := s.prove(who, req.WorkerID); err != nil {
+		return err
+	}
 	return refusal(record())
 }
 
 // Complete records the result of a step the worker holds.
-func (s *Service) Complete(ctx context.Context, jobID, step string, req protocol.Result) error {
-	return s.complete(jobID, step, req, func(res engine.StepResult) error {
-		return s.eng.CompleteStep(ctx, req.WorkerID, jobID, step, res)
+func (s *Service) Complete(ctx context.Context, who Caller, jobID, step string, req protocol.Result) error {
+	return s.complete(who, jobID, step, req, func(workerID string, res engine.StepResult) error {
+		return s.eng.CompleteStep(ctx, workerID, jobID, step, res)
 	})
 }
 
@@ -225,20 +264,24 @@ func (s *Service) Complete(ctx context.Context, jobID, step string, req protocol
 // engine.CompleteStepApplied): the worker claims its next step without
 // waiting for an fsync.
 func (s *Service) CompleteInProcess(ctx context.Context, jobID, step string, req protocol.Result) error {
-	return s.complete(jobID, step, req, func(res engine.StepResult) error {
-		return s.eng.CompleteStepApplied(ctx, req.WorkerID, jobID, step, res)
+	return s.complete(InProcess, jobID, step, req, func(workerID string, res engine.StepResult) error {
+		return s.eng.CompleteStepApplied(ctx, workerID, jobID, step, res)
 	})
 }
 
 // complete checks a result report, then records it with record.
-func (s *Service) complete(jobID, step string, req protocol.Result, record func(engine.StepResult) error) error {
+func (s *Service) complete(who Caller, jobID, step string, req protocol.Result, record func(string, engine.StepResult) error) error {
 	if err := protocol.CheckJobID(jobID); err != nil {
+		return err
+	}
+	var err error
+	if req.WorkerID, err = s.reporter(who, jobID, step, req.WorkerID); err != nil {
 		return err
 	}
 	if err := req.Validate(); err != nil {
 		return err
 	}
-	err := record(engine.StepResult{Output: req.Output, ExitCode: req.ExitCode, Error: req.Error})
+	err = record(req.WorkerID, engine.StepResult{Output: req.Output, ExitCode: req.ExitCode, Error: req.Error})
 	if err != nil {
 		return refusal(err)
 	}
@@ -253,9 +296,15 @@ var errEventsBusy = protocol.Errorf(protocol.ErrBusy, "the event source's max_in
 // PushLogs appends the lines of a step the worker holds to the job's log
 // (those of a numbered run only once) and tells whether the job was
 // cancelled. An event source's `OUTPUT: ` lines become events first.
-func (s *Service) PushLogs(ctx context.Context, jobID string, req protocol.LogPush) (protocol.Pushed, error) {
+func (s *Service) PushLogs(ctx context.Context, who Caller, jobID string, req protocol.LogPush) (protocol.Pushed, error) {
 	if err := protocol.CheckJobID(jobID); err != nil {
 		return protocol.Pushed{}, err
+	}
+	if req.StepName != "" { // without it, Validate says so
+		var err error
+		if req.WorkerID, err = s.reporter(who, jobID, req.StepName, req.WorkerID); err != nil {
+			return protocol.Pushed{}, err
+		}
 	}
 	if err := req.Validate(); err != nil {
 		return protocol.Pushed{}, err
@@ -310,11 +359,14 @@ func (s *Service) OnCancelled(ctx context.Context, jobID string, f func()) (stop
 var errNoStepTokens = errors.New("this server mints no workspace tokens")
 
 // StepToken mints a token bound to a step the worker holds running.
-func (s *Service) StepToken(ctx context.Context, jobID, step string, req protocol.WorkerRef) (protocol.StepToken, error) {
+func (s *Service) StepToken(ctx context.Context, who Caller, jobID, step string, req protocol.WorkerRef) (protocol.StepToken, error) {
 	if err := protocol.CheckJobID(jobID); err != nil {
 		return protocol.StepToken{}, err
 	}
 	if err := req.Validate(); err != nil {
+		return protocol.StepToken{}, err
+	}
+	if err := s.prove(who, req.WorkerID); err != nil {
 		return protocol.StepToken{}, err
 	}
 	if s.cfg.MintStepToken == nil {

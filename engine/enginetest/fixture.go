@@ -201,7 +201,7 @@ func (f *Fixture) Execute(task string, input map[string]any) string {
 // Register registers a worker and returns its id.
 func (f *Fixture) Register(name string, tags []string, inProcess bool) string {
 	f.T.Helper()
-	id, err := f.Engine.RegisterWorker(f.ctx(), name, tags, inProcess)
+	id, err := f.Engine.RegisterWorker(f.ctx(), name, tags, inProcess, "")
 	if err != nil {
 		f.T.Fatalf("register worker %s: %v", name, err)
 	}
