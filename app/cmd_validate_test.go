@@ -149,3 +149,19 @@ func TestValidateReportsBadTemplateReferencesAndRetries(t *testing.T) {
 		t.Errorf("stdout:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestValidateWarnsOfRawValuesFromData: a `{{ x | raw }}` whose value an
+// API caller, an event or an upstream step chooses goes into the script as
+// code; validate says so, and still passes.
+func TestValidateWarnsOfRawValuesFromData(t *testing.T) {
+	dir := copyExamples(t)
+	at := breakFile(t, dir, "hello.yaml", `sleep {{ input.seconds }}`, `sleep {{ input.seconds | raw }}`, "{{")
+	code, out, errOut := runMain("validate", dir)
+	if code != 0 {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	want := "warning: .workflows/hello.yaml:" + at + ": tasks.sleep.flow.sleep.script: {{ input.seconds | raw }} puts a job input (an API caller's, an event's or a hook's data) into the script as code: drop raw to have it quoted as data\n"
+	if !strings.HasPrefix(out, want) || !strings.HasSuffix(out, ": ok\n") {
+		t.Errorf("stdout:\n%s\nwant it to start with\n%s", out, want)
+	}
+}
