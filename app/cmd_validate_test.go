@@ -133,7 +133,7 @@ func TestValidateReportsBadTemplateReferencesAndRetries(t *testing.T) {
 	// echo-greeting no longer depends on say-hello, whose output it reads.
 	breakFile(t, dir, "hello.yaml", "depends_on: [say-hello]", "description: runs alone", "runs")
 	ref := breakFile(t, dir, "hello.yaml", `greeting: "{{ say_hello.output.greeting }}"`, `greeting: "{{ say_hello.output.greeting }}"`, "say_hello")
-	sleep := breakFile(t, dir, "hello.yaml", "script: sleep {{ input.seconds }}", "script: sleep {{ input.secnds }}\n        retries: 11", "input.secnds")
+	sleep := breakFile(t, dir, "hello.yaml", `script: sleep -- "$INPUT_SECONDS"`, "script: sleep {{ input.secnds }}\n        retries: 11", "input.secnds")
 	retries := breakFile(t, dir, "hello.yaml", "retries: 11", "retries: 11", "11")
 
 	code, out, _ := runMain("validate", dir)
@@ -155,7 +155,7 @@ func TestValidateReportsBadTemplateReferencesAndRetries(t *testing.T) {
 // code; validate says so, and still passes.
 func TestValidateWarnsOfRawValuesFromData(t *testing.T) {
 	dir := copyExamples(t)
-	at := breakFile(t, dir, "hello.yaml", `sleep {{ input.seconds }}`, `sleep {{ input.seconds | raw }}`, "{{")
+	at := breakFile(t, dir, "hello.yaml", `sleep -- "$INPUT_SECONDS"`, `sleep -- {{ input.seconds | raw }}`, "{{")
 	code, out, errOut := runMain("validate", dir)
 	if code != 0 {
 		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
