@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/appliance-sh/appliance/engine/template"
@@ -436,6 +437,14 @@ func renderSpec(ctx context.Context, set *template.Set, scope map[string]any, a 
 		return out
 	}
 	r := func(field, s string) string { return script(field, s, "") }
+	// An argv like [sh, -c, "..."] holds a shell script.
+	isScript := workflow.ShellScriptArgs(a.Entrypoint, a.Command)
+	rl := func(field, s string, i int) string {
+		if isScript[field+"["+strconv.Itoa(i)+"]"] {
+			return script(fmt.Sprintf("%s[%d]", field, i), s, quote.Shell)
+		}
+		return r(fmt.Sprintf("%s[%d]", field, i), s)
+	}
 	for _, f := range specFields(a) {
 		*f.s = script(f.name, *f.s, f.lang)
 	}
@@ -446,18 +455,18 @@ func renderSpec(ctx context.Context, set *template.Set, scope map[string]any, a 
 		}
 		a.Env = env
 	}
-	a.Command = renderList(r, "command", a.Command)
-	a.Entrypoint = renderList(r, "entrypoint", a.Entrypoint)
+	a.Command = renderList(rl, "command", a.Command)
+	a.Entrypoint = renderList(rl, "entrypoint", a.Entrypoint)
 	return firstErr
 }
 
-func renderList(r func(field, s string) string, field string, items []string) []string {
+func renderList(r func(field, s string, i int) string, field string, items []string) []string {
 	if items == nil {
 		return nil
 	}
 	out := make([]string, len(items))
 	for i, s := range items {
-		out[i] = r(fmt.Sprintf("%s[%d]", field, i), s)
+		out[i] = r(field, s, i)
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -31,6 +32,11 @@ tasks:
       name: {type: string}
     flow:
       a: {type: docker, image: alpine, cmd: 'echo "hi {{ input.name }}"'}
+  argv:
+    input:
+      name: {type: string}
+    flow:
+      a: {type: docker, image: alpine, command: [bash, -c, 'echo "hi {{ input.name }}"', '{{ input.name }}']}
 `)
 	for _, name := range []string{"top secret\x00", "top secret\nEOF\nid"} {
 		id := createJob(t, f, "t", map[string]any{"name": name})
@@ -47,5 +53,12 @@ tasks:
 	c := f.ClaimStep("a")
 	if want := `echo "hi "'"; id; echo "'""`; c.Spec.Cmd != want {
 		t.Errorf("cmd = %q, want %q", c.Spec.Cmd, want)
+	}
+	// In [bash, -c, script, arg] the script is quoted; the argument is
+	// one argv item, data as it is.
+	f.Execute("argv", map[string]any{"name": `"; id; echo "`})
+	c = f.ClaimStep("a")
+	if want := []string{"bash", "-c", `echo "hi "'"; id; echo "'""`, `"; id; echo "`}; !slices.Equal(c.Spec.Command, want) {
+		t.Errorf("command = %q, want %q", c.Spec.Command, want)
 	}
 }

@@ -119,6 +119,7 @@ func (l *loader) action(o obj, inline bool) *Action {
 		if v, ok := o.get("command"); ok {
 			a.Command = v.strList()
 		}
+		l.checkArgvScript(o, a)
 		if a.Type == TypePod {
 			a.Manifest = manifest(o)
 		}

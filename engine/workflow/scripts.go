@@ -3,6 +3,7 @@ package workflow
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/appliance-sh/appliance/engine/template"
@@ -35,6 +36,60 @@ func (l *loader) checkScript(n node, src string, lang quote.Lang, interp node, i
 	}
 	for _, p := range template.CheckScript(src, lang) {
 		l.addErr(n.templateAt(p.Line, p.Col), n.path, p.Msg)
+	}
+}
+
+// ShellScriptArgs finds, in a container's argv (entrypoint then command,
+// as the runtime joins them), the item a shell runs as a script: the one
+// after -c in [sh, -c, "..."] (bash, busybox sh... too). Keys name the item
+// as `entrypoint[i]` or `command[i]`.
+func ShellScriptArgs(entrypoint, command []string) map[string]bool {
+	argv := append(append([]string(nil), entrypoint...), command...)
+	if len(argv) < 3 {
+		return nil
+	}
+	i := 1
+	name := strings.TrimSuffix(filepath.Base(argv[0]), ".exe")
+	if name == "busybox" && argv[1] == "sh" {
+		i = 2
+	} else if !posixShells[name] && name != "zsh" {
+		return nil
+	}
+	for ; i < len(argv)-1; i++ {
+		opt := argv[i]
+		if opt == "--" || !strings.HasPrefix(opt, "-") {
+			return nil
+		}
+		if !strings.HasPrefix(opt, "--") && strings.Contains(opt, "c") {
+			k := i + 1
+			if k < len(entrypoint) {
+				return map[string]bool{fmt.Sprintf("entrypoint[%d]", k): true}
+			}
+			return map[string]bool{fmt.Sprintf("command[%d]", k-len(entrypoint)): true}
+		}
+	}
+	return nil
+}
+
+// checkArgvScript checks the shell script an entrypoint or command runs
+// with -c, as checkScript does a cmd.
+func (l *loader) checkArgvScript(o obj, a *Action) {
+	for key := range ShellScriptArgs(a.Entrypoint, a.Command) {
+		field, rest, _ := strings.Cut(key, "[")
+		i, _ := strconv.Atoi(strings.TrimSuffix(rest, "]"))
+		v, ok := o.get(field)
+		if !ok {
+			continue
+		}
+		items, _ := v.list()
+		list := a.Command
+		if field == "entrypoint" {
+			list = a.Entrypoint
+		}
+		if i < len(items) && i < len(list) {
+			l.checkScript(items[i], list[i], quote.Shell, node{}, "")
+			l.warnRawData(items[i], list[i])
+		}
 	}
 }
 

@@ -80,6 +80,17 @@ func TestScriptPlaceholdersWhereNoQuotingIsSound(t *testing.T) {
 			    flow:
 			      a: {type: docker, image: alpine, cmd: '{{ input.tool }} --help'}
 			`, `.workflows/main.yaml:4:45: tasks.t.flow.a.cmd: {{ input.tool }}: it is a command name`},
+		{"a command run with sh -c is a shell script", `
+			tasks:
+			  t:
+			    flow:
+			      a:
+			        type: docker
+			        image: alpine
+			        entrypoint: [sh, -ec]
+			        command:
+			          - echo ok; {{ input.tool }} --help
+			`, `.workflows/main.yaml:9:22: tasks.t.flow.a.command[0]: {{ input.tool }}: it is a command name`},
 		{"an interpreter that is not a POSIX shell", `
 			tasks:
 			  t:
