@@ -117,8 +117,9 @@ func (t *Template) scriptError(lang quoting.Lang, out string, m *marks, err erro
 	if !errors.As(err, &p) {
 		return fmt.Errorf("template %s: %w", quote(t.src), err)
 	}
-	tag, ok := tagAt(t.src, m.at[p.Sentinel])
-	if !ok {
+	at, named := m.at[p.Sentinel]
+	tag, ok := tagAt(t.src, at)
+	if !named || !ok {
 		return fmt.Errorf("template %s: %s", quote(t.src), p.Message)
 	}
 	msg := fmt.Sprintf("%s (line %d): %s", tag.Text, tag.Line, p.Message)

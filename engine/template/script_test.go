@@ -40,6 +40,7 @@ func TestRenderScriptErrorsNameTheExpression(t *testing.T) {
 		{"cat <<EOF\n{{ input.eof }}\nEOF", `{{ input.eof }} (line 2): its value holds the line "EOF"`},
 		{"{% if input.flag %}eval{% else %}echo{% endif %} {{ input.cmd }}", `{{ input.cmd }} (line 1): it is an argument of eval`},
 		{"{% filter upper %}echo {{ input.cmd }}{% endfilter %}", `filter`},
+		{"{{ input.cmd }} {% if input.flag %}'{% endif %}", `does not parse as a shell script`},
 	}
 	for _, c := range cases {
 		_, err := NewSet().RenderScript(context.Background(), c.src, vars, quoting.Shell)

@@ -315,8 +315,11 @@ const (
 
 // mark gives every unmarked sentinelHit inside [from, to) context ctx.
 func (w *shellWalker) mark(from, to int, m shellMark) {
-	for i, h := range w.hits {
-		if h.off >= from && h.off < to && w.marks[i] == nil {
+	// hits are in order: a loop's thousands of placeholders cost a search.
+	first := sort.Search(len(w.hits), func(i int) bool { return w.hits[i].off >= from })
+	for i := first; i < len(w.hits) && w.hits[i].off < to; i++ {
+		h := w.hits[i]
+		if w.marks[i] == nil {
 			mm := m
 			if m.problem == "" && m.ctx != inSingle && m.ctx != inQuotedHdoc && escaped(w.src, h.off) {
 				mm.problem = whyBackslash
