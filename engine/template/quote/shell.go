@@ -302,6 +302,7 @@ const (
 	whyEval       = "it is an argument of eval, which runs its arguments as code"
 	whyTrap       = "it is an argument of trap, which runs its first argument as code"
 	whyShellC     = "it is an argument of a shell run with -c (bash -c, sh -c), which runs that argument as a script"
+	whyProgram    = "it is in the program text %s runs (python3 -c, node -e, awk, sed...), where the value becomes code of that language"
 	whySSH        = "it is an argument of ssh, which joins its arguments into a command for the remote shell"
 	whySource     = "it names the script that source or . runs"
 	whyCase       = "it is a case pattern: the shell matches it as a pattern, not as the value"
@@ -541,10 +542,22 @@ func (w *shellWalker) test(x syntax.TestExpr) {
 	}
 }
 
-// Commands whose arguments, or some of them, the shell runs as code.
+// Commands whose arguments, or some of them, run as code.
 var (
-	shells   = shellWords("sh", "bash", "dash", "ash", "ksh", "mksh", "zsh", "busybox")
-	wrappers = shellWords("exec", "command", "builtin", "nohup", "env", "sudo", "doas", "xargs", "nice", "timeout", "stdbuf", "setsid", "chroot", "time", "watch")
+	shells = shellWords("sh", "bash", "dash", "ash", "ksh", "mksh", "zsh", "busybox")
+	// codeFlags are the options after which an interpreter takes program
+	// text: `python3 -c "print('{{ x }}')"` is Python code however the
+	// shell quotes the value.
+	codeFlags = map[string]map[string]bool{
+		"su": shellWords("-c"), "python": shellWords("-c"), "python3": shellWords("-c"), "python2": shellWords("-c"),
+		"pypy3": shellWords("-c"), "node": shellWords("-e", "--eval", "-p", "--print"), "nodejs": shellWords("-e", "--eval", "-p", "--print"),
+		"bun": shellWords("-e", "--eval", "-p", "--print"), "deno": shellWords("eval"), "perl": shellWords("-e", "-E"),
+		"ruby": shellWords("-e"), "php": shellWords("-r"),
+	}
+	// programFirst take their program as the first argument that is not
+	// an option (or after -e).
+	programFirst = shellWords("awk", "gawk", "mawk", "nawk", "sed", "gsed")
+	wrappers     = shellWords("exec", "command", "builtin", "nohup", "env", "sudo", "doas", "xargs", "nice", "timeout", "stdbuf", "setsid", "chroot", "time", "watch")
 	// varNames are builtins whose arguments are variable names, in
 	// which bash evaluates a subscript: `read 'a[$(id)]'` runs id.
 	varNames = shellWords("read", "unset", "getopts", "mapfile", "readarray", "wait")
@@ -552,7 +565,8 @@ var (
 
 // runsCode reports whether command name runs some of its arguments as code.
 func runsCode(name string) bool {
-	return name == "eval" || name == "trap" || name == "ssh" || name == "source" || name == "." || shells[name] || wrappers[name]
+	return name == "eval" || name == "trap" || name == "ssh" || name == "source" || name == "." ||
+		shells[name] || codeFlags[name] != nil || programFirst[name] || wrappers[name]
 }
 
 func shellWords(names ...string) map[string]bool {
@@ -563,85 +577,170 @@ func shellWords(names ...string) map[string]bool {
 	return m
 }
 
+// literal is a word's text when it is all literal (quotes removed), as
+// the shell would see it: `"eval"` and `\eval` are eval. A word with an
+// expansion in it has none.
+func literal(w *syntax.Word) (string, bool) {
+	var b strings.Builder
+	for _, p := range w.Parts {
+		switch p := p.(type) {
+		case *syntax.Lit:
+			v := p.Value
+			for i := 0; i < len(v); i++ {
+				if v[i] == '\\' && i+1 < len(v) {
+					i++
+				}
+				b.WriteByte(v[i])
+			}
+		case *syntax.SglQuoted:
+			if p.Dollar {
+				return "", false
+			}
+			b.WriteString(p.Value)
+		case *syntax.DblQuoted:
+			for _, q := range p.Parts {
+				l, ok := q.(*syntax.Lit)
+				if !ok {
+					return "", false
+				}
+				b.WriteString(l.Value)
+			}
+		default:
+			return "", false
+		}
+	}
+	return b.String(), true
+}
+
+// name is a command name as the shell looks it up: `/bin/sh` is sh.
+func name(w *syntax.Word) string {
+	l, _ := literal(w)
+	if i := strings.LastIndexByte(l, '/'); i >= 0 {
+		l = l[i+1:]
+	}
+	return l
+}
+
 // call walks a simple command's words: the first is the command name,
-// and a few commands run arguments as code.
+// and some commands run some of their arguments as code.
 func (w *shellWalker) call(args []*syntax.Word) {
 	if len(args) == 0 {
 		return
 	}
 	w.danger(args[0], whyCommand)
-	name := args[0].Lit()
+	cmd := name(args[0])
 	rest := args[1:]
 	all := func(why string) {
 		for _, a := range rest {
 			w.danger(a, why)
 		}
 	}
+	opt := func(i int) string { l, _ := literal(rest[i]); return l }
 	switch {
-	case name == "eval":
+	case cmd == "eval":
 		all(whyEval)
-	case name == "trap":
+	case cmd == "trap":
 		all(whyTrap)
-	case name == "ssh":
+	case cmd == "ssh":
 		all(whySSH)
-	case varNames[name]:
+	case varNames[cmd]:
 		all(whyName)
-	case shells[name]:
+	case shells[cmd]:
 		// With -c the script is an argument; without, the first
 		// argument that is not an option names the script to run.
-		for _, a := range rest {
-			if l := a.Lit(); strings.HasPrefix(l, "-") && !strings.HasPrefix(l, "--") && strings.Contains(l, "c") {
+		for i := range rest {
+			if l := opt(i); strings.HasPrefix(l, "-") && !strings.HasPrefix(l, "--") && strings.Contains(l, "c") {
 				all(whyShellC)
 				return
 			}
 		}
-		for i, a := range rest {
-			if !strings.HasPrefix(a.Lit(), "-") {
-				w.danger(a, whySource)
-				w.words(rest[i+1:])
+		for i := range rest {
+			if !strings.HasPrefix(opt(i), "-") {
+				w.danger(rest[i], whySource)
+				w.args(rest[i+1:])
 				return
 			}
 		}
-	case name == "source" || name == ".":
+	case codeFlags[cmd] != nil:
+		for i := range rest {
+			if codeFlags[cmd][opt(i)] {
+				all(fmt.Sprintf(whyProgram, cmd))
+				return
+			}
+		}
+		w.args(rest)
+	case programFirst[cmd]:
+		w.program(cmd, rest)
+	case cmd == "source" || cmd == ".":
 		if len(rest) > 0 {
 			w.danger(rest[0], whySource)
-			w.words(rest[1:])
+			w.args(rest[1:])
 		}
-	case name == "printf" || name == "test" || name == "[":
+	case cmd == "printf" || cmd == "test" || cmd == "[":
 		// printf -v NAME and test -v NAME take a variable name.
-		for i, a := range rest {
-			if a.Lit() == "-v" && i+1 < len(rest) {
+		for i := range rest {
+			if opt(i) == "-v" && i+1 < len(rest) {
 				w.danger(rest[i+1], whyName)
 			}
 		}
 		w.words(rest)
-	case wrappers[name]:
+	case wrappers[cmd]:
 		// The wrapped command is the first word that is not an option
 		// (or, for env, an assignment); its arguments follow its rules.
-		for i, a := range rest {
-			l := a.Lit()
-			if strings.HasPrefix(l, "-") || (name == "env" && strings.Contains(l, "=")) ||
-				(name == "timeout" && l != "" && strings.Trim(l, "0123456789.smhd") == "") {
-				w.word(a)
+		// A wrapper's option that takes a value (sudo -u root) makes the
+		// value look like the command, and the real one an argument: args
+		// still finds the command that runs code.
+		for i := range rest {
+			l := opt(i)
+			if strings.HasPrefix(l, "-") || (cmd == "env" && strings.Contains(l, "=")) ||
+				(cmd == "timeout" && l != "" && strings.Trim(l, "0123456789.smhd") == "") {
+				w.word(rest[i])
 				continue
-			}
-			// A wrapper's option that takes a value (sudo -u root) makes
-			// the value look like the command: look further for a
-			// command that runs code.
-			for k := i + 1; k < len(rest); k++ {
-				if runsCode(rest[k].Lit()) {
-					w.danger(rest[i], whyCommand)
-					w.words(rest[i+1 : k])
-					w.call(rest[k:])
-					return
-				}
 			}
 			w.call(rest[i:])
 			return
 		}
 	default:
-		w.words(rest)
+		w.args(rest)
 	}
+}
+
+// program walks the arguments of awk or sed: the program is the argument
+// after each -e, else the first that is not an option; the rest are data.
+func (w *shellWalker) program(cmd string, rest []*syntax.Word) {
+	why := fmt.Sprintf(whyProgram, cmd)
+	explicit := false
+	for i, a := range rest {
+		if l, _ := literal(a); (l == "-e" || l == "--expression") && i+1 < len(rest) {
+			w.danger(rest[i+1], why)
+			explicit = true
+		}
+	}
+	for i, a := range rest {
+		l, _ := literal(a)
+		if !explicit && !strings.HasPrefix(l, "-") {
+			w.danger(a, why)
+			w.words(rest[i+1:])
+			return
+		}
+		w.word(a)
+	}
+}
+
+// args walks the arguments of a command that treats them as data, unless
+// one of them names a command that runs code with what follows (find
+// -exec sh -c, docker run img sh -c, kubectl exec -- python3 -c ...):
+// from there the rules of that command apply. Erring on the safe side,
+// `echo sh -c x` is refused too.
+func (w *shellWalker) args(rest []*syntax.Word) {
+	for i, a := range rest {
+		if runsCode(name(a)) && !wrappers[name(a)] && i+1 < len(rest) {
+			w.words(rest[:i])
+			w.call(rest[i:])
+			return
+		}
+	}
+	w.words(rest)
 }
 
 func (w *shellWalker) words(ws []*syntax.Word) {

@@ -197,6 +197,15 @@ func TestShellRefusesUnsafeContexts(t *testing.T) {
 		{"sudo -u root sh -c 'echo S'", "-c"},
 		{"env A=1 bash -c 'echo S'", "-c"},
 		{"ssh host echo S", "ssh"},
+		{"\"eval\" S", "eval"},
+		{"/bin/sh -c 'S'", "-c"},
+		{"find . -exec sh -c 'echo S' \\;", "-c"},
+		{"docker run alpine sh -c \"echo S\"", "-c"},
+		{"su deploy -c 'echo S'", "program text su"},
+		{"python3 -c \"print('S')\"", "program text python3"},
+		{"node -e 'console.log(\"S\")'", "program text node"},
+		{"awk '{print \"S\"}' file", "program text awk"},
+		{"sed -e 's/a/S/' file", "program text sed"},
 		{"ssh host \"echo 'S'\"", "ssh"},
 		{"case $x in S) ;; esac", "case pattern"},
 		{"case $x in a|\"S\") ;; esac", "case pattern"},
@@ -251,6 +260,7 @@ func TestShellAcceptsDataContexts(t *testing.T) {
 		"bash ./deploy.sh S", "sudo -u root cp S /tmp", "echo \"$(date) S\"", "x=$(cat <<EOF\nS\nEOF\n)",
 		"case S in a) echo S;; esac", "echo ${HOME}/S", "printf '%s\\n' \"S\" >> \"$HOME/S.log\"",
 		"if [ S = x ]; then echo S; fi", "f() { echo S; }", "cat <<EOF\n$(echo S)\nEOF",
+		"python3 script.py S", "awk '{print $1}' S", "sed -e 's/a/b/' S", "node app.js --name S", "timeout 5 curl -- S",
 	} {
 		src = strings.ReplaceAll(src, "S", testKey)
 		if problems := Check(Shell, src, []string{testKey}); len(problems) > 0 {
