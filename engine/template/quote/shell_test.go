@@ -66,6 +66,10 @@ func (c shellContext) script() string { return strings.ReplaceAll(c.src, "S", te
 // hostileValues are what an attacker sends as input: each would run
 // `touch pwned` if it reached the shell as code.
 var hostileValues = []string{
+	`"; id`,
+	`"; id; cat server-config.yaml; echo "`,
+	`$(id)`,
+	"`id`",
 	`"; touch pwned; echo "`,
 	`; touch pwned`,
 	`$(touch pwned)`,
@@ -93,6 +97,29 @@ var hostileValues = []string{
 	strings.Repeat(`a'b"c$(d)`, 100*1024/9),
 }
 
+// refusedValues are values no shell can be given in some context: a NUL
+// byte anywhere, the delimiter line inside a here-document.
+var refusedValues = []string{"EOF", "x\nEOF\ntouch pwned\n", "\tEOF", "a\x00b"}
+
+// refused reports whether Splice must refuse v in context c.
+func refused(c shellContext, v string) bool {
+	if strings.Contains(v, "\x00") {
+		return true
+	}
+	if !c.hdoc {
+		return false
+	}
+	// The body's lines with the value in place: the first line is the
+	// command, the last the delimiter.
+	lines := strings.Split(strings.ReplaceAll(c.src, "S", v), "\n")
+	for _, line := range lines[1 : len(lines)-1] {
+		if line == "EOF" || (strings.HasPrefix(c.src, "cat <<-") && strings.TrimLeft(line, "\t") == "EOF") {
+			return true
+		}
+	}
+	return false
+}
+
 // TestShellQuotingOnRealShells runs every context with every hostile
 // value on bash and dash: each script prints the value back, byte for
 // byte, and nothing else runs.
@@ -106,8 +133,15 @@ func TestShellQuotingOnRealShells(t *testing.T) {
 			if c.bashOnly && shell != "bash" {
 				continue
 			}
-			for i, v := range hostileValues {
+			for i, v := range append(hostileValues, refusedValues...) {
 				out, err := Splice(Shell, c.script(), map[string]any{testKey: v})
+				if refused(c, v) {
+					var p Problem
+					if !errors.As(err, &p) || p.Sentinel != testKey {
+						t.Errorf("%s, %s, value %d %.40q: got %v, want the render refused naming the placeholder", shell, c.name, i, v, err)
+					}
+					continue
+				}
 				if err != nil {
 					t.Errorf("%s, %s, value %d: %v", shell, c.name, i, err)
 					continue
@@ -291,7 +325,7 @@ func TestShellNonStringValues(t *testing.T) {
 // expands to exactly the value (or Splice refuses the value), and
 // nothing panics. The integrator adds the other languages' contexts.
 func FuzzScriptRender(f *testing.F) {
-	for _, v := range hostileValues[:len(hostileValues)-1] {
+	for _, v := range append(hostileValues[:len(hostileValues)-1:len(hostileValues)-1], refusedValues...) {
 		for i := range shellContexts {
 			f.Add(i, v)
 		}
@@ -305,13 +339,13 @@ func FuzzScriptRender(f *testing.F) {
 		}
 		c := shellContexts[i%len(shellContexts)]
 		out, err := Splice(Shell, c.script(), map[string]any{testKey: v})
+		if want := refused(c, v); want != (err != nil) {
+			t.Fatalf("%s: %q: refused %v, want %v (%v)", c.name, v, err != nil, want, err)
+		}
 		if err != nil {
 			var p Problem
 			if !errors.As(err, &p) || p.Sentinel != testKey {
 				t.Fatalf("%s: %v is not a Problem naming the placeholder", c.name, err)
-			}
-			if !strings.Contains(v, "\x00") && !(c.hdoc && strings.Contains(v, "EOF")) {
-				t.Fatalf("%s: %q refused: %v", c.name, v, err)
 			}
 			return
 		}
