@@ -402,9 +402,18 @@ type specField struct {
 // cmd runs through `sh -c`: it is a shell script too.
 func specFields(a *workflow.Action) []specField {
 	return []specField{
-		{"script", &a.Script, quote.Lang(a.Language)}, {"cmd", &a.Cmd, quote.Shell}, {"prompt", &a.Prompt, ""},
+		{"script", &a.Script, scriptLang(a)}, {"cmd", &a.Cmd, quote.Shell}, {"prompt", &a.Prompt, ""},
 		{"system_prompt", &a.SystemPrompt, ""}, {"message", &a.Message, ""}, {"workdir", &a.Workdir, ""},
 	}
+}
+
+// scriptLang is the language a script action's script is written in; the
+// runners read no language as shell, and so does the quoting.
+func scriptLang(a *workflow.Action) quote.Lang {
+	if a.Language == "" {
+		return quote.Shell
+	}
+	return quote.Lang(a.Language)
 }
 
 func specRenders(a *workflow.Action) bool {
