@@ -12,7 +12,9 @@ import (
 func init() { commands["validate"] = cmdValidate }
 
 // cmdValidate checks a workspace directory: every problem on its own line
-// and exit 1, or a one-line summary and exit 0. Usage errors exit 2.
+// and exit 1, or its warnings (a `raw` script value from an input, an
+// output or an event) and a one-line summary and exit 0. Usage errors
+// exit 2.
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	if len(args) != 1 || args[0] == "" || args[0][0] == '-' {
 		fmt.Fprintln(stderr, "usage: appliance validate DIR")
@@ -30,6 +32,10 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	case err != nil:
 		fmt.Fprintf(stderr, "appliance validate: %v\n", err)
 		return 1
+	}
+	// Warnings do not fail the check: the author may mean them.
+	for _, w := range ws.Warnings {
+		fmt.Fprintf(stdout, "warning: %s\n", w.Error())
 	}
 	fmt.Fprintf(stdout, "%s, %s, %s: ok\n",
 		plural(len(ws.Tasks), "task"), plural(len(ws.Actions), "action"), plural(len(ws.Triggers), "trigger"))

@@ -133,7 +133,7 @@ func TestValidateReportsBadTemplateReferencesAndRetries(t *testing.T) {
 	// echo-greeting no longer depends on say-hello, whose output it reads.
 	breakFile(t, dir, "hello.yaml", "depends_on: [say-hello]", "description: runs alone", "runs")
 	ref := breakFile(t, dir, "hello.yaml", `greeting: "{{ say_hello.output.greeting }}"`, `greeting: "{{ say_hello.output.greeting }}"`, "say_hello")
-	sleep := breakFile(t, dir, "hello.yaml", "script: sleep {{ input.seconds }}", "script: sleep {{ input.secnds }}\n        retries: 11", "input.secnds")
+	sleep := breakFile(t, dir, "hello.yaml", `script: sleep -- "$INPUT_SECONDS"`, "script: sleep {{ input.secnds }}\n        retries: 11", "input.secnds")
 	retries := breakFile(t, dir, "hello.yaml", "retries: 11", "retries: 11", "11")
 
 	code, out, _ := runMain("validate", dir)
@@ -147,5 +147,21 @@ func TestValidateReportsBadTemplateReferencesAndRetries(t *testing.T) {
 	}
 	if got := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("stdout:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestValidateWarnsOfRawValuesFromData: a `{{ x | raw }}` whose value an
+// API caller, an event or an upstream step chooses goes into the script as
+// code; validate says so, and still passes.
+func TestValidateWarnsOfRawValuesFromData(t *testing.T) {
+	dir := copyExamples(t)
+	at := breakFile(t, dir, "hello.yaml", `sleep -- "$INPUT_SECONDS"`, `sleep -- {{ input.seconds | raw }}`, "{{")
+	code, out, errOut := runMain("validate", dir)
+	if code != 0 {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	want := "warning: .workflows/hello.yaml:" + at + ": tasks.sleep.flow.sleep.script: {{ input.seconds | raw }} puts a job input (an API caller's, an event's or a hook's data) into the script as code: drop raw to have it quoted as data\n"
+	if !strings.HasPrefix(out, want) || !strings.HasSuffix(out, ": ok\n") {
+		t.Errorf("stdout:\n%s\nwant it to start with\n%s", out, want)
 	}
 }

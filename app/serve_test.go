@@ -105,7 +105,7 @@ func TestCancelKillsTheRunningProcess(t *testing.T) {
 	f.waitJob(id, "the sleep step to start", func(j jobView) bool { return j.step("sleep").Status == "running" })
 
 	// The sleep runs under bash in its own process group; find it.
-	pgid := waitSleepProcess(t, "sleep 3017")
+	pgid := waitSleepProcess(t, "sleep -- 3017")
 	var out struct {
 		Status string `json:"status"`
 	}

@@ -55,7 +55,7 @@ func TestApprovedStepCompletesWithTheApproval(t *testing.T) {
 	if out["approved"] != true || out["approved_by"] != "ada@example.com" || out["approved_at"] == nil {
 		t.Fatalf("approval output %v", out)
 	}
-	if c := f.RunStep("ship", enginetest.Ok(nil)); c.Spec.Script != "echo shipping with OPS-7" {
+	if c := f.RunStep("ship", enginetest.Ok(nil)); c.Spec.Script != "echo shipping with 'OPS-7'" {
 		t.Fatalf("dependent rendered %q", c.Spec.Script)
 	}
 	f.WaitStatus(job, engine.JobCompleted)

@@ -59,7 +59,7 @@ func TestTaskStepRunsAChildJobAndTakesItsOutput(t *testing.T) {
 		t.Fatalf("task step output %v, want the child's output %v", done.Output, want)
 	}
 	c := f.RunJobStep(parent, "after", enginetest.Ok(nil))
-	if c.Spec.Script != "echo hi ada" {
+	if c.Spec.Script != "echo 'hi ada'" {
 		t.Fatalf("dependent rendered %q from the child's output", c.Spec.Script)
 	}
 	f.WaitStatus(parent, engine.JobCompleted)

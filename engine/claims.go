@@ -4,9 +4,11 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/appliance-sh/appliance/engine/template"
+	"github.com/appliance-sh/appliance/engine/template/quote"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
@@ -387,18 +389,31 @@ func (e *Engine) claimFor(js *jobState, ss *stepState) (*Claim, func(ctx context
 	return c, func(ctx context.Context, c *Claim) error { return renderSpec(ctx, set, scope, c.Spec) }
 }
 
-// specField is one of an action's templated text fields.
+// specField is one of an action's templated text fields. A field that
+// is a script (lang set) renders with its values quoted as data for that
+// language.
 type specField struct {
 	name string
 	s    *string
+	lang quote.Lang
 }
 
-// specFields lists an action's templated text fields.
+// specFields lists an action's templated text fields. A docker or pod
+// cmd runs through `sh -c`: it is a shell script too.
 func specFields(a *workflow.Action) []specField {
 	return []specField{
-		{"script", &a.Script}, {"cmd", &a.Cmd}, {"prompt", &a.Prompt}, {"system_prompt", &a.SystemPrompt},
-		{"message", &a.Message}, {"workdir", &a.Workdir},
+		{"script", &a.Script, scriptLang(a)}, {"cmd", &a.Cmd, quote.Shell}, {"prompt", &a.Prompt, ""},
+		{"system_prompt", &a.SystemPrompt, ""}, {"message", &a.Message, ""}, {"workdir", &a.Workdir, ""},
 	}
+}
+
+// scriptLang is the language a script action's script is written in; the
+// runners read no language as shell, and so does the quoting.
+func scriptLang(a *workflow.Action) quote.Lang {
+	if a.Language == "" {
+		return quote.Shell
+	}
+	return quote.Lang(a.Language)
 }
 
 func specRenders(a *workflow.Action) bool {
@@ -414,18 +429,33 @@ func specRenders(a *workflow.Action) bool {
 // scope.
 func renderSpec(ctx context.Context, set *template.Set, scope map[string]any, a *workflow.Action) error {
 	var firstErr error
-	r := func(field, s string) string {
+	script := func(field, s string, lang quote.Lang) string {
 		if firstErr != nil || !template.IsTemplate(s) {
 			return s
 		}
-		out, err := set.RenderContext(ctx, s, scope)
+		var out string
+		var err error
+		if lang != "" {
+			out, err = set.RenderScript(ctx, s, scope, lang)
+		} else {
+			out, err = set.RenderContext(ctx, s, scope)
+		}
 		if err != nil {
 			firstErr = fmt.Errorf("render %s: %w", field, err)
 		}
 		return out
 	}
+	r := func(field, s string) string { return script(field, s, "") }
+	// An argv like [sh, -c, "..."] holds a shell script.
+	isScript := workflow.ShellScriptArgs(a.Entrypoint, a.Command)
+	rl := func(field, s string, i int) string {
+		if isScript[field+"["+strconv.Itoa(i)+"]"] {
+			return script(fmt.Sprintf("%s[%d]", field, i), s, quote.Shell)
+		}
+		return r(fmt.Sprintf("%s[%d]", field, i), s)
+	}
 	for _, f := range specFields(a) {
-		*f.s = r(f.name, *f.s)
+		*f.s = script(f.name, *f.s, f.lang)
 	}
 	if a.Env != nil {
 		env := make(map[string]string, len(a.Env))
@@ -434,18 +464,18 @@ func renderSpec(ctx context.Context, set *template.Set, scope map[string]any, a 
 		}
 		a.Env = env
 	}
-	a.Command = renderList(r, "command", a.Command)
-	a.Entrypoint = renderList(r, "entrypoint", a.Entrypoint)
+	a.Command = renderList(rl, "command", a.Command)
+	a.Entrypoint = renderList(rl, "entrypoint", a.Entrypoint)
 	return firstErr
 }
 
-func renderList(r func(field, s string) string, field string, items []string) []string {
+func renderList(r func(field, s string, i int) string, field string, items []string) []string {
 	if items == nil {
 		return nil
 	}
 	out := make([]string, len(items))
 	for i, s := range items {
-		out[i] = r(fmt.Sprintf("%s[%d]", field, i), s)
+		out[i] = r(field, s, i)
 	}
 	return out
 }

@@ -23,7 +23,7 @@ after: {action: ok, depends_on: [fan]}`))
 	// Every instance is ready at once; finish them out of order.
 	for _, i := range []int{2, 0, 1} {
 		c := f.RunStep(fmt.Sprintf("fan[%d]", i), enginetest.Ok(map[string]any{"i": i}))
-		if want := fmt.Sprintf("echo hello %s-%d", []string{"ann", "bob", "cy"}[i], i); c.Spec.Script != want {
+		if want := fmt.Sprintf("echo hello '%s-%d'", []string{"ann", "bob", "cy"}[i], i); c.Spec.Script != want {
 			t.Errorf("fan[%d] script = %q, want %q", i, c.Spec.Script, want)
 		}
 	}

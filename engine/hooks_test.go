@@ -96,7 +96,7 @@ func TestSuccessHooksStartJobsWithTheHookContext(t *testing.T) {
 		t.Fatalf("notify hook job %+v", notify)
 	}
 	c := f.RunJobStep(notify.ID, "notify", enginetest.Ok(nil))
-	if !strings.HasPrefix(c.Spec.Script, "echo build completed true") {
+	if !strings.HasPrefix(c.Spec.Script, "echo 'build completed true in ") || !strings.HasSuffix(c.Spec.Script, "s from api'") {
 		t.Fatalf("hook step script %q", c.Spec.Script)
 	}
 	f.WaitStatus(notify.ID, engine.JobCompleted)

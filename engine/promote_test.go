@@ -256,15 +256,15 @@ tasks:
 `)
 	job := f.Execute("t", map[string]any{"who": "ann"})
 	c := f.RunStep("build-it", enginetest.Ok(map[string]any{"host": "h1"}))
-	if c.Spec.Script != "echo ann" {
-		t.Errorf("inline step script = %q, want %q (the job input)", c.Spec.Script, "echo ann")
+	if c.Spec.Script != "echo 'ann'" {
+		t.Errorf("inline step script = %q, want %q (the job input)", c.Spec.Script, "echo 'ann'")
 	}
 	c = f.ClaimStep("hello")
 	wantInput := map[string]any{"name": "ann-h1", "count": int64(2)}
 	if fmt.Sprint(c.Input) != fmt.Sprint(wantInput) {
 		t.Errorf("claim input = %v, want %v", c.Input, wantInput)
 	}
-	if c.Spec.Script != "echo hello ann-h1 from h1" {
+	if c.Spec.Script != "echo hello 'ann-h1' from 'h1'" {
 		t.Errorf("script = %q", c.Spec.Script)
 	}
 	if c.Spec.Env["WHO"] != "ANN-H1" {

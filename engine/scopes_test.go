@@ -48,11 +48,11 @@ tasks:
 		t.Fatalf("job input %v: nickname want present as null", in)
 	}
 	named := f.RunStep("named", enginetest.Ok(nil))
-	if named.Spec.Script != "echo Ada/ false" {
+	if named.Spec.Script != "echo 'Ada/' 'false'" {
 		t.Errorf("named step script %q, want the step's input with the action default", named.Spec.Script)
 	}
 	inline := f.RunStep("inline", enginetest.Ok(nil))
-	if inline.Spec.Script != "echo Ada true" {
+	if inline.Spec.Script != "echo 'Ada' 'true'" {
 		t.Errorf("inline step script %q, want the job's input", inline.Spec.Script)
 	}
 	f.WaitStatus(job, engine.JobCompleted)

@@ -9,9 +9,10 @@ import (
 )
 
 // interpreters lists, per language, the binaries tried in order when the
-// action names none.
+// action names none. A shell script's {{ }} values are quoted for any
+// POSIX shell: bash, else sh, else busybox's sh (a minimal image).
 var interpreters = map[string][]string{
-	"shell":      {"bash", "sh"},
+	"shell":      {"bash", "sh", "busybox"},
 	"python":     {"uv", "python3", "python"},
 	"javascript": {"bun", "node"},
 	"typescript": {"bun", "deno", "tsc"},
@@ -93,6 +94,8 @@ func scriptArgs(path, file string) []string {
 		return []string{path, "run", "-A", file}
 	case "go":
 		return []string{path, "run", file}
+	case "busybox":
+		return []string{path, "sh", file}
 	}
 	return []string{path, file}
 }

@@ -318,7 +318,7 @@ func TestMissingInterpreterIsAClearError(t *testing.T) {
 		{workflow.Action{Language: "python", Script: "print(1)"}, "python: no interpreter found (tried uv, python3, python)"},
 		{workflow.Action{Language: "ts", Script: "1"}, "typescript: no interpreter found (tried bun, deno, tsc with node)"},
 		{workflow.Action{Language: "js", Script: "1"}, "javascript: no interpreter found (tried bun, node)"},
-		{workflow.Action{Script: "true"}, "shell: no interpreter found (tried bash, sh)"},
+		{workflow.Action{Script: "true"}, "shell: no interpreter found (tried bash, sh, busybox)"},
 		{workflow.Action{Language: "python", Script: "1", Interpreter: "pypy9"}, `python: interpreter "pypy9" not found`},
 	} {
 		a := tc.a

@@ -65,6 +65,9 @@ func prepare(root *nodes.Template) (assigns bool) {
 type walker struct {
 	seen    map[uintptr]bool
 	assigns bool
+	// inSet counts the {% set %} blocks around the node being walked: a
+	// {{ }} in one builds a variable, not the script (see placeholderFilter).
+	inSet int
 }
 
 func (w *walker) walk(v reflect.Value) {
@@ -80,10 +83,16 @@ func (w *walker) walk(v reflect.Value) {
 				w.assigns = true
 			}
 		}
+		if v.Type() == setType {
+			w.inSet++
+		}
 		w.walk(v.Elem())
+		if v.Type() == setType {
+			w.inSet--
+		}
 		switch v.Type() {
 		case outputType:
-			wrapOutput(reflect.NewAt(outputType.Elem(), v.UnsafePointer()).Interface().(*nodes.Output))
+			wrapOutput(reflect.NewAt(outputType.Elem(), v.UnsafePointer()).Interface().(*nodes.Output), w.inSet == 0)
 		case forType:
 			tickLoop(reflect.NewAt(forType.Elem(), v.UnsafePointer()).Interface().(*controlstructures.ForControlStructure))
 		}
@@ -191,19 +200,26 @@ func tickLoop(f *controlstructures.ForControlStructure) {
 	}
 }
 
-func wrapOutput(o *nodes.Output) {
-	o.Expression = withText(o.Expression)
+// wrapOutput makes o's value go through textFilter. An output that writes
+// into the rendered text (any but those of set blocks) passes its
+// position, so that a script render can put a sentinel in its place.
+func wrapOutput(o *nodes.Output, placeholder bool) {
+	var args []nodes.Expression
+	if placeholder && o.Start != nil {
+		args = []nodes.Expression{&nodes.Integer{Location: o.Start, Val: o.Start.Pos}}
+	}
+	o.Expression = withText(o.Expression, args)
 	if o.Alternative != nil {
-		o.Alternative = withText(o.Alternative)
+		o.Alternative = withText(o.Alternative, args)
 	}
 }
 
-func withText(e nodes.Expression) nodes.Expression {
+func withText(e nodes.Expression, args []nodes.Expression) nodes.Expression {
 	if e == nil {
 		return nil
 	}
 	return &nodes.FilteredExpression{
 		Expression: e,
-		Filters:    []*nodes.FilterCall{{Token: e.Position(), Name: textFilter}},
+		Filters:    []*nodes.FilterCall{{Token: e.Position(), Name: textFilter, Args: args}},
 	}
 }

@@ -25,6 +25,7 @@ func extraFilters() map[string]exec.FilterFunction {
 		"fromjson":    filterFromJSON,
 		"join":        filterJoin,
 		"trim":        filterTrim,
+		"raw":         filterRaw,
 	}
 }
 
@@ -66,6 +67,7 @@ func filterText(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	if in.IsError() {
 		return in
 	}
+	r, isRaw := in.Interface().(rawText)
 	x, err := native(in)
 	if err != nil {
 		return exec.AsValue(err)
@@ -80,8 +82,38 @@ func filterText(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 		if err := b.build(len(s)); err != nil {
 			return exec.AsValue(err)
 		}
+		// In a script, the value's place gets a sentinel that the
+		// script's language then replaces with the value quoted for
+		// where it stands; `raw` opts out.
+		if b.marks != nil && !isRaw && len(params.Args) == 1 && params.Args[0].IsInteger() {
+			return exec.AsSafeValue(b.marks.add(params.Args[0].Integer(), x))
+		}
+	}
+	if isRaw {
+		return exec.AsSafeValue(string(r))
 	}
 	return exec.AsSafeValue(s)
+}
+
+// rawText is a value `raw` let through: a script gets it as written,
+// never quoted.
+type rawText string
+
+// filterRaw marks a value to go into a script as written, code and all;
+// it must be the last filter (any later one makes plain text again).
+func filterRaw(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if err := params.Take(); err != nil {
+		return exec.AsValue(exec.ErrInvalidCall(err))
+	}
+	x, err := native(in)
+	if err != nil {
+		return exec.AsValue(err)
+	}
+	s, err := text(x)
+	if err != nil {
+		return exec.AsValue(err)
+	}
+	return exec.AsValue(rawText(s))
 }
 
 // filterToJSON writes compact JSON with sorted keys and no HTML escaping;

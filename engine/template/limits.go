@@ -92,9 +92,10 @@ type budget struct {
 	ctx     context.Context
 	lim     Limits
 	start   time.Time
-	checks  int   // alive calls, to look at the clock only now and then
-	built   int   // bytes of text made by {{ }} and loop bodies, wherever they went
-	tripped error // the first limit passed: gonja flattens errors from filters into text
+	checks  int    // alive calls, to look at the clock only now and then
+	built   int    // bytes of text made by {{ }} and loop bodies, wherever they went
+	tripped error  // the first limit passed: gonja flattens errors from filters into text
+	marks   *marks // set when rendering a script: its {{ }} values (see RenderScript)
 	// vars are the render's variables: a failure's message is scrubbed of
 	// their values (see scrubValues).
 	vars map[string]any

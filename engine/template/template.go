@@ -17,8 +17,11 @@
 //     cannot change their variables: methods that mutate (append, update,
 //     pop...) are absent, and a template assigning into an object renders on
 //     a copy of its variables.
-//   - Filters added to gonja's: tojson (json_encode), fromjson, and join and
-//     trim that write values as text does.
+//   - Filters added to gonja's: tojson (json_encode), fromjson, join and
+//     trim that write values as text does, and raw, which lets a value into
+//     a script as written (see RenderScript).
+//   - A script renders through RenderScript: each {{ }} value is quoted as
+//     data for the place it stands in (package quote).
 package template
 
 import (

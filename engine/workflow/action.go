@@ -4,6 +4,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/appliance-sh/appliance/engine/template/quote"
 )
 
 // commonActionKeys are allowed on every action type.
@@ -107,6 +109,9 @@ func (l *loader) action(o obj, inline bool) *Action {
 		a.Cmd = o.str("cmd")
 		if v, ok := o.get("cmd"); ok {
 			l.parseTemplate(v, a.Cmd)
+			// The runner runs cmd with `sh -c`: it is a shell script.
+			l.checkScript(v, a.Cmd, quote.Shell, node{}, "")
+			l.warnRawData(v, a.Cmd)
 		}
 		if v, ok := o.get("entrypoint"); ok {
 			a.Entrypoint = v.strList()
@@ -114,6 +119,7 @@ func (l *loader) action(o obj, inline bool) *Action {
 		if v, ok := o.get("command"); ok {
 			a.Command = v.strList()
 		}
+		l.checkArgvScript(o, a)
 		if a.Type == TypePod {
 			a.Manifest = manifest(o)
 		}
@@ -174,6 +180,11 @@ func (l *loader) scriptAction(o obj, a *Action) {
 		}
 	}
 	a.Interpreter = o.str("interpreter")
+	if v, ok := o.get("script"); ok {
+		interp, _ := o.get("interpreter")
+		l.checkScript(v, a.Script, quote.Lang(a.Language), interp, a.Interpreter)
+		l.warnRawData(v, a.Script)
+	}
 	if o.has("manifest") {
 		if a.Runner != "pod" {
 			o.m["manifest"].k.errorf("only allowed with runner: pod")

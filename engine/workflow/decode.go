@@ -108,13 +108,23 @@ var templateLineCol = regexp.MustCompile(`\(Line: (\d+) Col: (\d+)`)
 // elsewhere (folded or multi-line flow scalars, whose lines are joined) at
 // the scalar itself.
 func (n node) templatePos(err error) pos {
-	p := n.pos()
 	m := templateLineCol.FindStringSubmatch(err.Error())
-	if m == nil || p.line == 0 {
-		return p
+	if m == nil {
+		return n.pos()
 	}
 	line, _ := strconv.Atoi(m[1])
 	col, _ := strconv.Atoi(m[2])
+	return n.templateAt(line, col)
+}
+
+// templateAt is where in the file line and col of the template n holds
+// are, as far as the scalar's style lets columns be counted (see
+// templatePos).
+func (n node) templateAt(line, col int) pos {
+	p := n.pos()
+	if p.line == 0 {
+		return p
+	}
 	switch v := n.n.(type) {
 	case *ast.StringNode:
 		if line != 1 || v.Token == nil || strings.ContainsAny(v.Value, "\n\r") {

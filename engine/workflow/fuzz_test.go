@@ -31,6 +31,7 @@ func FuzzLoad(f *testing.F) {
 		"--- \n---\ntasks: ~\n",
 		"? [a, b]\n: c\n",
 		"tasks: !!map {t: {flow: {s: {script: !!binary aGk=}}}}",
+		"tasks:\n  t:\n    flow:\n      s:\n        script: |\n          echo \"{{ input.a }}\" '{{ input.b }}' $(( {{ input.n }} ))\n          cat <<EOF\n          {{ input.c }}\n          EOF\n          {% for x in input.l %}{{ x }}{% endfor %}\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -46,6 +46,10 @@ type Workspace struct {
 	OnSuccess    []*Hook  `json:"on_success,omitempty"`
 	OnError      []*Hook  `json:"on_error,omitempty"`
 
+	// Warnings are what `validate` points out without refusing the
+	// workspace: a raw {{ }} value from an input, an output or an event.
+	Warnings Errors `json:"-"`
+
 	// Templates holds every template string of the workspace, parsed once
 	// per revision; render through it instead of parsing again.
 	Templates *template.Set `json:"-"`

@@ -35,23 +35,41 @@ func (p Problem) Error() string { return p.Message }
 // expression yielded: a string, or for a placeholder that is exactly one
 // expression the raw value (number, bool, nil, []any, map[string]any).
 // A sentinel in a context where no quoting is sound is a Problem.
-func Splice(lang Lang, src string, values map[string]any) (string, error) {
+func Splice(lang Lang, src string, values map[string]any) (out string, err error) {
 	s, ok := splicers[lang]
 	if !ok {
 		return "", fmt.Errorf("quote: unknown script language %q", lang)
 	}
+	// A parser fed with any script must not take the server down.
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = "", fmt.Errorf("quote: internal error reading the %s script: %v", lang, r)
+		}
+	}()
 	return s.splice(src, values)
 }
 
 // Check reports each sentinel of src that stands where no quoting is
 // sound, without values: the load-time check of a script whose {{ }}
 // were replaced by sentinels.
-func Check(lang Lang, src string, sentinels []string) []Problem {
+func Check(lang Lang, src string, sentinels []string) (problems []Problem) {
 	s, ok := splicers[lang]
 	if !ok {
 		return []Problem{{Message: fmt.Sprintf("unknown script language %q", lang)}}
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			problems = []Problem{{Message: fmt.Sprintf("internal error reading the %s script: %v", lang, r)}}
+		}
+	}()
 	return s.check(src, sentinels)
+}
+
+// Has reports whether lang has a splicer: a script in a language without
+// one renders its values as plain text.
+func Has(lang Lang) bool {
+	_, ok := splicers[lang]
+	return ok
 }
 
 // splicer is one language's context finder.
