@@ -302,14 +302,17 @@ func TestBrowserTaskPageFiltersAndPagesItsJobs(t *testing.T) {
 	)
 }
 
-// With auth on, the event stream ends when the access token it was opened
-// with expires; the page reconnects with its renewed token, reloads its
-// list in place (no page load) and goes on showing new jobs live.
+// When the connection under the event stream drops, the page reconnects
+// (with its renewed token, auth being on), reloads its list in place (no
+// page load) and goes on showing new jobs live. The browser reaches the
+// server through a proxy that cuts its connections: the stream itself
+// outlives the access token it was opened with.
 func TestBrowserListsReconnectWhenTheStreamDrops(t *testing.T) {
 	b := newBrowser(t)
 	s := startAuthServer(t, func(c *ServerConfig) { c.Auth.AccessTokenTTL = "3s" })
+	proxy := startCutProxy(t, strings.TrimPrefix(s.url, "http://"))
 	b.do("sign in and open the jobs page",
-		chromedp.Navigate(s.url+"/login"),
+		chromedp.Navigate(proxy.url+"/login"),
 		chromedp.WaitVisible(chromedp.CSS(`#login-email`)),
 		chromedp.SetValue(chromedp.CSS(`#login-email`), "admin@example.com"),
 		chromedp.SetValue(chromedp.CSS(`#login-password`), "first-password"),
@@ -319,6 +322,7 @@ func TestBrowserListsReconnectWhenTheStreamDrops(t *testing.T) {
 		pageText("No jobs match."),
 		chromedp.Evaluate[chromedp.Void](`window.notReloaded = 'yes'; document.querySelector('table.jobs-table tbody').dataset.mark = 'first'`),
 	)
+	proxy.cut()
 	b.do("see the list reloaded in place after the stream dropped and came back",
 		until(`!document.querySelector('table.jobs-table tbody[data-mark]')`),
 	)
