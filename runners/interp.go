@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
 // interpreters lists, per language, the binaries tried in order when the
@@ -36,17 +38,8 @@ var scriptExt = map[string]string{
 // normalLanguage maps the language field (with its aliases) to a key of
 // interpreters; empty means shell.
 func normalLanguage(lang string) (string, error) {
-	switch strings.ToLower(strings.TrimSpace(lang)) {
-	case "", "shell", "sh", "bash":
-		return "shell", nil
-	case "python", "py":
-		return "python", nil
-	case "javascript", "js":
-		return "javascript", nil
-	case "typescript", "ts":
-		return "typescript", nil
-	case "go", "golang":
-		return "go", nil
+	if norm, ok := workflow.NormalLanguage(lang); ok {
+		return norm, nil
 	}
 	return "", fmt.Errorf("unsupported language %q (want shell, python, javascript, typescript or go)", lang)
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/appliance-sh/appliance/engine/workflow"
@@ -154,6 +155,9 @@ func (l *Local) Run(ctx context.Context, step *Step) (int, error) {
 	code, err := runGroup(ctx, cmd, l.cfg.KillGrace, step.Log)
 	if errors.Is(err, fs.ErrNotExist) {
 		l.paths.forget(args[0]) // the interpreter moved since it was found
+	}
+	if errors.Is(err, syscall.E2BIG) {
+		err = tooBig(step.Input, env, err)
 	}
 	return code, err
 }

@@ -102,6 +102,23 @@ echo "file=$(cat "$APPLIANCE_INPUT")"
 	}
 }
 
+// An input over Linux's 128 KiB limit on one environment variable makes
+// exec fail with E2BIG; the step's error names the input and the limit
+// instead of a bare "argument list too long".
+func TestOversizedInputNamesInputAndLimit(t *testing.T) {
+	res, _ := runLocal(t, testContext(t), "", &workflow.Action{Script: `echo "$INPUT_SMALL"`},
+		map[string]any{"big_blob": strings.Repeat("x", 200<<10), "small": "ok"})
+	msg := errText(res)
+	for _, want := range []string{`input "big_blob" (INPUT_BIG_BLOB, 200 KiB)`, "over 128 KiB", "argument list too long"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("step error %q does not say %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "small") {
+		t.Errorf("step error %q names an input within the limit", msg)
+	}
+}
+
 func TestInputEnvNames(t *testing.T) {
 	for in, want := range map[string]string{
 		"name":       "INPUT_NAME",

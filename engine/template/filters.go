@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/appliance-sh/appliance/engine/template/valuetext"
 	"github.com/nikolalohinski/gonja/v2/builtins"
 	"github.com/nikolalohinski/gonja/v2/exec"
 )
@@ -72,7 +73,7 @@ func filterText(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	if err != nil {
 		return exec.AsValue(err)
 	}
-	s, err := text(x)
+	s, err := valuetext.Text(x)
 	if err != nil {
 		return exec.AsValue(err)
 	}
@@ -109,7 +110,7 @@ func filterRaw(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Va
 	if err != nil {
 		return exec.AsValue(err)
 	}
-	s, err := text(x)
+	s, err := valuetext.Text(x)
 	if err != nil {
 		return exec.AsValue(err)
 	}
@@ -134,7 +135,7 @@ func filterToJSON(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	if err != nil {
 		return exec.AsValue(err)
 	}
-	s, err := toJSON(x, prefix)
+	s, err := valuetext.JSON(x, prefix)
 	if err != nil {
 		return exec.AsValue(err)
 	}
@@ -185,7 +186,7 @@ func filterJoin(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	parts := make([]string, len(items))
 	size := 0
 	for i, item := range items {
-		if parts[i], err = text(item); err != nil {
+		if parts[i], err = valuetext.Text(item); err != nil {
 			return exec.AsValue(err)
 		}
 		size += len(parts[i]) + len(sep.String())
@@ -209,7 +210,7 @@ func filterTrim(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	if err != nil {
 		return exec.AsValue(err)
 	}
-	s, err := text(x)
+	s, err := valuetext.Text(x)
 	if err != nil {
 		return exec.AsValue(err)
 	}

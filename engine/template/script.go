@@ -12,6 +12,7 @@ import (
 	"github.com/nikolalohinski/gonja/v2/tokens"
 
 	quoting "github.com/appliance-sh/appliance/engine/template/quote"
+	"github.com/appliance-sh/appliance/engine/template/valuetext"
 )
 
 // A script's {{ }} values are data, never code. RenderScript renders the
@@ -52,7 +53,7 @@ func (m *marks) resolve(x any) any {
 		}
 		for k, v := range m.values {
 			if strings.Contains(t, k) {
-				s, _ := text(v)
+				s, _ := valuetext.Text(v)
 				t = strings.ReplaceAll(t, k, s)
 			}
 		}
@@ -85,9 +86,6 @@ func (s *Set) RenderScript(ctx context.Context, src string, vars map[string]any,
 	t, err := s.Parse(src)
 	if err != nil {
 		return "", err
-	}
-	if !quoting.Has(lang) {
-		return t.RenderContext(ctx, vars)
 	}
 	defer recoverError(t.src, &err)
 	b := newBudget(ctx)
@@ -288,7 +286,7 @@ type ScriptProblem struct {
 // arguments... With {% %} tags the script's shape depends on the values,
 // so what this cannot see fails at render time instead.
 func CheckScript(src string, lang quoting.Lang) []ScriptProblem {
-	if !IsTemplate(src) || !quoting.Has(lang) {
+	if !IsTemplate(src) {
 		return nil
 	}
 	tags, sh := shape(src, newMarks().prefix)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/appliance-sh/appliance/engine/template/valuetext"
 )
 
 // testVars is the variable map of a step's scope: the job input, an
@@ -303,7 +305,7 @@ func TestTemplateRendersConcurrently(t *testing.T) {
 }
 
 func itoa(i int) string {
-	s, _ := text(i)
+	s, _ := valuetext.Text(i)
 	return s
 }
 

@@ -38,9 +38,24 @@ var allActionKeys = union(commonActionKeys, typeActionKeys[TypeScript], typeActi
 var (
 	runners   = set("local", "docker", "pod")
 	languages = set("shell", "python", "javascript", "typescript", "go")
-	// languageAliases normalise the short spellings.
-	languageAliases = map[string]string{"js": "javascript", "ts": "typescript"}
+	// languageAliases normalise the other spellings; the runners read a
+	// spec's language with NormalLanguage too, so both agree.
+	languageAliases = map[string]string{"sh": "shell", "bash": "shell", "py": "python", "js": "javascript", "ts": "typescript", "golang": "go"}
 )
+
+// NormalLanguage maps a script action's language field (any case, with
+// its aliases) to one of languages; empty means shell. Each has a quoting
+// splicer (engine/template/quote), so a script's values are never code.
+func NormalLanguage(lang string) (string, bool) {
+	lang = strings.ToLower(strings.TrimSpace(lang))
+	if lang == "" {
+		return "shell", true
+	}
+	if alias, ok := languageAliases[lang]; ok {
+		lang = alias
+	}
+	return lang, languages[lang]
+}
 
 // serverSide reports whether the server dispatches steps of this action type
 // itself instead of a worker.
@@ -164,13 +179,10 @@ func (l *loader) scriptAction(o obj, a *Action) {
 	a.Language = "shell"
 	if v, ok := o.get("language"); ok {
 		lang, _ := v.str()
-		if alias, ok := languageAliases[lang]; ok {
-			lang = alias
-		}
-		if languages[lang] {
-			a.Language = lang
-		} else if lang != "" {
-			v.errorf("unknown language %q%s", lang, suggest(lang, append(keysOf(languages), "js", "ts")))
+		if norm, ok := NormalLanguage(lang); ok {
+			a.Language = norm
+		} else {
+			v.errorf("unknown language %q%s", lang, suggest(lang, append(keysOf(languages), keysOfMap(languageAliases)...)))
 		}
 	}
 	if v, ok := o.get("dependencies"); ok {

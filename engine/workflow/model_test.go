@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appliance-sh/appliance/engine/template/quote"
 	"github.com/goccy/go-yaml"
 )
 
@@ -24,16 +25,34 @@ func TestScriptActionDefaultsAndLanguageAliases(t *testing.T) {
 		  plain: {type: script, script: echo}
 		  js: {type: script, language: js, script: "1"}
 		  ts: {type: script, language: ts, script: "1", runner: docker}
+		  sh: {type: script, language: sh, script: "1"}
+		  bash: {type: script, language: bash, script: "1"}
+		  py: {type: script, language: Py, script: "1"}
+		  golang: {type: script, language: golang, script: "1"}
 		`)
 	cases := []struct{ action, runner, language string }{
 		{"plain", "local", "shell"},
 		{"js", "local", "javascript"},
 		{"ts", "docker", "typescript"},
+		{"sh", "local", "shell"},
+		{"bash", "local", "shell"},
+		{"py", "local", "python"},
+		{"golang", "local", "go"},
 	}
 	for _, c := range cases {
 		a := ws.Actions[c.action]
 		if a.Runner != c.runner || a.Language != c.language {
 			t.Errorf("%s: runner %q language %q, want %q %q", c.action, a.Runner, a.Language, c.runner, c.language)
+		}
+	}
+}
+
+// Every language a script may be written in has a quoting splicer: its
+// {{ }} values are data, never plain text pasted into code.
+func TestEveryLanguageQuotesItsValues(t *testing.T) {
+	for lang := range languages {
+		if problems := quote.Check(quote.Lang(lang), "x", nil); len(problems) > 0 {
+			t.Errorf("language %s: %s", lang, problems[0].Message)
 		}
 	}
 }

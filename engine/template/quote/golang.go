@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/appliance-sh/appliance/engine/template/valuetext"
 )
 
 func init() { splicers[Go] = langSplicer{analyze: analyzeGo} }
@@ -126,7 +128,7 @@ func analyzeGo(src string, sites []site) ([]edit, []Problem) {
 				continue
 			}
 			edits = append(edits, edit{start: s.off, end: s.end(), render: func(values map[string]any) (string, error) {
-				v, err := text(values[s.sentinel])
+				v, err := valuetext.Text(values[s.sentinel])
 				if err != nil {
 					return "", err
 				}
@@ -135,7 +137,7 @@ func analyzeGo(src string, sites []site) ([]edit, []Problem) {
 			}})
 		case t.tok == token.CHAR: // go/scanner has checked it holds one character: the sentinel
 			edits = append(edits, edit{start: s.off, end: s.end(), render: func(values map[string]any) (string, error) {
-				v, err := text(values[s.sentinel])
+				v, err := valuetext.Text(values[s.sentinel])
 				if err != nil {
 					return "", err
 				}
@@ -166,7 +168,7 @@ func goRawEdit(src string, t goTok, sites []site) edit {
 		var b strings.Builder
 		at := t.start + 1
 		for _, s := range sites {
-			v, err := text(values[s.sentinel])
+			v, err := valuetext.Text(values[s.sentinel])
 			if err != nil {
 				return "", err
 			}

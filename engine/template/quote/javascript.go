@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/appliance-sh/appliance/engine/template/valuetext"
 )
 
 func init() {
@@ -355,7 +357,7 @@ func jsSite(src string, toks []tok, lerr *lexErr, s site) (edit, *Problem) {
 			return bad("in a module path, which chooses the code that runs")
 		}
 		return edit{start: s.off, end: s.end(), render: func(values map[string]any) (string, error) {
-			v, err := text(values[s.sentinel])
+			v, err := valuetext.Text(values[s.sentinel])
 			if err != nil {
 				return "", err
 			}

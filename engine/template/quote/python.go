@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/appliance-sh/appliance/engine/template/valuetext"
 )
 
 func init() { splicers[Python] = langSplicer{analyze: analyzePython} }
@@ -275,7 +277,7 @@ func pyString(src string, t tok, s site, bad func(string, ...any) (edit, *Proble
 		}
 	}
 	return edit{start: s.off, end: s.end(), render: func(values map[string]any) (string, error) {
-		v, err := text(values[s.sentinel])
+		v, err := valuetext.Text(values[s.sentinel])
 		if err != nil {
 			return "", err
 		}

@@ -65,13 +65,6 @@ func Check(lang Lang, src string, sentinels []string) (problems []Problem) {
 	return s.check(src, sentinels)
 }
 
-// Has reports whether lang has a splicer: a script in a language without
-// one renders its values as plain text.
-func Has(lang Lang) bool {
-	_, ok := splicers[lang]
-	return ok
-}
-
 // splicer is one language's context finder.
 type splicer interface {
 	splice(src string, values map[string]any) (string, error)

@@ -1,15 +1,12 @@
 package quote
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"math"
 	"reflect"
 	"sort"
-	"strconv"
 	"strings"
 
+	"github.com/appliance-sh/appliance/engine/template/valuetext"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -65,7 +62,7 @@ func (shellSplicer) splice(src string, values map[string]any) (string, error) {
 	}
 	texts := make(map[string]string, len(values))
 	for k, v := range values {
-		t, err := shellText(v)
+		t, err := valuetext.Text(v)
 		if err != nil {
 			return "", Problem{Sentinel: k, Message: err.Error()}
 		}
@@ -791,42 +788,4 @@ func (w *shellWalker) part(p syntax.WordPart, ctx shellCtx) {
 	default:
 		w.danger(p, whyUnknown)
 	}
-}
-
-// shellText is how a value reads in a shell script, as the template
-// package writes values in text: strings as they are, booleans true and
-// false, nil as nothing, numbers without a needless fraction, maps and
-// lists as compact JSON with sorted keys.
-func shellText(v any) (string, error) {
-	switch t := v.(type) {
-	case nil:
-		return "", nil
-	case string:
-		return t, nil
-	case bool:
-		return strconv.FormatBool(t), nil
-	case int:
-		return strconv.Itoa(t), nil
-	case float64:
-		abs := math.Abs(t)
-		switch {
-		case math.IsNaN(t):
-			return "nan", nil
-		case math.IsInf(t, 0):
-			if t > 0 {
-				return "inf", nil
-			}
-			return "-inf", nil
-		case abs != 0 && (abs < 1e-6 || abs >= 1e21):
-			return strconv.FormatFloat(t, 'g', -1, 64), nil
-		}
-		return strconv.FormatFloat(t, 'f', -1, 64), nil
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return "", fmt.Errorf("its value cannot be written as text: %v", err)
-	}
-	return strings.TrimSuffix(buf.String(), "\n"), nil
 }

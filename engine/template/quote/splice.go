@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -119,42 +117,6 @@ func isSentinel(s string) bool {
 		}
 	}
 	return true
-}
-
-// text is a value as it reads inside a string literal: as the template
-// engine prints it (engine/template's text, which this package cannot
-// import): strings as they are, numbers and booleans plainly, lists and
-// objects as JSON.
-func text(v any) (string, error) {
-	switch t := v.(type) {
-	case nil:
-		return "", nil
-	case string:
-		return t, nil
-	case bool:
-		return strconv.FormatBool(t), nil
-	case int:
-		return strconv.Itoa(t), nil
-	case int64:
-		return strconv.FormatInt(t, 10), nil
-	case float64:
-		switch {
-		case math.IsNaN(t):
-			return "nan", nil
-		case math.IsInf(t, 1):
-			return "inf", nil
-		case math.IsInf(t, -1):
-			return "-inf", nil
-		}
-		return number(t), nil
-	}
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false) // as the template engine prints JSON
-	if err := enc.Encode(v); err != nil {
-		return "", fmt.Errorf("quote: encode %T as JSON: %w", v, err)
-	}
-	return strings.TrimSuffix(b.String(), "\n"), nil
 }
 
 // number writes a finite float as JSON does ("3", "1.5", "1e+21"), which
