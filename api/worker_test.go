@@ -128,8 +128,8 @@ func TestWorkerRunsAJobThroughTheProtocol(t *testing.T) {
 		t.Fatalf("assignment = %v", a)
 	}
 	spec := a["action_spec"].(map[string]any)
-	if spec["type"] != "script" || !strings.Contains(spec["script"].(string), "hello World") {
-		t.Fatalf("action_spec = %v, want the script rendered", spec)
+	if spec["type"] != "script" || !strings.Contains(spec["script"].(string), `hello "'World'"`) {
+		t.Fatalf("action_spec = %v, want the script rendered, the value quoted", spec)
 	}
 	if in := a["input"].(map[string]any); in["name"] != "World" {
 		t.Fatalf("input = %v", in)
