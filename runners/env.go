@@ -5,22 +5,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-)
 
-// inputEnvName is the environment variable carrying input field name:
-// INPUT_ and the name upper-cased, anything but letters and digits as `_`.
-func inputEnvName(name string) string {
-	var b strings.Builder
-	b.WriteString("INPUT_")
-	for _, r := range strings.ToUpper(name) {
-		if (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	return b.String()
-}
+	"github.com/appliance-sh/appliance/engine/template/quote"
+)
 
 // inputEnv renders a step's input as INPUT_ variables: strings as they are,
 // any other value as JSON; a null input (an optional one nobody gave) is
@@ -45,7 +32,7 @@ func inputEnv(input map[string]any) ([]string, error) {
 			}
 			v = string(raw)
 		}
-		env = append(env, inputEnvName(k)+"="+v)
+		env = append(env, quote.InputEnvName(k)+"="+v)
 	}
 	return env, nil
 }
@@ -61,7 +48,7 @@ const maxEnvString = 128 << 10
 func tooBig(input map[string]any, env []string, err error) error {
 	inputOf := make(map[string]string, len(input))
 	for k := range input {
-		inputOf[inputEnvName(k)] = k
+		inputOf[quote.InputEnvName(k)] = k
 	}
 	var over []string
 	for _, e := range env {

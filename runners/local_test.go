@@ -119,19 +119,6 @@ func TestOversizedInputNamesInputAndLimit(t *testing.T) {
 	}
 }
 
-func TestInputEnvNames(t *testing.T) {
-	for in, want := range map[string]string{
-		"name":       "INPUT_NAME",
-		"my-key":     "INPUT_MY_KEY",
-		"a.b c":      "INPUT_A_B_C",
-		"Mixed9Case": "INPUT_MIXED9CASE",
-	} {
-		if got := inputEnvName(in); got != want {
-			t.Errorf("inputEnvName(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestEnvMapIsExportedAsIs(t *testing.T) {
 	res, out := runLocal(t, testContext(t), "", &workflow.Action{
 		Script: `echo "greeting=$GREETING"; echo "spaced=$SPACED"`,

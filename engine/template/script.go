@@ -144,25 +144,9 @@ type Tag struct {
 func (t Tag) suggestion() string {
 	refs, _ := References(t.Text)
 	if len(refs) == 1 && len(refs[0].Path) == 2 && refs[0].Path[0] == "input" {
-		return fmt.Sprintf(`write "$%s" instead: each input is in the environment as data`, inputEnvName(refs[0].Path[1]))
+		return fmt.Sprintf(`write "$%s" instead: each input is in the environment as data`, quoting.InputEnvName(refs[0].Path[1]))
 	}
 	return `pass the value through env: (env: {VALUE: "` + t.Text + `"}) and write "$VALUE" instead`
-}
-
-// inputEnvName is the variable a worker sets for input field name (the
-// interface's rule: INPUT_ and the name upper-cased, anything but letters
-// and digits as _).
-func inputEnvName(name string) string {
-	var b strings.Builder
-	b.WriteString("INPUT_")
-	for _, r := range strings.ToUpper(name) {
-		if (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	return b.String()
 }
 
 // Tags lists the {{ }} of src in order, as the lexer finds them.

@@ -291,17 +291,7 @@ func (l *jsLexer) regex() {
 
 func analyzeJS(src string, sites []site) ([]edit, []Problem) {
 	toks, lerr := lexJS(src)
-	var edits []edit
-	var problems []Problem
-	for _, s := range sites {
-		e, p := jsSite(src, toks, lerr, s)
-		if p != nil {
-			problems = append(problems, *p)
-			continue
-		}
-		edits = append(edits, e)
-	}
-	return edits, problems
+	return eachSite(sites, func(s site) (edit, *Problem) { return jsSite(src, toks, lerr, s) })
 }
 
 func jsSite(src string, toks []tok, lerr *lexErr, s site) (edit, *Problem) {

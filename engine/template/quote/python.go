@@ -182,17 +182,7 @@ func (l *pyLexer) field() {
 
 func analyzePython(src string, sites []site) ([]edit, []Problem) {
 	toks, lerr := lexPython(src)
-	var edits []edit
-	var problems []Problem
-	for _, s := range sites {
-		e, p := pySite(src, toks, lerr, s)
-		if p != nil {
-			problems = append(problems, *p)
-			continue
-		}
-		edits = append(edits, e)
-	}
-	return edits, problems
+	return eachSite(sites, func(s site) (edit, *Problem) { return pySite(src, toks, lerr, s) })
 }
 
 func pySite(src string, toks []tok, lerr *lexErr, s site) (edit, *Problem) {

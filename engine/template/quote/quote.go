@@ -5,7 +5,10 @@
 // exists, the placeholders no quoting can make safe.
 package quote
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Lang is a script language as the workflow model normalises it.
 type Lang string
@@ -73,3 +76,19 @@ type splicer interface {
 
 // splicers holds one splicer per language; each language's file adds its own.
 var splicers = map[Lang]splicer{}
+
+// InputEnvName is the environment variable a worker sets for input field
+// name, where a script reads it as data (the interface's rule: INPUT_ and
+// the name upper-cased, anything but letters and digits as _).
+func InputEnvName(name string) string {
+	var b strings.Builder
+	b.WriteString("INPUT_")
+	for _, r := range strings.ToUpper(name) {
+		if (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}

@@ -165,3 +165,19 @@ func requireUTF8(s site, v string, lang string) error {
 	}
 	return nil
 }
+
+// eachSite runs one site's analysis over every site: an edit for each the
+// analysis can quote, a Problem for each it cannot.
+func eachSite(sites []site, analyze func(site) (edit, *Problem)) ([]edit, []Problem) {
+	var edits []edit
+	var problems []Problem
+	for _, s := range sites {
+		e, p := analyze(s)
+		if p != nil {
+			problems = append(problems, *p)
+			continue
+		}
+		edits = append(edits, e)
+	}
+	return edits, problems
+}
