@@ -6,6 +6,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/api/auth"
+	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
@@ -21,15 +23,33 @@ import (
 
 // restricted reports whether the caller is subject to the ACL: it is on
 // and the caller is no admin.
-func (s *server) restricted(c echo.Context) (*User, bool) {
+func (s *server) restricted(c echo.Context) (*accounts.User, bool) {
 	if s.cfg.ACL == nil || s.auth == nil {
 		return nil, false
 	}
-	p := caller(c)
-	if p == nil || p.user.IsAdmin {
+	p := auth.Caller(c)
+	if p == nil || p.User.IsAdmin {
 		return nil, false
 	}
-	return p.user, true
+	return p.User, true
+}
+
+// jobSource attributes a job created through the API: to the calling user
+// with auth on, to "api" without (DESIGN.md "source_type").
+func jobSource(c echo.Context) (string, *string) {
+	if p := auth.Caller(c); p != nil {
+		email := p.User.Email
+		return engine.SourceUser, &email
+	}
+	return engine.SourceAPI, nil
+}
+
+// actorName names who answered an approval: the user's email with auth on.
+func actorName(c echo.Context) string {
+	if p := auth.Caller(c); p != nil {
+		return p.User.Email
+	}
+	return "anonymous"
 }
 
 // taskPath is the path ACL rules match a task of ws by (see
@@ -90,7 +110,7 @@ func (s *server) jobVisibility(c echo.Context) func(workspace, accessPath string
 // only view, when need is Run, with 403.
 func allowTask(perm, need accounts.Action, workspace, task string) error {
 	if perm == accounts.Deny {
-		return notFound("task %q in workspace %q", task, workspace)
+		return httpx.NotFound("task %q in workspace %q", task, workspace)
 	}
 	if perm < need {
 		return forbidden("you may view task %q of workspace %q but not run, cancel, approve or rerun it (ask an admin for the run permission)", task, workspace)

@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/appliance-sh/appliance/accounts"
-	"github.com/appliance-sh/appliance/api"
+	"github.com/appliance-sh/appliance/api/auth"
 	"github.com/appliance-sh/appliance/store"
 )
 
@@ -52,9 +52,9 @@ func newACLFixture(t *testing.T, opts ...fixtureOption) *aclFixture {
 	}
 	t.Cleanup(func() { users.Close() })
 	clock := &testClock{now: time.Now().UTC().Truncate(time.Second)}
-	cfg := &api.AuthConfig{
+	cfg := &auth.Config{
 		JWTSecret: testJWTSecret, RefreshSecret: testRefreshSecret,
-		Providers: map[string]api.AuthProvider{"local": {Type: api.ProviderInternal}}, Now: clock.Now,
+		Providers: map[string]auth.Provider{"local": {Type: auth.ProviderInternal}}, Now: clock.Now,
 	}
 	f := newFixture(t, append([]fixtureOption{func(c *fixtureConfig) { c.Auth, c.Users, c.ACL = cfg, users, testACL }}, opts...)...)
 	af := &aclFixture{authFixture: &authFixture{fixture: f, users: users, clock: clock, cfg: cfg}}
@@ -70,14 +70,14 @@ func newACLFixture(t *testing.T, opts ...fixtureOption) *aclFixture {
 // addUserIn stores a user with password "pw" in the groups.
 func (f *aclFixture) addUserIn(email string, admin bool, groups ...string) string {
 	f.t.Helper()
-	hash, err := api.HashPassword("pw")
+	hash, err := auth.HashPassword("pw")
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	if groups == nil {
 		groups = []string{}
 	}
-	u := &api.User{ID: uuid.NewString(), Email: email, PasswordHash: hash, IsAdmin: admin, Groups: groups, CreatedAt: f.clock.Now()}
+	u := &auth.User{ID: uuid.NewString(), Email: email, PasswordHash: hash, IsAdmin: admin, Groups: groups, CreatedAt: f.clock.Now()}
 	if err := f.users.CreateUser(context.Background(), u); err != nil {
 		f.t.Fatalf("create user %s: %v", email, err)
 	}

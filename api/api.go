@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/api/auth"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/events"
 	"github.com/appliance-sh/appliance/engine/workflow"
@@ -88,8 +89,8 @@ type Config struct {
 	EventSources EventSources
 	// Auth turns authentication on (nil = off: no tokens needed, and the
 	// /api/auth endpoints are 404). Users must then be set.
-	Auth  *AuthConfig
-	Users UserStore
+	Auth  *auth.Config
+	Users auth.UserStore
 	// ACL limits what each user may see and do per task (nil = no limits;
 	// it needs Auth). See acl.go.
 	ACL *accounts.ACL
@@ -139,7 +140,7 @@ type Config struct {
 	// call /api besides the server's own.
 	AllowedOrigins []string
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For or
-	// Forwarded header names the client (clientaddr.go); from any other
+	// Forwarded header names the client (auth.ClientAddr); from any other
 	// peer those headers are ignored.
 	TrustedProxies []netip.Prefix
 	// MaxRequestBody bounds a request body (default 10 MiB; 413 beyond).
@@ -170,7 +171,7 @@ type server struct {
 	cfg      Config
 	log      *slog.Logger
 	tarballs *tarballCache
-	auth     *authService // nil when auth is off
+	auth     *auth.Service // nil when auth is off
 	guard    *browserGuard
 	// workers serves the worker endpoints' reports.
 	workers *workers.Service
@@ -220,6 +221,7 @@ func New(cfg Config) *echo.Echo {
 	s := &server{cfg: cfg, log: cfg.Logger, stepTokens: cfg.StepTokens, tarballs: newTarballCache(tarballsKept), workers: cfg.Workers,
 		guard: newBrowserGuard(cfg.ListenAddr, cfg.AllowedHosts, cfg.AllowedOrigins)}
 	if cfg.Auth != nil {
+		s.auth = auth.New(cfg.Auth, cfg.Users, cfg.Logger)
 		// base_url names the server as its users reach it.
 		s.guard.baseURL = func() string { return cfg.Auth.BaseURL }
 	}
@@ -229,7 +231,7 @@ func New(cfg Config) *echo.Echo {
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
 	// c.RealIP() is the client's address wherever it is asked for.
-	e.IPExtractor = clientAddrs{trusted: cfg.TrustedProxies}.extract
+	e.IPExtractor = auth.ClientAddr(cfg.TrustedProxies)
 	e.Use(s.recoverPanics, s.limitHeaders, s.guardBrowsers, s.limitBody, s.bodyDeadline, s.authenticate)
 
 	s.opsRoutes(e)
@@ -270,27 +272,29 @@ func New(cfg Config) *echo.Echo {
 	e.GET("/worker/workspace/:file", s.workspaceTarball, s.requireTarballToken)
 
 	s.webhookRoutes(e)
-	s.authRoutes(e)
+	if s.auth != nil {
+		s.auth.Routes(a)
+	}
 	s.uiRoutes(e)
 	return e
 }
 
 // configResponse is GET /api/config; auth fills it in once it exists.
 type configResponse struct {
-	AuthRequired    bool           `json:"auth_required"`
-	HasInternalAuth bool           `json:"has_internal_auth"`
-	OIDCProviders   []oidcProvider `json:"oidc_providers"`
-	ACLEnabled      bool           `json:"acl_enabled"`
-	Version         string         `json:"version"`
-}
-
-type oidcProvider struct {
-	ID          string `json:"id"`
-	DisplayName string `json:"display_name"`
+	AuthRequired    bool             `json:"auth_required"`
+	HasInternalAuth bool             `json:"has_internal_auth"`
+	OIDCProviders   []auth.OIDCLogin `json:"oidc_providers"`
+	ACLEnabled      bool             `json:"acl_enabled"`
+	Version         string           `json:"version"`
 }
 
 func (s *server) getConfig(c echo.Context) error {
-	resp := configResponse{OIDCProviders: []oidcProvider{}, Version: s.cfg.Version}
-	s.describeAuth(&resp)
+	resp := configResponse{OIDCProviders: []auth.OIDCLogin{}, Version: s.cfg.Version}
+	if s.auth != nil {
+		resp.AuthRequired = true
+		resp.ACLEnabled = s.cfg.ACL != nil
+		resp.HasInternalAuth = s.auth.HasInternal()
+		resp.OIDCProviders = s.auth.OIDCLogins()
+	}
 	return c.JSON(http.StatusOK, resp)
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/appliance-sh/appliance/api"
+	"github.com/appliance-sh/appliance/api/auth"
 	"github.com/appliance-sh/appliance/api/openapitest"
 	"github.com/appliance-sh/appliance/store"
 )
@@ -46,19 +46,19 @@ type authFixture struct {
 	*fixture
 	users *store.DB
 	clock *testClock
-	cfg   *api.AuthConfig
+	cfg   *auth.Config
 }
 
 // newAuthFixture starts a server with an internal provider plus the given
 // ones.
-func newAuthFixture(t *testing.T, extra map[string]api.AuthProvider) *authFixture {
+func newAuthFixture(t *testing.T, extra map[string]auth.Provider) *authFixture {
 	t.Helper()
-	return newAuthFixtureWith(t, extra, api.LoginLimits{})
+	return newAuthFixtureWith(t, extra, auth.LoginLimits{})
 }
 
 // newAuthFixtureWith starts a server as newAuthFixture does, with the
 // given login limits and fixture options.
-func newAuthFixtureWith(t *testing.T, extra map[string]api.AuthProvider, logins api.LoginLimits, opts ...fixtureOption) *authFixture {
+func newAuthFixtureWith(t *testing.T, extra map[string]auth.Provider, logins auth.LoginLimits, opts ...fixtureOption) *authFixture {
 	t.Helper()
 	users, err := store.Open(filepath.Join(t.TempDir(), "users.db"))
 	if err != nil {
@@ -66,11 +66,11 @@ func newAuthFixtureWith(t *testing.T, extra map[string]api.AuthProvider, logins 
 	}
 	t.Cleanup(func() { users.Close() })
 	clock := &testClock{now: time.Now().UTC().Truncate(time.Second)}
-	providers := map[string]api.AuthProvider{"local": {Type: api.ProviderInternal}}
+	providers := map[string]auth.Provider{"local": {Type: auth.ProviderInternal}}
 	for id, p := range extra {
 		providers[id] = p
 	}
-	cfg := &api.AuthConfig{
+	cfg := &auth.Config{
 		JWTSecret: testJWTSecret, RefreshSecret: testRefreshSecret,
 		Providers: providers, Now: clock.Now, Logins: logins,
 	}
@@ -99,11 +99,11 @@ func (f *authFixture) from(ip string) *authFixture {
 // addUser stores a user with a password and returns its id.
 func (f *authFixture) addUser(email, password string, admin bool) string {
 	f.t.Helper()
-	hash, err := api.HashPassword(password)
+	hash, err := auth.HashPassword(password)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	u := &api.User{ID: uuid.NewString(), Email: email, PasswordHash: hash, IsAdmin: admin, Groups: []string{}, CreatedAt: f.clock.Now()}
+	u := &auth.User{ID: uuid.NewString(), Email: email, PasswordHash: hash, IsAdmin: admin, Groups: []string{}, CreatedAt: f.clock.Now()}
 	if err := f.users.CreateUser(context.Background(), u); err != nil {
 		f.t.Fatalf("create user %s: %v", email, err)
 	}

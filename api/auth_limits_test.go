@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/appliance-sh/appliance/api"
+	"github.com/appliance-sh/appliance/api/auth"
 )
 
 // loginAs posts a login; the caller checks the answer.
@@ -29,9 +29,9 @@ func (r response) expectRetryLater(status int, want string) {
 }
 
 func TestLoginLimitPerAccountStopsGuessing(t *testing.T) {
-	f := newAuthFixtureWith(t, nil, api.LoginLimits{
-		PerAccount: api.Rate{Events: 3, Per: time.Minute},
-		PerAddress: api.Rate{Events: 100, Per: time.Minute},
+	f := newAuthFixtureWith(t, nil, auth.LoginLimits{
+		PerAccount: auth.Rate{Events: 3, Per: time.Minute},
+		PerAddress: auth.Rate{Events: 100, Per: time.Minute},
 	})
 	f.addUser("ada@example.com", "right", false)
 	f.addUser("bob@example.com", "bobs", false)
@@ -78,9 +78,9 @@ func withDevice(cookie string) map[string]string {
 // account's device cookie has a budget of its own, so spending the
 // account's locks out only those who never signed in.
 func TestStrangerCannotLockOwnerOut(t *testing.T) {
-	f := newAuthFixtureWith(t, nil, api.LoginLimits{
-		PerAccount: api.Rate{Events: 3, Per: time.Minute},
-		PerAddress: api.Rate{Events: 100, Per: time.Minute},
+	f := newAuthFixtureWith(t, nil, auth.LoginLimits{
+		PerAccount: auth.Rate{Events: 3, Per: time.Minute},
+		PerAddress: auth.Rate{Events: 100, Per: time.Minute},
 	})
 	f.addUser("ada@example.com", "right", false)
 	owner, stranger := f, f.from("127.0.0.2")
@@ -131,9 +131,9 @@ func TestStrangerCannotLockOwnerOut(t *testing.T) {
 // bound to the account it was issued for, and its signature to the
 // server's key.
 func TestDeviceCookieOfAnotherAccountOrTamperedDoesNotExempt(t *testing.T) {
-	f := newAuthFixtureWith(t, nil, api.LoginLimits{
-		PerAccount: api.Rate{Events: 3, Per: time.Minute},
-		PerAddress: api.Rate{Events: 100, Per: time.Minute},
+	f := newAuthFixtureWith(t, nil, auth.LoginLimits{
+		PerAccount: auth.Rate{Events: 3, Per: time.Minute},
+		PerAddress: auth.Rate{Events: 100, Per: time.Minute},
 	})
 	f.addUser("ada@example.com", "right", true)
 	f.addUser("mallory@example.com", "mine", false)
@@ -169,9 +169,9 @@ func TestDeviceCookieOfAnotherAccountOrTamperedDoesNotExempt(t *testing.T) {
 }
 
 func TestLoginLimitPerAddress(t *testing.T) {
-	f := newAuthFixtureWith(t, nil, api.LoginLimits{
-		PerAccount: api.Rate{Events: 100, Per: time.Minute},
-		PerAddress: api.Rate{Events: 5, Per: time.Minute},
+	f := newAuthFixtureWith(t, nil, auth.LoginLimits{
+		PerAccount: auth.Rate{Events: 100, Per: time.Minute},
+		PerAddress: auth.Rate{Events: 5, Per: time.Minute},
 	})
 	f.addUser("bob@example.com", "bobs", false)
 	// Distinct accounts do not help a single address.

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/appliance-sh/appliance/api"
-	"github.com/appliance-sh/appliance/api/oidctest"
+	"github.com/appliance-sh/appliance/api/auth"
+	"github.com/appliance-sh/appliance/api/auth/oidctest"
 	"github.com/appliance-sh/appliance/api/openapitest"
 )
 
@@ -32,14 +32,14 @@ type oidcFixture struct {
 
 // newOIDCFixture starts the fixture; opts adjust the "mock" provider's
 // config.
-func newOIDCFixture(t *testing.T, opts ...func(*api.AuthProvider)) *oidcFixture {
+func newOIDCFixture(t *testing.T, opts ...func(*auth.Provider)) *oidcFixture {
 	t.Helper()
 	idp := oidctest.Start(t, "http://"+publicHost+"/api/auth/oidc/mock/callback")
-	mock := api.AuthProvider{Type: api.ProviderOIDC, DisplayName: "Mock", IssuerURL: idp.Issuer(), ClientID: oidctest.ClientID, ClientSecret: oidctest.ClientSecret}
+	mock := auth.Provider{Type: auth.ProviderOIDC, DisplayName: "Mock", IssuerURL: idp.Issuer(), ClientID: oidctest.ClientID, ClientSecret: oidctest.ClientSecret}
 	for _, o := range opts {
 		o(&mock)
 	}
-	f := &oidcFixture{authFixture: newAuthFixture(t, map[string]api.AuthProvider{"mock": mock}), idp: idp}
+	f := &oidcFixture{authFixture: newAuthFixture(t, map[string]auth.Provider{"mock": mock}), idp: idp}
 	// Set before the first request; the OIDC client reads it on first use.
 	f.cfg.BaseURL = "http://" + publicHost
 	f.browser = f.newBrowser()
@@ -358,7 +358,7 @@ func TestOIDCLinksAnAdminOnlyWithLinkExisting(t *testing.T) {
 		t.Fatalf("%d users (%v), want only the admin", total, err)
 	}
 
-	linking := newOIDCFixture(t, func(p *api.AuthProvider) { p.LinkExisting = true })
+	linking := newOIDCFixture(t, func(p *auth.Provider) { p.LinkExisting = true })
 	adminID = linking.addUser("root@example.com", "pw", true)
 	access := tokens(t, linking.signIn(oidctest.User{Subject: "sub-root", Email: "root@example.com", EmailVerified: true}))
 	if me := linking.as(access, "GET", "/api/auth/me", nil).expect(200).object(); me["user_id"] != adminID || me["is_admin"] != true {

@@ -10,7 +10,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/appliance-sh/appliance/api"
+	"github.com/appliance-sh/appliance/api/auth"
 )
 
 func TestWithoutAuthEverythingIsOpenAndAuthEndpointsAre404(t *testing.T) {
@@ -37,9 +37,9 @@ func TestWithoutAuthEverythingIsOpenAndAuthEndpointsAre404(t *testing.T) {
 }
 
 func TestConfigDescribesProvidersWithAuthOn(t *testing.T) {
-	f := newAuthFixture(t, map[string]api.AuthProvider{
-		"okta":   {Type: api.ProviderOIDC, IssuerURL: "http://127.0.0.1:1/none", ClientID: "c", ClientSecret: "s"},
-		"google": {Type: api.ProviderOIDC, DisplayName: "Google", IssuerURL: "http://127.0.0.1:1/none", ClientID: "c", ClientSecret: "s"},
+	f := newAuthFixture(t, map[string]auth.Provider{
+		"okta":   {Type: auth.ProviderOIDC, IssuerURL: "http://127.0.0.1:1/none", ClientID: "c", ClientSecret: "s"},
+		"google": {Type: auth.ProviderOIDC, DisplayName: "Google", IssuerURL: "http://127.0.0.1:1/none", ClientID: "c", ClientSecret: "s"},
 	})
 	cfg := f.api("GET", "/api/config", nil).expect(200).object()
 	assertKeys(t, "config", cfg, "auth_required", "has_internal_auth", "oidc_providers", "acl_enabled", "version")

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/appliance-sh/appliance/api"
+	"github.com/appliance-sh/appliance/api/auth"
 )
 
 // proxyDialingFrom is a real reverse proxy on 127.0.0.1 in front of
@@ -66,9 +66,9 @@ func trustedProxies(cidrs ...string) fixtureOption {
 // still signs them in, and the per-address limit counts the address the
 // proxy saw, not the proxy's.
 func TestLoginLimitsBehindTrustedProxy(t *testing.T) {
-	f := newAuthFixtureWith(t, nil, api.LoginLimits{
-		PerAccount: api.Rate{Events: 3, Per: time.Minute},
-		PerAddress: api.Rate{Events: 6, Per: time.Minute},
+	f := newAuthFixtureWith(t, nil, auth.LoginLimits{
+		PerAccount: auth.Rate{Events: 3, Per: time.Minute},
+		PerAddress: auth.Rate{Events: 6, Per: time.Minute},
 	}, trustedProxies("127.0.0.1/32"))
 	f.addUser("admin@example.com", "right", true)
 	proxied := f.via(proxyDialingFrom(t, f.url, "127.0.0.1", false))
@@ -113,9 +113,9 @@ func TestLoginLimitsBehindTrustedProxy(t *testing.T) {
 // both (trusted) and stops at the client, never reaching what the client
 // wrote itself.
 func TestForwardedHeaderReadRightToLeftPastTrustedHops(t *testing.T) {
-	f := newAuthFixtureWith(t, nil, api.LoginLimits{
-		PerAccount: api.Rate{Events: 100, Per: time.Minute},
-		PerAddress: api.Rate{Events: 3, Per: time.Minute},
+	f := newAuthFixtureWith(t, nil, auth.LoginLimits{
+		PerAccount: auth.Rate{Events: 100, Per: time.Minute},
+		PerAddress: auth.Rate{Events: 3, Per: time.Minute},
 	}, trustedProxies("127.0.0.1/32", "127.0.0.5/32"))
 	inner := proxyDialingFrom(t, f.url, "127.0.0.1", true)
 	outer := proxyDialingFrom(t, inner, "127.0.0.5", true)

@@ -1,21 +1,17 @@
 package api
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/protocol"
 )
@@ -41,9 +37,9 @@ func (s *server) handleError(err error, c echo.Context) {
 		s.log.Debug("request abandoned", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 		return
 	}
-	var later *retryLaterError
+	var later *httpx.RetryLater
 	if errors.As(err, &later) {
-		c.Response().Header().Set("Retry-After", retryAfterSeconds(later.after))
+		c.Response().Header().Set("Retry-After", retryAfterSeconds(later.After))
 	}
 	if status >= http.StatusInternalServerError && status != http.StatusServiceUnavailable {
 		s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
@@ -61,7 +57,7 @@ func (s *server) handleError(err error, c echo.Context) {
 func (s *server) classify(err error) (int, string) {
 	var (
 		he     *echo.HTTPError
-		later  *retryLaterError
+		later  *httpx.RetryLater
 		denied *forbiddenError
 	)
 	switch {
@@ -88,7 +84,7 @@ func (s *server) classify(err error) (int, string) {
 	case errors.Is(err, engine.ErrStopped):
 		return http.StatusServiceUnavailable, "server is shutting down"
 	case errors.As(err, &later):
-		return later.status, later.msg
+		return later.Status, later.Msg
 	// The worker protocol's refusals that no engine error causes (its
 	// validation, a busy event source).
 	case errors.Is(err, protocol.ErrInvalid):
@@ -129,114 +125,10 @@ func httpErrorMessage(he *echo.HTTPError) string {
 	return strings.ToLower(http.StatusText(he.Code))
 }
 
-// retryLaterError is a refusal that passes with time (429, 503): it is
-// answered with a Retry-After header.
-type retryLaterError struct {
-	status int
-	msg    string
-	after  time.Duration
-}
-
-func (e *retryLaterError) Error() string { return e.msg }
-
 // retryAfterSeconds is a Retry-After value: whole seconds, rounded up, at
 // least 1 (0 would invite an immediate retry that fails again).
 func retryAfterSeconds(d time.Duration) string {
 	return strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10)
-}
-
-// badRequest is a 400 with a message naming what is wrong.
-func badRequest(format string, args ...any) error {
-	return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf(format, args...))
-}
-
-// notFound is a 404 with a message naming the missing thing.
-func notFound(format string, args ...any) error {
-	return fmt.Errorf(format+": %w", append(args, engine.ErrNotFound)...)
-}
-
-// decodeJSON reads a JSON object body into v. An empty body leaves v as
-// it is, so endpoints whose fields are all optional accept no body at all.
-func decodeJSON(c echo.Context, v any) error {
-	body, err := readBody(c.Request())
-	if err != nil {
-		return err
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil
-	}
-	return unmarshalJSON(body, v)
-}
-
-// readBody reads the whole request body, refusing one over the body limit
-// (413) and one that is not valid UTF-8 (400): Go's JSON decoder would
-// silently turn the bad bytes into U+FFFD, changing what the caller sent.
-func readBody(r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, errBodyTooLarge(tooLarge.Limit)
-		}
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			return nil, echo.NewHTTPError(http.StatusRequestTimeout, "request body did not arrive in time")
-		}
-		return nil, badRequest("read request body: %v", err)
-	}
-	if !utf8.Valid(body) {
-		return nil, badRequest("request body is not valid UTF-8 (first bad byte at offset %d): send UTF-8 text", invalidUTF8At(body))
-	}
-	return body, nil
-}
-
-// invalidUTF8At is the offset of the first byte that is not valid UTF-8.
-func invalidUTF8At(b []byte) int {
-	for i := 0; i < len(b); {
-		r, size := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && size <= 1 {
-			return i
-		}
-		i += size
-	}
-	return len(b)
-}
-
-// unmarshalJSON decodes one JSON value into v, with messages that name the
-// field and the kinds involved.
-func unmarshalJSON(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return badRequest("field %s: expected %s, got JSON %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
-		}
-		if errors.As(err, &te) {
-			return badRequest("request body must be a JSON object, got JSON %s", te.Value)
-		}
-		return badRequest("malformed JSON body: %v", err)
-	}
-	if dec.More() {
-		return badRequest("malformed JSON body: unexpected data after the value")
-	}
-	return nil
-}
-
-// jsonKind names a Go kind the way a JSON author thinks of it.
-func jsonKind(kind string) string {
-	switch kind {
-	case "map", "struct":
-		return "an object"
-	case "slice", "array":
-		return "an array"
-	case "string":
-		return "a string"
-	case "bool":
-		return "a boolean"
-	case "ptr", "interface":
-		return "a value"
-	}
-	return "a number"
 }
 
 // forbiddenError is a refusal of an authenticated caller (403): not an

@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/appliance-sh/appliance/engine"
 )
 
@@ -44,7 +45,7 @@ type stepEvent struct {
 // its `job` events and a `step` event per step changing status, attempt
 // or retry time (404 for a job the caller may not view). A client that falls behind gets `resync`
 // (events were dropped: reload the lists) and the stream goes on. The
-// stream re-checks its caller (revocation.go): it filters by their groups
+// stream re-checks its caller (streamguard.go): it filters by their groups
 // and the ACL in force, and ends with `revoked` when their credential is
 // gone (status 401) or the followed job is no longer theirs to view (403).
 func (s *server) streamEvents(c echo.Context) error {
@@ -60,8 +61,8 @@ func (s *server) streamEvents(c echo.Context) error {
 	// followable tells whether the caller may still view the followed job.
 	followable := func() error { return nil }
 	if id := c.QueryParam("job_id"); id != "" {
-		if !isUUID(id) {
-			return notFound("job %q", id)
+		if !httpx.IsUUID(id) {
+			return httpx.NotFound("job %q", id)
 		}
 		job, err := s.cfg.Engine.JobRecord(ctx, id)
 		if err != nil {

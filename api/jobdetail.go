@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
@@ -96,7 +97,7 @@ type stepList struct {
 // cursors"). A cursor is the position (the step's sequence number) of the
 // last step of a page: instances a for_each adds meanwhile keep their place.
 func (s *server) listSteps(c echo.Context) error {
-	limit, _, err := page(c)
+	limit, _, err := httpx.Page(c)
 	if err != nil {
 		return err
 	}
@@ -107,7 +108,7 @@ func (s *server) listSteps(c echo.Context) error {
 	after := -1
 	if v := c.QueryParam("cursor"); v != "" {
 		if after, err = strconv.Atoi(v); err != nil || after < 0 {
-			return badRequest("malformed cursor %q", v)
+			return httpx.BadRequest("malformed cursor %q", v)
 		}
 	}
 	ctx := c.Request().Context()

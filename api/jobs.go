@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/appliance-sh/appliance/engine"
 )
 
@@ -48,7 +49,7 @@ func (s *server) listJobs(c echo.Context) error {
 // limit and offset, and our status (comma-separated), source_type and
 // cursor (DESIGN.md "Lists: filters and cursors").
 func jobFilterOf(c echo.Context) (engine.JobFilter, error) {
-	limit, offset, err := page(c)
+	limit, offset, err := httpx.Page(c)
 	if err != nil {
 		return engine.JobFilter{}, err
 	}
@@ -60,18 +61,18 @@ func jobFilterOf(c echo.Context) (engine.JobFilter, error) {
 		Offset:     offset,
 	}
 	if f.TaskName != "" && f.Workspace == "" {
-		return f, badRequest("task_name requires workspace")
+		return f, httpx.BadRequest("task_name requires workspace")
 	}
 	if f.Statuses, err = statusesParam(c, engine.ValidJobStatus); err != nil {
 		return f, err
 	}
 	if f.SourceType != "" && !engine.ValidSourceType(f.SourceType) {
-		return f, badRequest("unknown source_type %q", f.SourceType)
+		return f, httpx.BadRequest("unknown source_type %q", f.SourceType)
 	}
 	if v := c.QueryParam("cursor"); v != "" {
 		cur, err := engine.ParseJobCursor(v)
 		if err != nil {
-			return f, badRequest("malformed cursor %q", v)
+			return f, httpx.BadRequest("malformed cursor %q", v)
 		}
 		f.Cursor = &cur
 	}
@@ -88,7 +89,7 @@ func statusesParam(c echo.Context, valid func(string) bool) ([]string, error) {
 	for _, st := range strings.Split(v, ",") {
 		st = strings.TrimSpace(st)
 		if !valid(st) {
-			return nil, badRequest("unknown status %q", st)
+			return nil, httpx.BadRequest("unknown status %q", st)
 		}
 		out = append(out, st)
 	}
@@ -181,7 +182,7 @@ func (s *server) rerunJob(c echo.Context) error {
 		return err
 	}
 	var req rerunRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	sourceType, sourceID := jobSource(c)
@@ -216,7 +217,7 @@ func (s *server) approveStep(c echo.Context) error {
 		return err
 	}
 	var req approveRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	if req.Approved == nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/appliance-sh/appliance/protocol"
 )
 
@@ -17,7 +18,7 @@ import (
 
 func (s *server) createLocalJob(c echo.Context) error {
 	var req protocol.LocalJob
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	created, err := s.workers.CreateLocalJob(c.Request().Context(), remoteWorker(c), req)
@@ -33,7 +34,7 @@ func (s *server) completeJob(c echo.Context) error {
 		return err
 	}
 	var req protocol.JobDone
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	done, err := s.workers.CompleteJob(c.Request().Context(), remoteWorker(c), jobID, req)

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/appliance-sh/appliance/engine"
 )
 
@@ -37,7 +38,7 @@ func (s *server) stepLogs(c echo.Context) error {
 			return err
 		}
 		if !found {
-			return notFound("step %q in job %s", step, job.ID)
+			return httpx.NotFound("step %q in job %s", step, job.ID)
 		}
 	}
 	return s.writeLogs(c, job.ID, step)
@@ -49,19 +50,19 @@ func logQuery(c echo.Context, step string) (engine.LogQuery, error) {
 	q := engine.LogQuery{Step: step}
 	tail, after := c.QueryParam("tail"), c.QueryParam("after")
 	if tail != "" && after != "" {
-		return q, badRequest("tail and after cannot be combined: use tail for the last lines, then after=next for the ones that follow")
+		return q, httpx.BadRequest("tail and after cannot be combined: use tail for the last lines, then after=next for the ones that follow")
 	}
 	if tail != "" {
 		n, err := strconv.Atoi(tail)
 		if err != nil || n < 1 {
-			return q, badRequest("tail must be a positive number of lines, got %q", tail)
+			return q, httpx.BadRequest("tail must be a positive number of lines, got %q", tail)
 		}
 		q.Tail = n
 	}
 	if after != "" {
 		n, err := strconv.Atoi(after)
 		if err != nil || n < 0 {
-			return q, badRequest("after must be a line number (0 or more), got %q", after)
+			return q, httpx.BadRequest("after must be a line number (0 or more), got %q", after)
 		}
 		q.After = n
 	}

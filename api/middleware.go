@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/appliance-sh/appliance/api/auth"
+	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/docker/go-units"
 	"github.com/labstack/echo/v4"
 )
@@ -62,16 +64,11 @@ func (s *server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
 		if req.ContentLength > s.cfg.MaxRequestBody {
-			return errBodyTooLarge(s.cfg.MaxRequestBody)
+			return httpx.BodyTooLarge(s.cfg.MaxRequestBody)
 		}
 		req.Body = http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxRequestBody)
 		return next(c)
 	}
-}
-
-func errBodyTooLarge(limit int64) error {
-	return echo.NewHTTPError(http.StatusRequestEntityTooLarge,
-		fmt.Sprintf("request body too large (limit %s, limits.request_body in the server config)", units.BytesSize(float64(limit))))
 }
 
 // bodyDeadline gives a request body BodyReadTimeout to arrive, so a client
@@ -111,4 +108,31 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 		b.lift()
 	}
 	return n, err
+}
+
+// publicRoutes are the API's own /api routes that need no token even with
+// auth on; auth.Public names auth's.
+var publicRoutes = map[string]bool{
+	"/api/config":       true,
+	"/api/openapi.json": true,
+}
+
+// streamRoute (and eventsRoute) may carry its token as ?token=, since
+// browsers cannot set headers on a WebSocket or an EventSource.
+const streamRoute = "/api/jobs/:id/logs/stream"
+
+// authenticate requires a user (auth.Service.RequireUser) on /api routes
+// other than the public ones when auth is on. /worker and /hooks keep
+// their own credentials.
+func (s *server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	if s.auth == nil {
+		return next
+	}
+	requireUser := s.auth.RequireUser(streamRoute, eventsRoute)(next)
+	return func(c echo.Context) error {
+		if !underAPI(c.Request().URL.Path) || publicRoutes[c.Path()] || auth.Public(c.Path()) {
+			return next(c)
+		}
+		return requireUser(c)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/api"
+	"github.com/appliance-sh/appliance/api/auth"
 	"github.com/appliance-sh/appliance/api/openapitest"
 )
 
@@ -27,9 +28,9 @@ var echoParam = regexp.MustCompile(`:([A-Za-z_][A-Za-z0-9_]*)`)
 func routeTable(t *testing.T) map[string]bool {
 	t.Helper()
 	e := api.New(api.Config{
-		Auth: &api.AuthConfig{
+		Auth: &auth.Config{
 			JWTSecret: testJWTSecret, RefreshSecret: testRefreshSecret,
-			Providers: map[string]api.AuthProvider{"local": {Type: api.ProviderInternal}},
+			Providers: map[string]auth.Provider{"local": {Type: auth.ProviderInternal}},
 		},
 		UI:          http.NotFoundHandler(),
 		WorkerToken: workerToken,

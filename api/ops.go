@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/appliance-sh/appliance/api/auth"
+	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/labstack/echo/v4"
 )
 
@@ -32,7 +34,7 @@ func (s *server) opsRoutes(e *echo.Echo) {
 // API's own tests) answers 404, so the route table is the same either way.
 func (s *server) metrics(c echo.Context) error {
 	if s.cfg.Metrics == nil {
-		return notFound("metrics are not served here")
+		return httpx.NotFound("metrics are not served here")
 	}
 	s.cfg.Metrics.ServeHTTP(c.Response(), c.Request())
 	return nil
@@ -67,18 +69,18 @@ func (s *server) requireMetricsReader(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			return next(c)
 		}
-		token := bearerToken(c.Request())
+		token := httpx.BearerToken(c.Request())
 		if token == "" {
-			return errMissingToken
+			return auth.ErrMissingToken
 		}
 		if t := s.cfg.MetricsToken; t != "" && sameSecret(token, t) {
 			return next(c)
 		}
-		p, err := s.auth.principalOf(c.Request().Context(), token)
+		p, err := s.auth.Authenticate(c.Request().Context(), token)
 		if err != nil {
 			return err
 		}
-		if s.cfg.ACL != nil && !p.user.IsAdmin {
+		if s.cfg.ACL != nil && !p.User.IsAdmin {
 			// Its series name every workspace and task with their job
 			// counts, those the ACL hides from this user too.
 			return echo.NewHTTPError(http.StatusForbidden, "with the ACL on, /metrics is for admins and the metrics_token only (it names every task)")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
@@ -44,7 +45,7 @@ func (s *server) revisionTarball(cur *workflow.Workspace, rev string) ([]byte, e
 	// Only the revision in use is on disk: an older one is served only
 	// while its tarball is still cached.
 	if rev != cur.Revision {
-		return nil, notFound("revision %q of workspace %q is no longer available for download", rev, cur.Name)
+		return nil, httpx.NotFound("revision %q of workspace %q is no longer available for download", rev, cur.Name)
 	}
 	return buildTarball(cur, s.cfg.MaxWorkspace)
 }

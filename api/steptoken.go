@@ -14,6 +14,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/appliance-sh/appliance/protocol"
 	"github.com/appliance-sh/appliance/workers"
 )
@@ -130,7 +131,7 @@ func (s *server) mintStepToken(c echo.Context) error {
 		return err
 	}
 	var req protocol.WorkerRef
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	ans, err := s.workers.StepToken(c.Request().Context(), remoteWorker(c), jobID, c.Param("step"), req)
@@ -145,7 +146,7 @@ func (s *server) mintStepToken(c echo.Context) error {
 func (s *server) requireTarballToken(next echo.HandlerFunc) echo.HandlerFunc {
 	workerOnly := s.requireWorkerToken(next)
 	return func(c echo.Context) error {
-		tok := bearerToken(c.Request())
+		tok := httpx.BearerToken(c.Request())
 		if !isStepToken(tok) {
 			return workerOnly(c)
 		}

@@ -31,7 +31,7 @@ const (
 // too far behind; reconnecting gives a fresh backfill. `tail` or `after`,
 // as on GET .../logs, make the backfill the last lines or those after a
 // line, so a viewer of a big log need not load it all. It re-checks its
-// caller (revocation.go) and closes with 4401 when their credential is
+// caller (streamguard.go) and closes with 4401 when their credential is
 // gone, 4403 when the job is no longer theirs to view.
 func (s *server) streamLogs(c echo.Context) error {
 	id, err := jobIDParam(c)

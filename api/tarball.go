@@ -11,6 +11,7 @@ import (
 	units "github.com/docker/go-units"
 	"github.com/labstack/echo/v4"
 
+	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
@@ -26,16 +27,16 @@ func (s *server) workspaceTarball(c echo.Context) error {
 	file := c.Param("file")
 	name, ok := strings.CutSuffix(file, tarballSuffix)
 	if !ok || name == "" {
-		return notFound("workspace download %q (want /worker/workspace/<name>.tar.gz)", file)
+		return httpx.NotFound("workspace download %q (want /worker/workspace/<name>.tar.gz)", file)
 	}
 	ws, ok := s.cfg.Workspaces.Current(name)
 	if !ok {
-		return notFound("workspace %q", name)
+		return httpx.NotFound("workspace %q", name)
 	}
 	rev := ws.Revision
 	if want := c.QueryParam("revision"); want != "" && want != rev {
 		if _, ok := s.cfg.Workspaces.Revision(name, want); !ok && !s.hasSnapshot(name, want) {
-			return notFound("revision %q of workspace %q", want, name)
+			return httpx.NotFound("revision %q of workspace %q", want, name)
 		}
 		rev = want
 	}

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
@@ -86,20 +87,6 @@ type workerStepView struct {
 	ErrorMessage *string    `json:"error_message"`
 }
 
-// page of items with the total matching the query.
-type list[T any] struct {
-	Items []T `json:"items"`
-	Total int `json:"total"`
-}
-
-func utcPtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
-}
-
 // object keeps absent maps as {} on the wire where the interface says object.
 func object(m map[string]any) map[string]any {
 	if m == nil {
@@ -119,8 +106,8 @@ func jobItemOf(j *engine.Job) jobItem {
 		SourceID:    j.SourceID,
 		Revision:    j.Revision,
 		CreatedAt:   j.CreatedAt.UTC(),
-		StartedAt:   utcPtr(j.StartedAt),
-		CompletedAt: utcPtr(j.CompletedAt),
+		StartedAt:   httpx.UTCPtr(j.StartedAt),
+		CompletedAt: httpx.UTCPtr(j.CompletedAt),
 		RerunOf:     j.RerunOf,
 	}
 }
@@ -135,16 +122,16 @@ func stepViewOf(s *engine.Step) stepView {
 		Output:       s.Output,
 		Status:       s.Status,
 		WorkerID:     s.WorkerID,
-		StartedAt:    utcPtr(s.StartedAt),
-		CompletedAt:  utcPtr(s.CompletedAt),
+		StartedAt:    httpx.UTCPtr(s.StartedAt),
+		CompletedAt:  httpx.UTCPtr(s.CompletedAt),
 		ErrorMessage: s.ErrorMessage,
 		Message:      s.Message,
 		ChildJobID:   s.ChildJobID,
 		ReusedFrom:   s.ReusedFrom,
 		Attempt:      s.AttemptNumber(),
-		RetryAt:      utcPtr(s.RetryAt),
+		RetryAt:      httpx.UTCPtr(s.RetryAt),
 		DependsOn:    s.DependsOn,
-		ReadyAt:      utcPtr(s.ReadyAt),
+		ReadyAt:      httpx.UTCPtr(s.ReadyAt),
 	}
 }
 
@@ -207,8 +194,8 @@ func workerStepOf(s *engine.WorkerStep) workerStepView {
 		StepName:     s.StepName,
 		ActionType:   s.ActionType,
 		Status:       s.Status,
-		StartedAt:    utcPtr(s.StartedAt),
-		CompletedAt:  utcPtr(s.CompletedAt),
+		StartedAt:    httpx.UTCPtr(s.StartedAt),
+		CompletedAt:  httpx.UTCPtr(s.CompletedAt),
 		ErrorMessage: s.ErrorMessage,
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
@@ -56,7 +57,7 @@ func (s *server) findHook(name string) (hook, error) {
 			}
 		}
 	}
-	return hook{}, notFound("webhook %q", name)
+	return hook{}, httpx.NotFound("webhook %q", name)
 }
 
 // checkSecret accepts a request for a trigger without secret, or one that
@@ -69,7 +70,7 @@ func checkSecret(c echo.Context, t *workflow.Trigger) error {
 	if q := c.QueryParams(); q.Has("secret") && sameSecret(q.Get("secret"), t.Secret) {
 		return nil
 	}
-	if tok := bearerToken(c.Request()); tok != "" && sameSecret(tok, t.Secret) {
+	if tok := httpx.BearerToken(c.Request()); tok != "" && sameSecret(tok, t.Secret) {
 		return nil
 	}
 	return errHookSecret
@@ -150,8 +151,8 @@ type hookJobView struct {
 // timed out.
 func (s *server) webhookJob(c echo.Context) error {
 	id := c.Param("job_id")
-	if !isUUID(id) {
-		return badRequest("invalid job id %q: want a UUID", id)
+	if !httpx.IsUUID(id) {
+		return httpx.BadRequest("invalid job id %q: want a UUID", id)
 	}
 	h, err := s.findHook(c.Param("name"))
 	if err != nil {
@@ -168,7 +169,7 @@ func (s *server) webhookJob(c echo.Context) error {
 	name := h.trigger.WebhookName
 	job, steps, err := s.cfg.Engine.Job(ctx, id)
 	if errors.Is(err, engine.ErrNotFound) || (err == nil && !fromHook(job, name)) {
-		return notFound("job %s of webhook %q", id, name)
+		return httpx.NotFound("job %s of webhook %q", id, name)
 	}
 	if err != nil {
 		return err
@@ -194,7 +195,7 @@ func (s *server) webhookJob(c echo.Context) error {
 			Output:       output,
 		},
 		CreatedAt:   job.CreatedAt.UTC(),
-		CompletedAt: utcPtr(job.CompletedAt),
+		CompletedAt: httpx.UTCPtr(job.CompletedAt),
 	})
 }
 
@@ -259,7 +260,7 @@ func hookWaitParams(c echo.Context) (bool, time.Duration, error) {
 	if v := c.QueryParam("wait"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return false, 0, badRequest("wait must be true or false, got %q", v)
+			return false, 0, httpx.BadRequest("wait must be true or false, got %q", v)
 		}
 		wait = b
 	}
@@ -267,7 +268,7 @@ func hookWaitParams(c echo.Context) (bool, time.Duration, error) {
 	if v := c.QueryParam("timeout"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > maxHookWaitSecs {
-			return false, 0, badRequest("timeout must be a whole number of seconds from 0 to %d, got %q", maxHookWaitSecs, v)
+			return false, 0, httpx.BadRequest("timeout must be a whole number of seconds from 0 to %d, got %q", maxHookWaitSecs, v)
 		}
 		timeout = time.Duration(n) * time.Second
 	}
@@ -322,7 +323,7 @@ func hookBody(r *http.Request) (any, error) {
 	if r.Method == http.MethodGet {
 		return nil, nil
 	}
-	raw, err := readBody(r)
+	raw, err := httpx.ReadBody(r)
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +335,7 @@ func hookBody(r *http.Request) (any, error) {
 		return nil, nil
 	}
 	var v any
-	if err := unmarshalJSON(raw, &v); err != nil {
+	if err := httpx.UnmarshalJSON(raw, &v); err != nil {
 		return nil, err
 	}
 	return v, nil

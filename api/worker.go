@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/appliance-sh/appliance/protocol"
 	"github.com/appliance-sh/appliance/workers"
 )
@@ -25,7 +26,7 @@ func (s *server) requireWorkerToken(next echo.HandlerFunc) echo.HandlerFunc {
 		if s.cfg.WorkerToken == "" {
 			return echo.NewHTTPError(http.StatusUnauthorized, "worker endpoints are disabled: the server has no worker_token")
 		}
-		token := bearerToken(c.Request())
+		token := httpx.BearerToken(c.Request())
 		if token == "" {
 			return echo.NewHTTPError(http.StatusUnauthorized, "missing worker token (Authorization: Bearer <worker_token>)")
 		}
@@ -57,7 +58,7 @@ func remoteWorker(c echo.Context) workers.Caller {
 
 func (s *server) registerWorker(c echo.Context) error {
 	var req protocol.Register
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	ans, err := s.workers.Register(c.Request().Context(), remoteWorker(c), req)
@@ -69,7 +70,7 @@ func (s *server) registerWorker(c echo.Context) error {
 
 func (s *server) heartbeat(c echo.Context) error {
 	var req protocol.Heartbeat
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	if err := s.workers.Heartbeat(c.Request().Context(), remoteWorker(c), req); err != nil {
@@ -87,7 +88,7 @@ func (s *server) claim(c echo.Context) error {
 		return err
 	}
 	var req protocol.Claim
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	// The request context ends when the worker hangs up; the engine then
@@ -108,7 +109,7 @@ func (s *server) startStep(c echo.Context) error {
 		return err
 	}
 	var req protocol.WorkerRef
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	if err := s.workers.Start(c.Request().Context(), remoteWorker(c), jobID, c.Param("step"), req); err != nil {
@@ -123,7 +124,7 @@ func (s *server) completeStep(c echo.Context) error {
 		return err
 	}
 	var req protocol.Result
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	if err := s.workers.Complete(c.Request().Context(), remoteWorker(c), jobID, c.Param("step"), req); err != nil {
@@ -138,7 +139,7 @@ func (s *server) pushLogs(c echo.Context) error {
 		return err
 	}
 	var req protocol.LogPush
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	ans, err := s.workers.PushLogs(c.Request().Context(), remoteWorker(c), jobID, req)

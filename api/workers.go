@@ -7,11 +7,12 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/appliance-sh/appliance/engine"
 )
 
 func (s *server) listWorkers(c echo.Context) error {
-	limit, offset, err := page(c)
+	limit, offset, err := httpx.Page(c)
 	if err != nil {
 		return err
 	}
@@ -19,7 +20,7 @@ func (s *server) listWorkers(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := list[workerItem]{Items: make([]workerItem, len(workers)), Total: total}
+	out := httpx.List[workerItem]{Items: make([]workerItem, len(workers)), Total: total}
 	for i, w := range workers {
 		out.Items[i] = workerItemOf(w)
 	}
@@ -28,8 +29,8 @@ func (s *server) listWorkers(c echo.Context) error {
 
 func (s *server) getWorker(c echo.Context) error {
 	id := c.Param("id")
-	if !isUUID(id) {
-		return notFound("worker %q", id)
+	if !httpx.IsUUID(id) {
+		return httpx.NotFound("worker %q", id)
 	}
 	// Steps of tasks the caller may not see are absent, from the page and
 	// from its total.

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/events"
 	"github.com/appliance-sh/appliance/engine/schedule"
@@ -145,7 +146,7 @@ func (s *server) workspace(c echo.Context) (*workflow.Workspace, error) {
 		// Under the ACL a workspace with no task the caller may see does
 		// not exist for them.
 		if !ok || s.visibleTaskCount(c, ws) == 0 {
-			return nil, notFound("workspace %q", name)
+			return nil, httpx.NotFound("workspace %q", name)
 		}
 		return ws, nil
 	}
@@ -157,7 +158,7 @@ func (s *server) workspace(c echo.Context) (*workflow.Workspace, error) {
 			return nil, nil
 		}
 	}
-	return nil, notFound("workspace %q", name)
+	return nil, httpx.NotFound("workspace %q", name)
 }
 
 // task returns the `name` task of the `ws` workspace if the caller has
@@ -169,7 +170,7 @@ func (s *server) task(c echo.Context, need accounts.Action) (*workflow.Workspace
 	}
 	name := c.Param("name")
 	if ws == nil || ws.Tasks[name] == nil {
-		return nil, nil, notFound("task %q in workspace %q", name, c.Param("ws"))
+		return nil, nil, httpx.NotFound("task %q in workspace %q", name, c.Param("ws"))
 	}
 	if err := allowTask(s.permission(c, ws, ws.Name, name), need, ws.Name, name); err != nil {
 		return nil, nil, err
@@ -242,7 +243,7 @@ func (s *server) executeTask(c echo.Context) error {
 		return err
 	}
 	var req executeRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	sourceType, sourceID := jobSource(c)

@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/appliance-sh/appliance/accounts"
-	"github.com/appliance-sh/appliance/api"
+	"github.com/appliance-sh/appliance/api/auth"
 )
 
 // AuthConfig is the `auth` section of server-config.yaml; without it auth
@@ -83,12 +83,12 @@ func (a *AuthConfig) validate() error {
 			return fmt.Errorf("%s: provider id must be 1 to 64 letters, digits, _ or -", field)
 		}
 		switch p.ProviderType {
-		case api.ProviderInternal:
+		case auth.ProviderInternal:
 			hasInternal = true
 			if p.LinkExisting {
 				return fmt.Errorf("%s.link_existing: only for an oidc provider", field)
 			}
-		case api.ProviderOIDC:
+		case auth.ProviderOIDC:
 			hasOIDC = true
 			if err := httpURL(field+".issuer_url", p.IssuerURL); err != nil {
 				return err
@@ -159,25 +159,25 @@ func (a *AuthConfig) providerIDs() []string {
 
 // apiConfig is what the API needs of the section, with the login limits;
 // nil when auth is off.
-func (a *AuthConfig) apiConfig(limits Limits) *api.AuthConfig {
+func (a *AuthConfig) apiConfig(limits Limits) *auth.Config {
 	if a == nil {
 		return nil
 	}
-	out := &api.AuthConfig{
+	out := &auth.Config{
 		JWTSecret:     []byte(a.JWTSecret),
 		RefreshSecret: []byte(a.RefreshSecret),
 		BaseURL:       a.BaseURL,
-		Providers:     map[string]api.AuthProvider{},
-		Logins: api.LoginLimits{
+		Providers:     map[string]auth.Provider{},
+		Logins: auth.LoginLimits{
 			InFlight:   limits.LoginsInFlight,
-			PerAccount: api.Rate(limits.LoginRate),
-			PerAddress: api.Rate(limits.LoginRateAddress),
+			PerAccount: auth.Rate(limits.LoginRate),
+			PerAddress: auth.Rate(limits.LoginRateAddress),
 		},
 	}
 	// validate has refused a bad value.
 	out.AccessTokenTTL, _ = a.accessTokenTTL()
 	for id, p := range a.Providers {
-		out.Providers[id] = api.AuthProvider{
+		out.Providers[id] = auth.Provider{
 			Type: p.ProviderType, DisplayName: p.DisplayName,
 			IssuerURL: p.IssuerURL, ClientID: p.ClientID, ClientSecret: p.ClientSecret,
 			LinkExisting: p.LinkExisting,
@@ -200,7 +200,7 @@ func (a *AuthConfig) describe() string {
 
 // seedInitialUser creates auth.initial_user as an admin unless a user with
 // that email exists. It reports whether it created one.
-func seedInitialUser(ctx context.Context, users api.UserStore, a *AuthConfig, now time.Time) (bool, error) {
+func seedInitialUser(ctx context.Context, users auth.UserStore, a *AuthConfig, now time.Time) (bool, error) {
 	if a == nil || a.InitialUser == nil {
 		return false, nil
 	}
@@ -212,11 +212,11 @@ func seedInitialUser(ctx context.Context, users api.UserStore, a *AuthConfig, no
 	if !errors.Is(err, accounts.ErrUserNotFound) {
 		return false, fmt.Errorf("seed initial user: %w", err)
 	}
-	hash, err := api.HashPassword(a.InitialUser.Password)
+	hash, err := auth.HashPassword(a.InitialUser.Password)
 	if err != nil {
 		return false, fmt.Errorf("seed initial user: %w", err)
 	}
-	err = users.CreateUser(ctx, &api.User{
+	err = users.CreateUser(ctx, &auth.User{
 		ID: uuid.NewString(), Email: email, PasswordHash: hash,
 		IsAdmin: true, Groups: []string{}, CreatedAt: now.UTC(),
 	})

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/term"
 )
 
-// deviceCookieName is the server's device cookie (api/auth_devices.go).
+// deviceCookieName is the server's device cookie (api/auth/devices.go).
 const deviceCookieName = "appliance_device"
 
 func init() {

@@ -35,7 +35,7 @@ func (l storedLogin) bearer() string {
 // device cookies the servers gave, by server URL and account. A device
 // cookie outlives logout: it proves to the server that this client signed
 // in to the account before, so failed logins of strangers do not lock it
-// out (api/auth_devices.go).
+// out (api/auth/devices.go).
 type credentialsFile struct {
 	Servers map[string]storedLogin       `json:"servers"`
 	Devices map[string]map[string]string `json:"devices,omitempty"`

@@ -7,7 +7,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/appliance-sh/appliance/api/oidctest"
+	"github.com/appliance-sh/appliance/api/auth/oidctest"
 )
 
 // The sign-in pages of the UI in headless Chromium against an auth-on

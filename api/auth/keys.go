@@ -1,4 +1,4 @@
-package api
+package auth
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/api/httpx"
 )
 
 // Bounds of API key requests.
@@ -42,28 +43,28 @@ type apiKeyView struct {
 
 // createAPIKey issues a key to the caller. Only an access token may do so
 // (403 for a caller using an API key), so a leaked key cannot mint more.
-func (s *server) createAPIKey(c echo.Context) error {
-	p := caller(c)
+func (a *Service) createAPIKey(c echo.Context) error {
+	p := Caller(c)
 	if p.keyHash != "" {
 		return echo.NewHTTPError(http.StatusForbidden, "api keys can only be created with an access token (log in), not with an api key")
 	}
 	var req createAPIKeyRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	name := strings.TrimSpace(req.Name)
 	if name == "" {
-		return badRequest("name is required and must not be empty")
+		return httpx.BadRequest("name is required and must not be empty")
 	}
 	if len(name) > maxAPIKeyNameLen {
-		return badRequest("name is too long (%d characters, at most %d)", len(name), maxAPIKeyNameLen)
+		return httpx.BadRequest("name is too long (%d characters, at most %d)", len(name), maxAPIKeyNameLen)
 	}
-	now := s.auth.now()
+	now := a.now()
 	var expires *time.Time
 	if req.ExpiresInDays != nil {
 		days := *req.ExpiresInDays
 		if days < 1 || days > maxAPIKeyDays {
-			return badRequest("expires_in_days must be between 1 and %d, or null for a key that never expires; got %d", maxAPIKeyDays, days)
+			return httpx.BadRequest("expires_in_days must be between 1 and %d, or null for a key that never expires; got %d", maxAPIKeyDays, days)
 		}
 		t := now.Add(time.Duration(days) * 24 * time.Hour).UTC()
 		expires = &t
@@ -76,9 +77,9 @@ func (s *server) createAPIKey(c echo.Context) error {
 		}
 		rec := &APIKey{
 			Hash: apiKeyHash(key), Prefix: key[:apiKeyShownLen], Name: name,
-			UserID: p.user.ID, CreatedAt: now.UTC(), ExpiresAt: expires,
+			UserID: p.User.ID, CreatedAt: now.UTC(), ExpiresAt: expires,
 		}
-		err = s.auth.users.CreateAPIKey(c.Request().Context(), rec)
+		err = a.users.CreateAPIKey(c.Request().Context(), rec)
 		if errors.Is(err, accounts.ErrAPIKeyPrefixTaken) {
 			continue
 		}
@@ -90,25 +91,25 @@ func (s *server) createAPIKey(c echo.Context) error {
 	return echo.NewHTTPError(http.StatusConflict, "too many api keys: no free key prefix left; revoke unused keys")
 }
 
-func (s *server) listAPIKeys(c echo.Context) error {
-	keys, err := s.auth.users.APIKeys(c.Request().Context(), caller(c).user.ID)
+func (a *Service) listAPIKeys(c echo.Context) error {
+	keys, err := a.users.APIKeys(c.Request().Context(), Caller(c).User.ID)
 	if err != nil {
 		return err
 	}
 	out := make([]apiKeyView, len(keys))
 	for i, k := range keys {
-		out[i] = apiKeyView{Prefix: k.Prefix, Name: k.Name, CreatedAt: k.CreatedAt.UTC(), ExpiresAt: utcPtr(k.ExpiresAt), LastUsedAt: utcPtr(k.LastUsedAt)}
+		out[i] = apiKeyView{Prefix: k.Prefix, Name: k.Name, CreatedAt: k.CreatedAt.UTC(), ExpiresAt: httpx.UTCPtr(k.ExpiresAt), LastUsedAt: httpx.UTCPtr(k.LastUsedAt)}
 	}
 	return c.JSON(http.StatusOK, out)
 }
 
 // deleteAPIKey revokes one of the caller's keys; someone else's key is a
 // 404 like a missing one, so prefixes of other users cannot be probed.
-func (s *server) deleteAPIKey(c echo.Context) error {
-	userID := caller(c).user.ID
-	if err := s.auth.users.DeleteAPIKey(c.Request().Context(), userID, c.Param("prefix")); err != nil {
+func (a *Service) deleteAPIKey(c echo.Context) error {
+	userID := Caller(c).User.ID
+	if err := a.users.DeleteAPIKey(c.Request().Context(), userID, c.Param("prefix")); err != nil {
 		return err
 	}
-	s.auth.revocations.changed(userID)
+	a.revocations.changed(userID)
 	return c.JSON(http.StatusOK, map[string]string{"status": "revoked"})
 }

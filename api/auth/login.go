@@ -1,4 +1,4 @@
-package api
+package auth
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/api/httpx"
 )
 
 var errBadCredentials = echo.NewHTTPError(http.StatusUnauthorized, "invalid email or password")
@@ -28,24 +29,24 @@ type loginRequest struct {
 
 // login checks a password. Its limits (loginGuard) come first: a refused
 // attempt costs no hash.
-func (s *server) login(c echo.Context) error {
-	if !s.auth.hasInternal() {
-		return notFound("password login (no internal provider is configured)")
+func (a *Service) login(c echo.Context) error {
+	if !a.HasInternal() {
+		return httpx.NotFound("password login (no internal provider is configured)")
 	}
 	var req loginRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	email := strings.TrimSpace(req.Email)
 	if email == "" || req.Password == "" {
-		return badRequest("email and password are required")
+		return httpx.BadRequest("email and password are required")
 	}
-	attempt, err := s.auth.admitLogin(c, email)
+	attempt, err := a.admitLogin(c, email)
 	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
-	u, err := s.auth.users.UserByEmail(ctx, email)
+	u, err := a.users.UserByEmail(ctx, email)
 	if err != nil && !errors.Is(err, accounts.ErrUserNotFound) {
 		return err
 	}
@@ -53,14 +54,14 @@ func (s *server) login(c echo.Context) error {
 	if u != nil {
 		hash = u.PasswordHash
 	}
-	release, err := s.auth.guard.hashSlot(ctx)
+	release, err := a.guard.hashSlot(ctx)
 	if err != nil {
 		return err
 	}
 	if hash == "" {
 		// No such user, or one who signs in only through OIDC: spend the
 		// time a real check takes, then refuse with the same message.
-		hash = s.auth.dummyPasswordHash()
+		hash = a.dummyPasswordHash()
 		u = nil
 	}
 	ok, err := verifyPassword(hash, req.Password)
@@ -71,10 +72,10 @@ func (s *server) login(c echo.Context) error {
 	if !ok || u == nil {
 		return errBadCredentials
 	}
-	if err := s.auth.loginSucceeded(c, attempt); err != nil {
+	if err := a.loginSucceeded(c, attempt); err != nil {
 		return err
 	}
-	pair, err := s.auth.issueTokens(ctx, u)
+	pair, err := a.issueTokens(ctx, u)
 	if err != nil {
 		return err
 	}
@@ -84,14 +85,14 @@ func (s *server) login(c echo.Context) error {
 // admitLogin passes a password check of the account email names through
 // the login limits (loginGuard), with the device cookie the request
 // carries for that account.
-func (a *authService) admitLogin(c echo.Context, email string) (*loginAttempt, error) {
+func (a *Service) admitLogin(c echo.Context, email string) (*loginAttempt, error) {
 	account := accountKey(email)
 	return a.guard.admitLogin(clientAddress(c), account, a.devices.device(c.Request(), account))
 }
 
 // loginSucceeded ends an attempt whose password was right: its budget is
 // given back and its client gets a new device cookie for the account.
-func (a *authService) loginSucceeded(c echo.Context, at *loginAttempt) error {
+func (a *Service) loginSucceeded(c echo.Context, at *loginAttempt) error {
 	a.guard.loginSucceeded(at)
 	value, err := a.devices.issue(at.account)
 	if err != nil {
@@ -101,16 +102,7 @@ func (a *authService) loginSucceeded(c echo.Context, at *loginAttempt) error {
 	return nil
 }
 
-func (a *authService) hasInternal() bool {
-	for _, p := range a.cfg.Providers {
-		if p.Type == ProviderInternal {
-			return true
-		}
-	}
-	return false
-}
-
-func (a *authService) dummyPasswordHash() string {
+func (a *Service) dummyPasswordHash() string {
 	a.dummyOnce.Do(func() {
 		h, err := HashPassword("appliance timing equaliser")
 		if err != nil {
@@ -123,7 +115,7 @@ func (a *authService) dummyPasswordHash() string {
 
 // issueTokens starts a login of u: a new refresh token family, its first
 // refresh token, stored, and an access token under it.
-func (a *authService) issueTokens(ctx context.Context, u *User) (*tokenPair, error) {
+func (a *Service) issueTokens(ctx context.Context, u *User) (*tokenPair, error) {
 	family, err := newFamilyID()
 	if err != nil {
 		return nil, err
@@ -148,11 +140,11 @@ type refreshRequest struct {
 
 func decodeRefreshToken(c echo.Context) (string, error) {
 	var req refreshRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return "", err
 	}
 	if req.RefreshToken == "" {
-		return "", badRequest("refresh_token is required")
+		return "", httpx.BadRequest("refresh_token is required")
 	}
 	return req.RefreshToken, nil
 }
@@ -167,38 +159,38 @@ var (
 // same transaction that stores the new one, so each token works once. A
 // second use of a token means two parties hold it (DESIGN.md "Refresh
 // tokens"): the whole login is revoked, the thief's chain with the owner's.
-func (s *server) refresh(c echo.Context) error {
+func (a *Service) refresh(c echo.Context) error {
 	token, err := decodeRefreshToken(c)
 	if err != nil {
 		return err
 	}
-	if err := s.auth.guard.admitToken(clientAddress(c)); err != nil {
+	if err := a.guard.admitToken(clientAddress(c)); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
-	next, stored, err := s.auth.newRefreshToken("", "")
+	next, stored, err := a.newRefreshToken("", "")
 	if err != nil {
 		return err
 	}
-	old, err := s.auth.users.RotateRefreshToken(ctx, s.auth.refreshHash(token), stored, s.auth.now())
+	old, err := a.users.RotateRefreshToken(ctx, a.refreshHash(token), stored, a.now())
 	switch {
 	case errors.Is(err, accounts.ErrTokenReused):
-		s.log.Warn("refresh token reused: login revoked", "user", old.UserID, "login", old.FamilyID(), "address", c.RealIP())
-		s.auth.revocations.changed(old.UserID)
+		a.log.Warn("refresh token reused: login revoked", "user", old.UserID, "login", old.FamilyID(), "address", c.RealIP())
+		a.revocations.changed(old.UserID)
 		return errReusedRefresh
 	case errors.Is(err, accounts.ErrRefreshTokenNotFound):
 		return errBadRefresh
 	case err != nil:
 		return err
 	}
-	u, err := s.auth.users.User(ctx, old.UserID)
+	u, err := a.users.User(ctx, old.UserID)
 	if errors.Is(err, accounts.ErrUserNotFound) {
 		return errBadRefresh
 	}
 	if err != nil {
 		return err
 	}
-	access, err := s.auth.issueAccessToken(u, stored.Family)
+	access, err := a.issueAccessToken(u, stored.Family)
 	if err != nil {
 		return err
 	}
@@ -208,19 +200,19 @@ func (s *server) refresh(c echo.Context) error {
 // logout revokes the login a refresh token belongs to: the token, every
 // other token of its family, and with them its access tokens. An unknown
 // token is already as revoked as it can be, so the answer is the same.
-func (s *server) logout(c echo.Context) error {
+func (a *Service) logout(c echo.Context) error {
 	token, err := decodeRefreshToken(c)
 	if err != nil {
 		return err
 	}
-	if err := s.auth.guard.admitToken(clientAddress(c)); err != nil {
+	if err := a.guard.admitToken(clientAddress(c)); err != nil {
 		return err
 	}
-	userID, err := s.auth.users.RevokeRefreshFamily(c.Request().Context(), s.auth.refreshHash(token))
+	userID, err := a.users.RevokeRefreshFamily(c.Request().Context(), a.refreshHash(token))
 	if err != nil {
 		return err
 	}
-	s.auth.revocations.changed(userID)
+	a.revocations.changed(userID)
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
@@ -234,17 +226,10 @@ type meView struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-func (s *server) me(c echo.Context) error {
-	u := caller(c).user
+func (a *Service) me(c echo.Context) error {
+	u := Caller(c).User
 	return c.JSON(http.StatusOK, meView{
 		UserID: u.ID, Name: u.Name, Email: u.Email, IsAdmin: u.IsAdmin,
-		Groups: nonNil(u.Groups), CreatedAt: u.CreatedAt.UTC(),
+		Groups: httpx.NonNil(u.Groups), CreatedAt: u.CreatedAt.UTC(),
 	})
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }

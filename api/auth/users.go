@@ -1,4 +1,4 @@
-package api
+package auth
 
 import (
 	"net/http"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 )
@@ -30,14 +31,14 @@ type createUserRequest struct {
 func checkEmail(email string) error {
 	a, err := mail.ParseAddress(email)
 	if err != nil || a.Address != email || a.Name != "" {
-		return badRequest("email %q is not an email address (like ada@example.com)", email)
+		return httpx.BadRequest("email %q is not an email address (like ada@example.com)", email)
 	}
 	return nil
 }
 
 func checkPassword(field, password string) error {
 	if n := utf8.RuneCountInString(password); n < minPasswordLen {
-		return badRequest("%s is too short: %d characters, at least %d", field, n, minPasswordLen)
+		return httpx.BadRequest("%s is too short: %d characters, at least %d", field, n, minPasswordLen)
 	}
 	return nil
 }
@@ -45,7 +46,7 @@ func checkPassword(field, password string) error {
 func checkGroups(groups []string) error {
 	for _, g := range groups {
 		if !groupName.MatchString(g) {
-			return badRequest("invalid group name %q: use 1 to 64 letters, digits, _ or -", g)
+			return httpx.BadRequest("invalid group name %q: use 1 to 64 letters, digits, _ or -", g)
 		}
 	}
 	return nil
@@ -53,14 +54,14 @@ func checkGroups(groups []string) error {
 
 // createUser is POST /api/users: 201 with the user; 409 when the email is
 // taken.
-func (s *server) createUser(c echo.Context) error {
+func (a *Service) createUser(c echo.Context) error {
 	var req createUserRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	email := strings.TrimSpace(req.Email)
 	if email == "" {
-		return badRequest(`"email" is required`)
+		return httpx.BadRequest(`"email" is required`)
 	}
 	if err := checkEmail(email); err != nil {
 		return err
@@ -84,9 +85,9 @@ func (s *server) createUser(c echo.Context) error {
 	}
 	u := &User{
 		ID: uuid.NewString(), Email: email, Name: req.Name, PasswordHash: hash,
-		IsAdmin: req.IsAdmin, Groups: groups, CreatedAt: s.auth.now().UTC(),
+		IsAdmin: req.IsAdmin, Groups: groups, CreatedAt: a.now().UTC(),
 	}
-	if err := s.auth.users.CreateUser(c.Request().Context(), u); err != nil {
+	if err := a.users.CreateUser(c.Request().Context(), u); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusCreated, userViewOf(u))
@@ -109,13 +110,13 @@ type ownPasswordRequest struct {
 // password. Every credential of that user ends with it (their refresh
 // tokens and API keys are revoked, their open streams end): a reset is
 // for a forgotten or leaked password.
-func (s *server) setPassword(c echo.Context) error {
+func (a *Service) setPassword(c echo.Context) error {
 	id, err := userIDParam(c)
 	if err != nil {
 		return err
 	}
 	var req passwordRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	if err := checkPassword("password", req.Password); err != nil {
@@ -126,31 +127,31 @@ func (s *server) setPassword(c echo.Context) error {
 		return err
 	}
 	keep := ""
-	if p := caller(c); p.user.ID == id {
+	if p := Caller(c); p.User.ID == id {
 		keep = p.family // an admin resetting their own keeps this login
 	}
-	u, err := s.auth.users.SetPassword(c.Request().Context(), id, hash, keep, true)
+	u, err := a.users.SetPassword(c.Request().Context(), id, hash, keep, true)
 	if err != nil {
 		return err
 	}
-	s.auth.revocations.changed(id)
+	a.revocations.changed(id)
 	return c.JSON(http.StatusOK, userViewOf(u))
 }
 
 // deleteUser is DELETE /api/users/{id}: the user, their refresh tokens
 // and API keys go in one transaction. An admin cannot delete themself.
-func (s *server) deleteUser(c echo.Context) error {
+func (a *Service) deleteUser(c echo.Context) error {
 	id, err := userIDParam(c)
 	if err != nil {
 		return err
 	}
-	if id == caller(c).user.ID {
-		return badRequest("you cannot delete your own account; ask another admin")
+	if id == Caller(c).User.ID {
+		return httpx.BadRequest("you cannot delete your own account; ask another admin")
 	}
-	if err := s.auth.users.DeleteUser(c.Request().Context(), id); err != nil {
+	if err := a.users.DeleteUser(c.Request().Context(), id); err != nil {
 		return err
 	}
-	s.auth.revocations.changed(id)
+	a.revocations.changed(id)
 	return c.JSON(http.StatusOK, map[string]string{"status": "deleted"})
 }
 
@@ -158,14 +159,14 @@ func (s *server) deleteUser(c echo.Context) error {
 // current password. Their other logins end; the one making the change
 // stays (an API key has no login, so all end). Their API keys end too
 // unless revoke_api_keys is false.
-func (s *server) changeOwnPassword(c echo.Context) error {
-	p := caller(c)
+func (a *Service) changeOwnPassword(c echo.Context) error {
+	p := Caller(c)
 	var req ownPasswordRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	if req.CurrentPassword == nil {
-		return badRequest(`"current_password" is required`)
+		return httpx.BadRequest(`"current_password" is required`)
 	}
 	if err := checkPassword("password", req.Password); err != nil {
 		return err
@@ -173,26 +174,26 @@ func (s *server) changeOwnPassword(c echo.Context) error {
 	ctx := c.Request().Context()
 	// Guessing the current password here is a login attempt like any
 	// other: the same limits apply, and a refused attempt costs no hash.
-	attempt, err := s.auth.admitLogin(c, p.user.Email)
+	attempt, err := a.admitLogin(c, p.User.Email)
 	if err != nil {
 		return err
 	}
-	release, err := s.auth.guard.hashSlot(ctx)
+	release, err := a.guard.hashSlot(ctx)
 	if err != nil {
 		return err
 	}
 	ok := false
-	if p.user.PasswordHash != "" {
-		ok, err = verifyPassword(p.user.PasswordHash, *req.CurrentPassword)
+	if p.User.PasswordHash != "" {
+		ok, err = verifyPassword(p.User.PasswordHash, *req.CurrentPassword)
 	}
 	release()
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return badRequest("current_password is wrong (a user who signs in only through single sign-on has none: ask an admin to set one)")
+		return httpx.BadRequest("current_password is wrong (a user who signs in only through single sign-on has none: ask an admin to set one)")
 	}
-	if err := s.auth.loginSucceeded(c, attempt); err != nil {
+	if err := a.loginSucceeded(c, attempt); err != nil {
 		return err
 	}
 	hash, err := HashPassword(req.Password)
@@ -200,9 +201,9 @@ func (s *server) changeOwnPassword(c echo.Context) error {
 		return err
 	}
 	revokeKeys := req.RevokeAPIKeys == nil || *req.RevokeAPIKeys
-	if _, err := s.auth.users.SetPassword(ctx, p.user.ID, hash, p.family, revokeKeys); err != nil {
+	if _, err := a.users.SetPassword(ctx, p.User.ID, hash, p.family, revokeKeys); err != nil {
 		return err
 	}
-	s.auth.revocations.changed(p.user.ID)
+	a.revocations.changed(p.User.ID)
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }

@@ -1,4 +1,10 @@
-package api
+// Package auth is the API's authentication: password and OIDC logins,
+// access and refresh tokens, API keys, device cookies and login limits,
+// the user and group admin endpoints, and the revocations open streams
+// follow. It owns the UserStore port (the store implements it); api
+// mounts it with Service.Routes and Service.RequireUser and asks Caller
+// who a request is. It imports no handler package but api/httpx.
+package auth
 
 import (
 	"context"
@@ -6,19 +12,21 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/accounts"
-	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/api/httpx"
 )
 
-// authService is the state of authentication when it is on.
-type authService struct {
-	cfg   *AuthConfig
+// Service is authentication when it is on: the /api/auth, /api/users and
+// /api/groups endpoints (Routes), the middleware that requires a user
+// (RequireUser, Caller), and the revocations open streams follow.
+type Service struct {
+	cfg   *Config
 	users UserStore
 	log   *slog.Logger
 	oidc  *oidcFlows
@@ -36,15 +44,16 @@ type authService struct {
 	dummyHash string
 }
 
-func newAuthService(cfg *AuthConfig, users UserStore, log *slog.Logger) *authService {
-	a := &authService{cfg: cfg, users: users, log: log, revocations: newRevocations()}
+// New returns the authentication of cfg over the accounts in users.
+func New(cfg *Config, users UserStore, log *slog.Logger) *Service {
+	a := &Service{cfg: cfg, users: users, log: log, revocations: newRevocations()}
 	a.oidc = newOIDCFlows(a)
 	a.guard = newLoginGuard(cfg.Logins, a.now)
 	a.devices = newDevices(cfg.JWTSecret)
 	return a
 }
 
-func (a *authService) now() time.Time {
+func (a *Service) now() time.Time {
 	if a.cfg.Now != nil {
 		return a.cfg.Now()
 	}
@@ -55,9 +64,9 @@ func (a *authService) now() time.Time {
 // busy script does not cost a database write per request.
 const apiKeyTouchEvery = time.Minute
 
-// principal is the authenticated caller of a request.
-type principal struct {
-	user *User
+// Principal is the authenticated caller of a request.
+type Principal struct {
+	User *User
 	// keyHash is the stored form of the API key the caller authenticated
 	// with ("" for an access token).
 	keyHash string
@@ -65,13 +74,11 @@ type principal struct {
 	family string
 }
 
-// principalKey is where authenticate leaves the principal in the echo context.
+// principalKey is where RequireUser leaves the principal in the echo context.
 const principalKey = "appliance.principal"
 
-// publicRoutes are the /api routes that need no token even with auth on.
+// publicRoutes are auth's routes that need no token: how one gets one.
 var publicRoutes = map[string]bool{
-	"/api/config":                       true,
-	"/api/openapi.json":                 true,
 	"/api/auth/login":                   true,
 	"/api/auth/refresh":                 true,
 	"/api/auth/logout":                  true,
@@ -79,55 +86,46 @@ var publicRoutes = map[string]bool{
 	"/api/auth/oidc/:provider/callback": true,
 }
 
-// streamRoute (and eventsRoute) may carry its token as ?token=, since
-// browsers cannot set headers on a WebSocket or an EventSource.
-const streamRoute = "/api/jobs/:id/logs/stream"
+// Public reports whether route (an echo route path) is one of auth's that
+// need no token: login, refresh, logout and the OIDC flow.
+func Public(route string) bool { return publicRoutes[route] }
 
 var (
-	errMissingToken = echo.NewHTTPError(http.StatusUnauthorized, "missing bearer token (Authorization: Bearer <token>)")
+	// ErrMissingToken is the 401 of a request that carries no token.
+	ErrMissingToken = echo.NewHTTPError(http.StatusUnauthorized, "missing bearer token (Authorization: Bearer <token>)")
 	errInvalidToken = echo.NewHTTPError(http.StatusUnauthorized, "invalid or expired token")
 )
 
-// authenticate requires a bearer token (JWT or API key) on /api routes
-// other than the public ones when auth is on. /worker and /hooks keep
-// their own credentials.
-func (s *server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if s.auth == nil {
+// RequireUser is the middleware of the routes that need a user: it
+// resolves the request's bearer token (a JWT or an API key) to its
+// principal, which Caller then returns, or answers 401. The routes in
+// queryToken may carry the token as ?token= instead, since browsers cannot
+// set headers on a WebSocket or an EventSource.
+func (a *Service) RequireUser(queryToken ...string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			token := httpx.BearerToken(c.Request())
+			if token == "" && slices.Contains(queryToken, c.Path()) {
+				token = c.QueryParam("token")
+			}
+			if token == "" {
+				return ErrMissingToken
+			}
+			p, err := a.Authenticate(c.Request().Context(), token)
+			if err != nil {
+				return err
+			}
+			c.Set(principalKey, p)
 			return next(c)
 		}
-		if !underAPI(c.Request().URL.Path) || publicRoutes[c.Path()] {
-			return next(c)
-		}
-		token := bearerToken(c.Request())
-		if token == "" && (c.Path() == streamRoute || c.Path() == eventsRoute) {
-			token = c.QueryParam("token")
-		}
-		if token == "" {
-			return errMissingToken
-		}
-		p, err := s.auth.principalOf(c.Request().Context(), token)
-		if err != nil {
-			return err
-		}
-		c.Set(principalKey, p)
-		return next(c)
 	}
 }
 
-// bearerToken reads `Authorization: Bearer <token>` (scheme in any case).
-func bearerToken(r *http.Request) string {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return ""
-	}
-	return strings.TrimSpace(token)
-}
-
-// principalOf resolves a token to its user: 401 for anything that does not
-// name a live user, a store failure as itself.
-func (a *authService) principalOf(ctx context.Context, token string) (*principal, error) {
-	p := &principal{}
+// Authenticate resolves a token (a JWT or an API key) to its principal:
+// 401 for anything that does not name a live user, a store failure as
+// itself.
+func (a *Service) Authenticate(ctx context.Context, token string) (*Principal, error) {
+	p := &Principal{}
 	if isAPIKey(token) {
 		if len(token) != apiKeyLen {
 			return nil, errInvalidToken
@@ -144,13 +142,13 @@ func (a *authService) principalOf(ctx context.Context, token string) (*principal
 		if claims.Family == "" {
 			return nil, errInvalidToken
 		}
-		p.user, p.family = &User{ID: claims.Subject}, claims.Family
+		p.User, p.family = &User{ID: claims.Subject}, claims.Family
 	}
 	p, key, err := a.resolve(ctx, p)
 	switch {
 	case errors.Is(err, endKeyExpired):
 		return nil, echo.NewHTTPError(http.StatusUnauthorized, "api key expired")
-	case errors.As(err, new(*streamEnd)):
+	case errors.As(err, new(*Revoked)):
 		return nil, errInvalidToken
 	case err != nil:
 		return nil, err
@@ -176,7 +174,7 @@ var (
 // resolve loads the API key (returned) or checks the login p stands on,
 // then its user. The access token's own signature and expiry are the
 // caller's to check: a stream re-checks past them.
-func (a *authService) resolve(ctx context.Context, p *principal) (*principal, *APIKey, error) {
+func (a *Service) resolve(ctx context.Context, p *Principal) (*Principal, *APIKey, error) {
 	userID := ""
 	var key *APIKey
 	switch {
@@ -193,7 +191,7 @@ func (a *authService) resolve(ctx context.Context, p *principal) (*principal, *A
 		}
 		key, userID = k, k.UserID
 	default:
-		userID = p.user.ID
+		userID = p.User.ID
 		if p.family != "" {
 			// The token's login may have logged out or been revoked for
 			// reuse of a refresh token since: then its access tokens die
@@ -214,41 +212,24 @@ func (a *authService) resolve(ctx context.Context, p *principal) (*principal, *A
 	if err != nil {
 		return nil, nil, fmt.Errorf("load user: %w", err)
 	}
-	return &principal{user: u, keyHash: p.keyHash, family: p.family}, key, nil
+	return &Principal{User: u, keyHash: p.keyHash, family: p.family}, key, nil
 }
 
-// caller returns the request's principal; nil when auth is off.
-func caller(c echo.Context) *principal {
-	p, _ := c.Get(principalKey).(*principal)
+// Caller returns the request's principal; nil when auth is off or the
+// route needs no user.
+func Caller(c echo.Context) *Principal {
+	p, _ := c.Get(principalKey).(*Principal)
 	return p
 }
 
-// jobSource attributes a job created through the API: to the calling user
-// with auth on, to "api" without (DESIGN.md "source_type").
-func jobSource(c echo.Context) (string, *string) {
-	if p := caller(c); p != nil {
-		email := p.user.Email
-		return engine.SourceUser, &email
-	}
-	return engine.SourceAPI, nil
-}
-
-// actorName names who answered an approval: the user's email with auth on.
-func actorName(c echo.Context) string {
-	if p := caller(c); p != nil {
-		return p.user.Email
-	}
-	return "anonymous"
-}
-
 // requireAdmin guards the admin endpoints (403 for other users).
-func (s *server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
+func (a *Service) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		p := caller(c)
+		p := Caller(c)
 		if p == nil {
-			return errMissingToken
+			return ErrMissingToken
 		}
-		if !p.user.IsAdmin {
+		if !p.User.IsAdmin {
 			return echo.NewHTTPError(http.StatusForbidden, "admin privileges required")
 		}
 		return next(c)

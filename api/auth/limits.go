@@ -1,4 +1,4 @@
-package api
+package auth
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/labstack/echo/v4"
 	"golang.org/x/sync/semaphore"
 )
@@ -36,7 +37,7 @@ const (
 //     its hash is computed, so a burst cannot outrun the check; a
 //     successful login gives the budget it spent back.
 //   - devices limits, the same way, the failed logins of each client that
-//     proves with a device cookie (auth_devices.go) that it signed in to
+//     proves with a device cookie (devices.go) that it signed in to
 //     the account before. Such a client is not judged by the account's
 //     budget, so a stranger who spends it on purpose locks out only the
 //     clients that never signed in, not the owner. A device whose own
@@ -138,17 +139,17 @@ func (g *loginGuard) hashSlot(ctx context.Context) (release func(), err error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err() // the client gave up; nobody to answer
 		}
-		return nil, &retryLaterError{
-			status: http.StatusServiceUnavailable,
-			msg:    "too many logins in progress; retry later",
-			after:  busyRetryAfter,
+		return nil, &httpx.RetryLater{
+			Status: http.StatusServiceUnavailable,
+			Msg:    "too many logins in progress; retry later",
+			After:  busyRetryAfter,
 		}
 	}
 	return func() { g.hashing.Release(1) }, nil
 }
 
 func tooManyRequests(msg string, wait time.Duration) error {
-	return &retryLaterError{status: http.StatusTooManyRequests, msg: msg + "; retry later", after: wait}
+	return &httpx.RetryLater{Status: http.StatusTooManyRequests, Msg: msg + "; retry later", After: wait}
 }
 
 // clientAddress is the rate-limit key of the request's client: its

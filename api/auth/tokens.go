@@ -1,4 +1,4 @@
-package api
+package auth
 
 import (
 	"crypto/hmac"
@@ -43,7 +43,7 @@ type accessClaims struct {
 
 // issueAccessToken signs an HS256 access token for u under the login
 // family, valid 15 minutes unless configured otherwise.
-func (a *authService) issueAccessToken(u *User, family string) (string, error) {
+func (a *Service) issueAccessToken(u *User, family string) (string, error) {
 	now := a.now()
 	ttl := accessTokenTTL
 	if a.cfg.AccessTokenTTL > 0 {
@@ -68,7 +68,7 @@ func (a *authService) issueAccessToken(u *User, family string) (string, error) {
 
 // parseAccessToken verifies signature, algorithm and expiry and returns the
 // claims, the user id in Subject.
-func (a *authService) parseAccessToken(token string) (*accessClaims, error) {
+func (a *Service) parseAccessToken(token string) (*accessClaims, error) {
 	var claims accessClaims
 	_, err := jwt.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return a.cfg.JWTSecret, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
@@ -96,7 +96,7 @@ func randomBytes(n int) ([]byte, error) {
 // newRefreshToken returns a fresh refresh token (32 random bytes,
 // unpadded base64url) and its stored form, in family (set by the store
 // when empty: a rotation passes the old token's family on).
-func (a *authService) newRefreshToken(userID, family string) (string, *RefreshToken, error) {
+func (a *Service) newRefreshToken(userID, family string) (string, *RefreshToken, error) {
 	b, err := randomBytes(refreshTokenLen)
 	if err != nil {
 		return "", nil, fmt.Errorf("new refresh token: %w", err)
@@ -124,7 +124,7 @@ func newFamilyID() (string, error) {
 // refreshHash is how a refresh token is stored: HMAC-SHA256 keyed with the
 // refresh secret over the token's SHA-256. Without the secret, rows of a
 // copied database cannot be matched to tokens or forged.
-func (a *authService) refreshHash(token string) string {
+func (a *Service) refreshHash(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	mac := hmac.New(sha256.New, a.cfg.RefreshSecret)
 	mac.Write(sum[:])

@@ -1,4 +1,4 @@
-package api
+package auth
 
 import (
 	"net/http"
@@ -7,9 +7,9 @@ import (
 	"github.com/appliance-sh/appliance/accounts"
 )
 
-// AuthConfig turns authentication on (api.Config.Auth; nil = off). The app
+// Config turns authentication on (api.Config.Auth; nil = off). The app
 // builds it from the `auth` section of server-config.yaml.
-type AuthConfig struct {
+type Config struct {
 	// JWTSecret signs access tokens (HS256).
 	JWTSecret []byte
 	// RefreshSecret keys the HMAC under which refresh tokens are stored, so
@@ -18,7 +18,7 @@ type AuthConfig struct {
 	// BaseURL is the server's public URL; OIDC redirect URIs are built on it.
 	BaseURL string
 	// Providers by id: "internal" (email and password) or "oidc".
-	Providers map[string]AuthProvider
+	Providers map[string]Provider
 	// Now is the clock of token lifetimes and key expiry (nil = time.Now).
 	Now func() time.Time
 	// HTTPClient talks to OIDC providers (nil = http.DefaultClient).
@@ -49,8 +49,8 @@ const (
 	ProviderOIDC     = "oidc"
 )
 
-// AuthProvider is one entry of auth.providers.
-type AuthProvider struct {
+// Provider is one entry of auth.providers.
+type Provider struct {
 	Type         string
 	DisplayName  string
 	IssuerURL    string
@@ -61,7 +61,8 @@ type AuthProvider struct {
 	LinkExisting bool
 }
 
-// The account records and their store, under their api names.
+// The account records and their store (the port auth owns; the store
+// implements it), under their auth names.
 type (
 	User         = accounts.User
 	AuthLink     = accounts.AuthLink

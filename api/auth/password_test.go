@@ -1,4 +1,4 @@
-package api
+package auth
 
 import (
 	"encoding/base64"

@@ -1,15 +1,18 @@
-package api
+package auth
 
 import (
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/labstack/echo/v4"
 )
 
-// clientAddrs finds a request's client address; the server installs its
-// extract as echo's IPExtractor, so c.RealIP() is that address everywhere
-// (the login limits, logs, an audit trail). Echo's default extractor
+// ClientAddr is the IPExtractor that finds a request's client address
+// behind the trusted proxies: the server installs it in echo, so
+// c.RealIP() is that address everywhere (the login limits, logs, an audit
+// trail). Echo's default extractor
 // believes X-Forwarded-For and X-Real-IP from anyone: with it, a flood
 // could pick a fresh address per request.
 //
@@ -18,6 +21,11 @@ import (
 // trusted proxies too, and the first address that is not is the client.
 // Whatever stands left of that address was written by the client itself
 // and is never read.
+func ClientAddr(trusted []netip.Prefix) echo.IPExtractor {
+	return clientAddrs{trusted: trusted}.extract
+}
+
+// clientAddrs finds the client address behind the trusted proxies.
 type clientAddrs struct {
 	trusted []netip.Prefix
 }

@@ -1,4 +1,4 @@
-package api
+package auth
 
 import (
 	"net/http"
@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/labstack/echo/v4"
 )
 
@@ -37,23 +38,23 @@ func userViewOf(u *User) userView {
 	}
 	return userView{
 		ID: u.ID, Email: u.Email, Name: u.Name, IsAdmin: u.IsAdmin,
-		Groups: nonNil(u.Groups), AuthMethods: methods, CreatedAt: u.CreatedAt.UTC(),
+		Groups: httpx.NonNil(u.Groups), AuthMethods: methods, CreatedAt: u.CreatedAt.UTC(),
 	}
 }
 
-func (s *server) listUsers(c echo.Context) error {
-	limit, offset, err := page(c)
+func (a *Service) listUsers(c echo.Context) error {
+	limit, offset, err := httpx.Page(c)
 	if err != nil {
 		return err
 	}
 	if c.QueryParam("limit") == "" {
 		limit = defaultUserPageLimit
 	}
-	users, total, err := s.auth.users.Users(c.Request().Context(), limit, offset)
+	users, total, err := a.users.Users(c.Request().Context(), limit, offset)
 	if err != nil {
 		return err
 	}
-	out := list[userView]{Items: make([]userView, len(users)), Total: total}
+	out := httpx.List[userView]{Items: make([]userView, len(users)), Total: total}
 	for i, u := range users {
 		out.Items[i] = userViewOf(u)
 	}
@@ -64,18 +65,18 @@ func (s *server) listUsers(c echo.Context) error {
 // else is a 404 without a lookup.
 func userIDParam(c echo.Context) (string, error) {
 	id := c.Param("id")
-	if !isUUID(id) {
-		return "", notFound("user %q", id)
+	if !httpx.IsUUID(id) {
+		return "", httpx.NotFound("user %q", id)
 	}
 	return id, nil
 }
 
-func (s *server) getUser(c echo.Context) error {
+func (a *Service) getUser(c echo.Context) error {
 	id, err := userIDParam(c)
 	if err != nil {
 		return err
 	}
-	u, err := s.auth.users.User(c.Request().Context(), id)
+	u, err := a.users.User(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
@@ -86,28 +87,28 @@ type setAdminRequest struct {
 	IsAdmin *bool `json:"is_admin"`
 }
 
-func (s *server) setAdmin(c echo.Context) error {
+func (a *Service) setAdmin(c echo.Context) error {
 	id, err := userIDParam(c)
 	if err != nil {
 		return err
 	}
 	var req setAdminRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	if req.IsAdmin == nil {
-		return badRequest(`"is_admin" (true or false) is required`)
+		return httpx.BadRequest(`"is_admin" (true or false) is required`)
 	}
 	// Refusing self-revocation keeps at least the caller an admin, so the
 	// server cannot lose its last admin by a slip.
-	if id == caller(c).user.ID && !*req.IsAdmin {
-		return badRequest("you cannot revoke your own admin status; ask another admin")
+	if id == Caller(c).User.ID && !*req.IsAdmin {
+		return httpx.BadRequest("you cannot revoke your own admin status; ask another admin")
 	}
-	u, err := s.auth.users.SetAdmin(c.Request().Context(), id, *req.IsAdmin)
+	u, err := a.users.SetAdmin(c.Request().Context(), id, *req.IsAdmin)
 	if err != nil {
 		return err
 	}
-	s.auth.revocations.changed(id) // what their streams show may change
+	a.revocations.changed(id) // what their streams show may change
 	return c.JSON(http.StatusOK, map[string]bool{"is_admin": u.IsAdmin})
 }
 
@@ -115,35 +116,35 @@ type setGroupsRequest struct {
 	Groups *[]string `json:"groups"`
 }
 
-func (s *server) setGroups(c echo.Context) error {
+func (a *Service) setGroups(c echo.Context) error {
 	id, err := userIDParam(c)
 	if err != nil {
 		return err
 	}
 	var req setGroupsRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	if req.Groups == nil {
-		return badRequest(`"groups" (an array of group names) is required`)
+		return httpx.BadRequest(`"groups" (an array of group names) is required`)
 	}
 	for _, g := range *req.Groups {
 		if !groupName.MatchString(g) {
-			return badRequest("invalid group name %q: use 1 to 64 letters, digits, _ or -", g)
+			return httpx.BadRequest("invalid group name %q: use 1 to 64 letters, digits, _ or -", g)
 		}
 	}
-	u, err := s.auth.users.SetGroups(c.Request().Context(), id, slices.Clone(*req.Groups))
+	u, err := a.users.SetGroups(c.Request().Context(), id, slices.Clone(*req.Groups))
 	if err != nil {
 		return err
 	}
-	s.auth.revocations.changed(id) // what their streams show may change
-	return c.JSON(http.StatusOK, map[string][]string{"groups": nonNil(u.Groups)})
+	a.revocations.changed(id) // what their streams show may change
+	return c.JSON(http.StatusOK, map[string][]string{"groups": httpx.NonNil(u.Groups)})
 }
 
-func (s *server) listGroups(c echo.Context) error {
-	groups, err := s.auth.users.Groups(c.Request().Context())
+func (a *Service) listGroups(c echo.Context) error {
+	groups, err := a.users.Groups(c.Request().Context())
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string][]string{"groups": nonNil(groups)})
+	return c.JSON(http.StatusOK, map[string][]string{"groups": httpx.NonNil(groups)})
 }

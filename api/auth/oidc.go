@@ -1,4 +1,4 @@
-package api
+package auth
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/api/httpx"
 )
 
 // OIDC login bookkeeping.
@@ -49,13 +50,13 @@ type oidcFlow struct {
 
 // oidcFlows keeps the relying parties and the flow cookies' keys.
 type oidcFlows struct {
-	auth    *authService
+	auth    *Service
 	mu      sync.Mutex
 	cookies *httphelper.CookieHandler
 	clients map[string]rp.RelyingParty
 }
 
-func newOIDCFlows(a *authService) *oidcFlows {
+func newOIDCFlows(a *Service) *oidcFlows {
 	return &oidcFlows{auth: a, clients: map[string]rp.RelyingParty{}}
 }
 
@@ -66,7 +67,7 @@ type nonceKey struct{}
 // client discovers a provider on first use rather than at start-up, so an
 // identity provider that is down does not keep the server from starting;
 // a failed discovery is retried by the next login.
-func (f *oidcFlows) client(ctx context.Context, id string, p AuthProvider) (rp.RelyingParty, error) {
+func (f *oidcFlows) client(ctx context.Context, id string, p Provider) (rp.RelyingParty, error) {
 	f.mu.Lock()
 	c := f.clients[id]
 	f.mu.Unlock()
@@ -195,11 +196,11 @@ func (f *oidcFlows) finish(w http.ResponseWriter, r *http.Request, provider stri
 
 // oidcProviderParam returns the OIDC provider named by the path (404 for
 // unknown ids and for the internal provider).
-func (s *server) oidcProviderParam(c echo.Context) (string, AuthProvider, error) {
+func (a *Service) oidcProviderParam(c echo.Context) (string, Provider, error) {
 	id := c.Param("provider")
-	p, ok := s.auth.cfg.Providers[id]
+	p, ok := a.cfg.Providers[id]
 	if !ok || p.Type != ProviderOIDC {
-		return "", AuthProvider{}, notFound("oidc provider %q", id)
+		return "", Provider{}, httpx.NotFound("oidc provider %q", id)
 	}
 	return id, p, nil
 }
@@ -207,17 +208,17 @@ func (s *server) oidcProviderParam(c echo.Context) (string, AuthProvider, error)
 // oidcStart sends the browser to the identity provider: authorization code
 // flow with PKCE (S256), a state and a nonce, all three bound to this
 // browser by the flow cookie.
-func (s *server) oidcStart(c echo.Context) error {
-	id, p, err := s.oidcProviderParam(c)
+func (a *Service) oidcStart(c echo.Context) error {
+	id, p, err := a.oidcProviderParam(c)
 	if err != nil {
 		return err
 	}
-	client, err := s.auth.oidc.client(c.Request().Context(), id, p)
+	client, err := a.oidc.client(c.Request().Context(), id, p)
 	if err != nil {
-		s.log.Error("oidc login", "provider", id, "err", err)
+		a.log.Error("oidc login", "provider", id, "err", err)
 		return echo.NewHTTPError(http.StatusBadGateway, fmt.Sprintf("identity provider %s is unreachable", id))
 	}
-	flow, err := s.auth.oidc.begin(c.Response(), id)
+	flow, err := a.oidc.begin(c.Response(), id)
 	if err != nil {
 		return err
 	}
@@ -230,25 +231,25 @@ func (s *server) oidcStart(c echo.Context) error {
 // fragment. A callback this browser did not start is a 400: it is either
 // forged or someone else's login, and the UI has nothing to show for it.
 // Every other failure goes back to the UI, as #error=.
-func (s *server) oidcCallback(c echo.Context) error {
-	id, p, err := s.oidcProviderParam(c)
+func (a *Service) oidcCallback(c echo.Context) error {
+	id, p, err := a.oidcProviderParam(c)
 	if err != nil {
 		return err
 	}
-	flow, err := s.auth.oidc.finish(c.Response(), c.Request(), id)
+	flow, err := a.oidc.finish(c.Response(), c.Request(), id)
 	if err != nil {
 		return err
 	}
-	pair, err := s.completeOIDC(c, id, p, flow)
+	pair, err := a.completeOIDC(c, id, p, flow)
 	if err != nil {
-		s.log.Warn("oidc login failed", "provider", id, "err", err)
+		a.log.Warn("oidc login failed", "provider", id, "err", err)
 		return c.Redirect(http.StatusFound, loginCallbackPath+"#error="+fragmentEscape(err.Error()))
 	}
 	v := url.Values{"access_token": {pair.AccessToken}, "refresh_token": {pair.RefreshToken}}
 	return c.Redirect(http.StatusFound, loginCallbackPath+"#"+v.Encode())
 }
 
-func (s *server) completeOIDC(c echo.Context, id string, p AuthProvider, flow oidcFlow) (*tokenPair, error) {
+func (a *Service) completeOIDC(c echo.Context, id string, p Provider, flow oidcFlow) (*tokenPair, error) {
 	q := c.QueryParams()
 	if e := q.Get("error"); e != "" {
 		return nil, fmt.Errorf("identity provider refused the login: %s %s", e, q.Get("error_description"))
@@ -258,7 +259,7 @@ func (s *server) completeOIDC(c echo.Context, id string, p AuthProvider, flow oi
 		return nil, errors.New("the identity provider sent no authorization code")
 	}
 	ctx := c.Request().Context()
-	client, err := s.auth.oidc.client(ctx, id, p)
+	client, err := a.oidc.client(ctx, id, p)
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +281,7 @@ func (s *server) completeOIDC(c echo.Context, id string, p AuthProvider, flow oi
 	if email == "" {
 		return nil, errors.New("the identity provider did not share an email address (scope email)")
 	}
-	now := s.auth.now().UTC()
+	now := a.now().UTC()
 	newUser := &User{ID: uuid.NewString(), Email: email, Groups: []string{}, CreatedAt: now}
 	if name := firstNonEmpty(strings.TrimSpace(claims.Name), strings.TrimSpace(claims.PreferredUsername)); name != "" {
 		newUser.Name = &name
@@ -289,7 +290,7 @@ func (s *server) completeOIDC(c echo.Context, id string, p AuthProvider, flow oi
 	// name a new one; an admin is linked by email only if the provider's
 	// config says so (its users' addresses could otherwise take over one).
 	rule := accounts.LinkRule{EmailVerified: bool(claims.EmailVerified), LinkAdmins: p.LinkExisting}
-	u, err := s.auth.users.ProvisionLinkedUser(ctx, AuthLink{Provider: id, Subject: claims.Subject, CreatedAt: now}, email, newUser, rule)
+	u, err := a.users.ProvisionLinkedUser(ctx, AuthLink{Provider: id, Subject: claims.Subject, CreatedAt: now}, email, newUser, rule)
 	switch {
 	case errors.Is(err, accounts.ErrEmailUnverified):
 		return nil, fmt.Errorf("email %s is not verified by the identity provider (its ID token must say email_verified: true before the login is linked to an account or creates one); verify the address at %s and sign in again", email, id)
@@ -298,7 +299,7 @@ func (s *server) completeOIDC(c echo.Context, id string, p AuthProvider, flow oi
 	case err != nil:
 		return nil, err
 	}
-	return s.auth.issueTokens(ctx, u)
+	return a.issueTokens(ctx, u)
 }
 
 func firstNonEmpty(vs ...string) string {

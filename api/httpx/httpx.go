@@ -1,0 +1,141 @@
+// Package httpx holds the HTTP helpers the API's handler packages (api and
+// api/auth) share: reading a JSON body, the common refusals, paging
+// parameters, the bearer token. It imports no handler package.
+package httpx
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/docker/go-units"
+	"github.com/labstack/echo/v4"
+
+	"github.com/appliance-sh/appliance/engine"
+)
+
+// BadRequest is a 400 with a message naming what is wrong.
+func BadRequest(format string, args ...any) error {
+	return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf(format, args...))
+}
+
+// NotFound is a 404 with a message naming the missing thing.
+func NotFound(format string, args ...any) error {
+	return fmt.Errorf(format+": %w", append(args, engine.ErrNotFound)...)
+}
+
+// RetryLater is a refusal that passes with time (429, 503): the error
+// mapper answers it with a Retry-After header.
+type RetryLater struct {
+	Status int
+	Msg    string
+	After  time.Duration
+}
+
+func (e *RetryLater) Error() string { return e.Msg }
+
+// BodyTooLarge is the 413 of a body over the server's limit.
+func BodyTooLarge(limit int64) error {
+	return echo.NewHTTPError(http.StatusRequestEntityTooLarge,
+		fmt.Sprintf("request body too large (limit %s, limits.request_body in the server config)", units.BytesSize(float64(limit))))
+}
+
+// BearerToken reads `Authorization: Bearer <token>` (scheme in any case).
+func BearerToken(r *http.Request) string {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}
+
+// DecodeJSON reads a JSON object body into v. An empty body leaves v as
+// it is, so endpoints whose fields are all optional accept no body at all.
+func DecodeJSON(c echo.Context, v any) error {
+	body, err := ReadBody(c.Request())
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	return UnmarshalJSON(body, v)
+}
+
+// ReadBody reads the whole request body, refusing one over the body limit
+// (413) and one that is not valid UTF-8 (400): Go's JSON decoder would
+// silently turn the bad bytes into U+FFFD, changing what the caller sent.
+func ReadBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, BodyTooLarge(tooLarge.Limit)
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil, echo.NewHTTPError(http.StatusRequestTimeout, "request body did not arrive in time")
+		}
+		return nil, BadRequest("read request body: %v", err)
+	}
+	if !utf8.Valid(body) {
+		return nil, BadRequest("request body is not valid UTF-8 (first bad byte at offset %d): send UTF-8 text", invalidUTF8At(body))
+	}
+	return body, nil
+}
+
+// invalidUTF8At is the offset of the first byte that is not valid UTF-8.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
+	}
+	return len(b)
+}
+
+// UnmarshalJSON decodes one JSON value into v, with messages that name the
+// field and the kinds involved.
+func UnmarshalJSON(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return BadRequest("field %s: expected %s, got JSON %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
+		}
+		if errors.As(err, &te) {
+			return BadRequest("request body must be a JSON object, got JSON %s", te.Value)
+		}
+		return BadRequest("malformed JSON body: %v", err)
+	}
+	if dec.More() {
+		return BadRequest("malformed JSON body: unexpected data after the value")
+	}
+	return nil
+}
+
+// jsonKind names a Go kind the way a JSON author thinks of it.
+func jsonKind(kind string) string {
+	switch kind {
+	case "map", "struct":
+		return "an object"
+	case "slice", "array":
+		return "an array"
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "ptr", "interface":
+		return "a value"
+	}
+	return "a number"
+}
