@@ -1,0 +1,3 @@
+// Package docs holds the map of the repository, architecture.md, and the
+// test that holds the code to the import rules written in it.
+package docs

@@ -1,0 +1,3 @@
+package workflow
+
+import _ "example.com/layout/helper"

@@ -1,0 +1,3 @@
+package helper
+
+import _ "net/http"

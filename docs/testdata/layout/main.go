@@ -1,0 +1,5 @@
+package main
+
+import _ "example.com/layout/app/wiring"
+
+func main() {}
