@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 // doAs calls the API with a bearer token and a JSON body; the answer is
@@ -62,13 +63,13 @@ func TestServerEnforcesTheConfiguredACL(t *testing.T) {
     flow:
       s: {type: script, script: echo secret}
 `)
-	f := startFixture(t, map[string]string{"main": ws}, 0, withAuth, func(c *ServerConfig) {
+	f := startFixture(t, map[string]string{"main": ws}, 0, withAuth, func(c *config.Server) {
 		// acl: {default: deny, rules: [{workspace: main, tasks: ["ops/*"], action: view, groups: [devs]}]}
-		c.ACL = &ACLSection{Rules: []ACLRuleConfig{{
-			Workspace: "main", Tasks: []string{"ops/*"}, Action: aclAction{action: accounts.View, set: true}, Groups: []string{"devs"},
+		c.ACL = &config.ACL{Rules: []config.ACLRule{{
+			Workspace: "main", Tasks: []string{"ops/*"}, Action: config.ACLAction{Action: accounts.View, Set: true}, Groups: []string{"devs"},
 		}}}
 		var err error
-		if c.acl, err = c.ACL.build(c.Auth); err != nil {
+		if c.Effective.ACL, err = c.ACL.Build(c.Auth); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/agents"
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 // testAPIKey is the providers' key in these tests: it must never show up
@@ -110,7 +111,7 @@ func agentServer(t *testing.T, typ string, fake *fakeLLM, ws string) (*serverFix
 		endpoint = fake.srv.URL + "/v1/"
 	}
 	retries := 2
-	cfg := testServerConfig(t, map[string]string{"ws": dir}, 1, func(c *ServerConfig) {
+	cfg := testServerConfig(t, map[string]string{"ws": dir}, 1, func(c *config.Server) {
 		c.Agents = agents.Config{Providers: map[string]agents.ProviderConfig{
 			"llm": {Type: typ, APIKey: testAPIKey, APIEndpoint: endpoint, Model: "test-model", MaxRetries: &retries},
 		}}

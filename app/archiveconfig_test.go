@@ -13,53 +13,16 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/appliance-sh/appliance/app/config"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 )
-
-func TestArchiveConfig(t *testing.T) {
-	cases := []struct {
-		name, yaml, wantErr, want string // want: describeArchive of a valid config
-	}{
-		{name: "none", yaml: "log_storage: {local_dir: /l}\n", want: "off"},
-		{name: "local", yaml: "log_storage:\n  archive: {type: local, path: /srv/archive}\n", want: `local /srv/archive (prefix "")`},
-		{name: "s3 on aws", yaml: "log_storage:\n  archive: {type: s3, bucket: logs, region: eu-west-1, prefix: appliance/}\n",
-			want: `s3 bucket logs, region eu-west-1, endpoint aws (prefix "appliance/")`},
-		{name: "s3 compatible", yaml: "log_storage:\n  archive: {type: s3, bucket: logs, region: us-east-1, endpoint: 'http://minio:9000'}\n",
-			want: `s3 bucket logs, region us-east-1, endpoint http://minio:9000 (prefix "")`},
-		{name: "legacy s3", yaml: "log_storage:\n  s3: {bucket: old, region: us-west-2, prefix: x/}\n",
-			want: `s3 bucket old, region us-west-2, endpoint aws (prefix "x/")`},
-		{name: "archive wins over legacy s3", yaml: "log_storage:\n  archive: {type: local, path: /a}\n  s3: {bucket: old, region: us-west-2}\n",
-			want: `local /a (prefix "")`},
-		{name: "missing type", yaml: "log_storage:\n  archive: {path: /a}\n", wantErr: "log_storage.archive.type: required (s3 or local)"},
-		{name: "unknown type", yaml: "log_storage:\n  archive: {type: gcs, bucket: b}\n", wantErr: `log_storage.archive.type: unsupported type "gcs" (supported: s3, local)`},
-		{name: "s3 without bucket", yaml: "log_storage:\n  archive: {type: s3, region: r}\n", wantErr: "log_storage.archive.bucket: required for type s3"},
-		{name: "s3 without region", yaml: "log_storage:\n  archive: {type: s3, bucket: b}\n", wantErr: "log_storage.archive.region: required for type s3"},
-		{name: "s3 with a path", yaml: "log_storage:\n  archive: {type: s3, bucket: b, region: r, path: /a}\n", wantErr: "log_storage.archive.path: not used by type s3"},
-		{name: "local without path", yaml: "log_storage:\n  archive: {type: local}\n", wantErr: "log_storage.archive.path: required for type local"},
-		{name: "local with a bucket", yaml: "log_storage:\n  archive: {type: local, path: /a, bucket: b}\n", wantErr: "log_storage.archive.bucket: not used by type local"},
-		{name: "legacy without bucket", yaml: "log_storage:\n  s3: {region: r}\n", wantErr: "log_storage.s3.bucket: required for type s3"},
-		{name: "legacy has no type", yaml: "log_storage:\n  s3: {type: s3, bucket: b, region: r}\n", wantErr: `:2:8: unknown field "type"`},
-		{name: "unknown archive key", yaml: "log_storage:\n  archive:\n    type: local\n    paht: /a\n", wantErr: ":4:5: "},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			cfg, err := loadConfigText(t, c.yaml)
-			if configErrorChecked(t, err, c.wantErr) {
-				return
-			}
-			if got := cfg.LogStorage.describeArchive(); got != c.want {
-				t.Errorf("archive = %s, want %s", got, c.want)
-			}
-		})
-	}
-}
 
 func TestServerRefusesAnArchiveItCannotBuild(t *testing.T) {
 	ws := t.TempDir()
 	writeWorkspace(t, ws, archiveWorkspace)
 	cfg := testServerConfig(t, map[string]string{"ws": ws}, 0)
-	cfg.LogStorage.Archive = &ArchiveConfig{Type: "s3", Bucket: "b", Region: "r", Endpoint: "ftp://host"}
+	cfg.LogStorage.Archive = &config.Archive{Type: "s3", Bucket: "b", Region: "r", Endpoint: "ftp://host"}
 	if _, err := startServer(t.Context(), cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), `log_storage.archive: s3 archive: endpoint "ftp://host"`) {
 		t.Fatalf("startServer error = %v; want the endpoint named", err)
 	}
@@ -151,8 +114,8 @@ func TestLocalArchiveKeepsTheLogAfterTheLocalFileIsGone(t *testing.T) {
 	ws := t.TempDir()
 	writeWorkspace(t, ws, archiveWorkspace)
 	archiveDir := filepath.Join(t.TempDir(), "archive")
-	f := startFixture(t, map[string]string{"ws": ws}, 2, func(c *ServerConfig) {
-		c.LogStorage.Archive = &ArchiveConfig{Type: "local", Path: archiveDir, Prefix: "logs/"}
+	f := startFixture(t, map[string]string{"ws": ws}, 2, func(c *config.Server) {
+		c.LogStorage.Archive = &config.Archive{Type: "local", Path: archiveDir, Prefix: "logs/"}
 	})
 	id, log, key := archivedJob(t, f, "logs/")
 
@@ -239,13 +202,13 @@ func (s *s3Fixture) refusedUploads() int {
 func TestS3ArchiveKeepsTheLogAfterTheLocalFileIsGone(t *testing.T) {
 	tests := []struct {
 		name   string
-		config func(c *ServerConfig, endpoint string)
+		config func(c *config.Server, endpoint string)
 	}{
-		{"archive", func(c *ServerConfig, endpoint string) {
-			c.LogStorage.Archive = &ArchiveConfig{Type: "s3", Bucket: "logs", Region: "us-east-1", Prefix: "appliance/", Endpoint: endpoint}
+		{"archive", func(c *config.Server, endpoint string) {
+			c.LogStorage.Archive = &config.Archive{Type: "s3", Bucket: "logs", Region: "us-east-1", Prefix: "appliance/", Endpoint: endpoint}
 		}},
-		{"legacy s3", func(c *ServerConfig, endpoint string) {
-			c.LogStorage.S3 = &LegacyS3Config{Bucket: "logs", Region: "us-east-1", Prefix: "appliance/", Endpoint: endpoint}
+		{"legacy s3", func(c *config.Server, endpoint string) {
+			c.LogStorage.S3 = &config.LegacyS3{Bucket: "logs", Region: "us-east-1", Prefix: "appliance/", Endpoint: endpoint}
 		}},
 	}
 	for _, tt := range tests {
@@ -253,7 +216,7 @@ func TestS3ArchiveKeepsTheLogAfterTheLocalFileIsGone(t *testing.T) {
 			s3 := startS3(t, "logs")
 			ws := t.TempDir()
 			writeWorkspace(t, ws, archiveWorkspace)
-			f := startFixture(t, map[string]string{"ws": ws}, 2, func(c *ServerConfig) { tt.config(c, s3.url) })
+			f := startFixture(t, map[string]string{"ws": ws}, 2, func(c *config.Server) { tt.config(c, s3.url) })
 			id, log, key := archivedJob(t, f, "appliance/")
 
 			gz := waitForObject(t, "s3://logs/"+key, func() ([]byte, bool) { return s3.object("logs", key) })
@@ -273,8 +236,8 @@ func TestRefusedUploadsAreRetriedWithoutHoldingUpJobs(t *testing.T) {
 	s3.setFailing(true)
 	ws := t.TempDir()
 	writeWorkspace(t, ws, archiveWorkspace)
-	f := startFixture(t, map[string]string{"ws": ws}, 2, func(c *ServerConfig) {
-		c.LogStorage.Archive = &ArchiveConfig{Type: "s3", Bucket: "logs", Region: "us-east-1", Endpoint: s3.url}
+	f := startFixture(t, map[string]string{"ws": ws}, 2, func(c *config.Server) {
+		c.LogStorage.Archive = &config.Archive{Type: "s3", Bucket: "logs", Region: "us-east-1", Endpoint: s3.url}
 	})
 	// Jobs keep running and completing while every upload is refused.
 	var keys []string

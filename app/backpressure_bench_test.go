@@ -5,6 +5,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 // benchLines is what one iteration of BenchmarkStepLogDelivery prints:
@@ -27,7 +29,7 @@ var benchFlood = fmt.Sprintf(`tasks:
 //
 //	go test ./app -run '^$' -bench StepLogDelivery -benchtime 3x
 func BenchmarkStepLogDelivery(b *testing.B) {
-	bigLog := func(c *ServerConfig) { c.limits.StepLog = 1 << 30 }
+	bigLog := func(c *config.Server) { c.Effective.Limits.StepLog = 1 << 30 }
 	b.Run("in-process", func(b *testing.B) {
 		ws := b.TempDir()
 		writeWorkspace(b, ws, benchFlood)
@@ -37,7 +39,7 @@ func BenchmarkStepLogDelivery(b *testing.B) {
 	b.Run("remote", func(b *testing.B) {
 		ws := b.TempDir()
 		writeWorkspace(b, ws, benchFlood)
-		f := startFixture(b, map[string]string{"main": ws}, 0, bigLog, func(c *ServerConfig) { c.WorkerToken = workerToken })
+		f := startFixture(b, map[string]string{"main": ws}, 0, bigLog, func(c *config.Server) { c.WorkerToken = workerToken })
 		w := startWorkerProcess(b, f.url, workerToken, "bench-1", "")
 		waitUntil(b, "the worker to register", func() bool { return len(f.workers()) > 0 })
 		runDeliveryBench(b, f, w)

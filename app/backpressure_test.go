@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 // numberedFlood's step big prints 200 MB as 200,000 numbered lines of
@@ -83,9 +85,9 @@ func TestFloodWithInProcessWorkersKeepsEveryLineUpToTheCap(t *testing.T) {
 	}
 	ws := t.TempDir()
 	writeWorkspace(t, ws, numberedFlood)
-	f := startFixture(t, map[string]string{"main": ws}, 1, func(c *ServerConfig) {
-		c.limits.StepLog = floodStepLog
-		c.logBuffer = 1 << 20
+	f := startFixture(t, map[string]string{"main": ws}, 1, func(c *config.Server) {
+		c.Effective.Limits.StepLog = floodStepLog
+		c.Test.LogBuffer = 1 << 20
 	})
 	began := time.Now()
 	id := f.execute("main", "flood", nil)
@@ -100,7 +102,7 @@ func TestFloodWithARemoteWorkerKeepsEveryLineUpToTheCap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("prints 200 MB; skipped with -short")
 	}
-	f, _ := remoteFixture(t, numberedFlood, func(c *ServerConfig) { c.limits.StepLog = floodStepLog })
+	f, _ := remoteFixture(t, numberedFlood, func(c *config.Server) { c.Effective.Limits.StepLog = floodStepLog })
 	w := startWorkerProcess(t, f.url, workerToken, "flood-1", "spool_max: 2MB\n")
 	f.worker("flood-1")
 	began := time.Now()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/runners"
 )
 
@@ -91,8 +92,8 @@ func BenchmarkThousandJobsNoSpawn(b *testing.B) {
 	tuneRuntime()
 	dir := b.TempDir()
 	writeWorkspace(b, dir, chainWorkspace(1))
-	thousandJobs(b, startFixture(b, map[string]string{"bench": dir}, 4, func(c *ServerConfig) {
-		c.runners = map[string]runners.Runner{"local": noopRunner{}}
+	thousandJobs(b, startFixture(b, map[string]string{"bench": dir}, 4, func(c *config.Server) {
+		c.Test.Runners = map[string]runners.Runner{"local": noopRunner{}}
 	}))
 }
 
@@ -105,8 +106,8 @@ func BenchmarkForEachNoSpawn(b *testing.B) {
 	dir := b.TempDir()
 	const n = 10000
 	writeWorkspace(b, dir, fmt.Sprintf("tasks:\n  fan:\n    flow:\n      fan:\n        type: script\n        script: \"true\"\n        for_each: \"{{ range(%d) | list }}\"\n", n))
-	f := startFixture(b, map[string]string{"bench": dir}, 4, func(c *ServerConfig) {
-		c.runners = map[string]runners.Runner{"local": noopRunner{}}
+	f := startFixture(b, map[string]string{"bench": dir}, 4, func(c *config.Server) {
+		c.Test.Runners = map[string]runners.Runner{"local": noopRunner{}}
 	})
 	commits := f.srv.engine.Commits()
 	cpu := cpuTime(b)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/runners"
 )
@@ -23,9 +24,9 @@ func TestInProcessJobsChurnNoGoroutinesNorTimers(t *testing.T) {
 	writeWorkspace(t, dir, chainWorkspace(1))
 	clock := &countingClock{}
 	gate := make(chan struct{})
-	f := startFixture(t, map[string]string{"bench": dir}, 4, func(c *ServerConfig) {
-		c.runners = map[string]runners.Runner{"local": gatedRunner{gate}}
-		c.engineClock = clock
+	f := startFixture(t, map[string]string{"bench": dir}, 4, func(c *config.Server) {
+		c.Test.Runners = map[string]runners.Runner{"local": gatedRunner{gate}}
+		c.Test.EngineClock = clock
 	})
 	const jobs = 500
 	ids := make([]string, jobs)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 // The client commands run through Main against a real server with
@@ -349,7 +351,7 @@ func TestTasksListsOneWorkspaceOrEachOfSeveral(t *testing.T) {
 
 func TestWorkersListsTheInProcessWorkers(t *testing.T) {
 	// No Docker daemon at that endpoint, so the pool has no capability tags.
-	f := startFixture(t, map[string]string{"examples": "../examples"}, 2, func(c *ServerConfig) {
+	f := startFixture(t, map[string]string{"examples": "../examples"}, 2, func(c *config.Server) {
 		c.Docker.Endpoint = "unix:///nonexistent/docker.sock"
 	})
 	// The in-process pool registers as the server starts, not before it answers.

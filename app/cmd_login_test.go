@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 // The login commands run as the real binary (stdin is fed like a user
@@ -35,11 +37,11 @@ type authServer struct {
 	config string // XDG_CONFIG_HOME of the client commands
 }
 
-func startAuthServer(t *testing.T, tweak ...func(*ServerConfig)) *authServer {
+func startAuthServer(t *testing.T, tweak ...func(*config.Server)) *authServer {
 	t.Helper()
 	ws := t.TempDir()
 	writeWorkspace(t, ws, loginWorkspace)
-	cfg := testServerConfig(t, map[string]string{"main": ws}, 2, append([]func(*ServerConfig){withAuth}, tweak...)...)
+	cfg := testServerConfig(t, map[string]string{"main": ws}, 2, append([]func(*config.Server){withAuth}, tweak...)...)
 	srv, err := startServer(context.Background(), cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +182,7 @@ func TestLoginByPasswordLetsEveryClientCommandWorkAgainstAuth(t *testing.T) {
 }
 
 func TestLoginRefreshesAnExpiredAccessTokenAndRotates(t *testing.T) {
-	s := startAuthServer(t, func(c *ServerConfig) { c.Auth.AccessTokenTTL = "1s" })
+	s := startAuthServer(t, func(c *config.Server) { c.Auth.AccessTokenTTL = "1s" })
 	s.login()
 	before, _ := s.stored()
 	exp, ok := tokenExpiry(before.AccessToken)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/runners"
 )
 
@@ -20,16 +21,16 @@ func TestLoadWorkerConfig(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		yaml  string
-		check func(t *testing.T, c *workerConfig)
+		check func(t *testing.T, c *config.Worker)
 		err   string // substring of the error, after "<file>:"
 	}{
-		{"defaults", "server_url: http://127.0.0.1:8080\nworker_token: t\n", func(t *testing.T, c *workerConfig) {
+		{"defaults", "server_url: http://127.0.0.1:8080\nworker_token: t\n", func(t *testing.T, c *config.Worker) {
 			host, _ := os.Hostname()
 			if c.Name != host || c.MaxConcurrent != 1 || len(c.Tags) != 0 ||
 				c.HeartbeatInterval != 30*time.Second || c.LogPushInterval != time.Second || c.DrainTimeout != 10*time.Minute ||
 				c.WorkspaceCacheDir != filepath.Join(cacheBase, "appliance", "workspaces") ||
 				c.RetryMinInterval != 250*time.Millisecond || c.RetryMaxInterval != 5*time.Second ||
-				c.SpoolDir != filepath.Join(c.WorkspaceCacheDir, ".spool", defaultSpoolDirName(host)) || c.SpoolMax != 1<<30 ||
+				c.SpoolDir != filepath.Join(c.WorkspaceCacheDir, ".spool", config.DefaultSpoolDirName(host)) || c.SpoolMax != 1<<30 ||
 				c.WorkspaceLimits != (runners.WorkspaceLimits{TotalSize: 1 << 30, Files: 100_000, FileSize: 512 << 20, Ratio: 100, RatioFloor: 1 << 20}) {
 				t.Fatalf("defaults %+v", c)
 			}
@@ -52,7 +53,7 @@ workspace_limits:
   files: 500
   file_size: 64MB
   ratio: 1000
-`, func(t *testing.T, c *workerConfig) {
+`, func(t *testing.T, c *config.Worker) {
 			if c.Token != "from-env" || c.Name != "gpu-box" || strings.Join(c.Tags, ",") != "gpu,linux" || c.MaxConcurrent != 4 ||
 				c.WorkspaceCacheDir != "/var/cache/ws" || c.HeartbeatInterval != 5*time.Second ||
 				c.LogPushInterval != 250*time.Millisecond || c.DrainTimeout != time.Minute ||
@@ -62,7 +63,7 @@ workspace_limits:
 				t.Fatalf("decoded %+v", c)
 			}
 		}, ""},
-		{"default spool of an odd worker name", "server_url: http://x\nworker_token: t\nworker_name: a/b c\nworkspace_cache_dir: /c\n", func(t *testing.T, c *workerConfig) {
+		{"default spool of an odd worker name", "server_url: http://x\nworker_token: t\nworker_name: a/b c\nworkspace_cache_dir: /c\n", func(t *testing.T, c *config.Worker) {
 			if c.SpoolDir != "/c/.spool/a_b_c" {
 				t.Fatalf("spool_dir %q", c.SpoolDir)
 			}
@@ -88,7 +89,7 @@ workspace_limits:
 			if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			c, err := loadWorkerConfig(path)
+			c, err := config.LoadWorker(path)
 			if tc.err != "" {
 				if err == nil || !strings.HasPrefix(err.Error(), path+":") || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("error %v, want %s: ...%s", err, path, tc.err)
@@ -101,7 +102,7 @@ workspace_limits:
 			tc.check(t, c)
 		})
 	}
-	if _, err := loadWorkerConfig(""); err == nil || !strings.Contains(err.Error(), "APPLIANCE_CONFIG") {
+	if _, err := config.LoadWorker(""); err == nil || !strings.Contains(err.Error(), "APPLIANCE_CONFIG") {
 		t.Fatalf("no config path: %v", err)
 	}
 }
@@ -184,7 +185,7 @@ tasks:
 	os.WriteFile(filepath.Join(ws, "scripts", "shout.py"), []byte(
 		"import json, os\nprint('OUTPUT: ' + json.dumps({'shout': os.environ['INPUT_TEXT'].upper()}))\n"), 0o644)
 
-	f := startFixture(t, map[string]string{"main": ws}, 0, func(c *ServerConfig) { c.WorkerToken = "worker-secret" })
+	f := startFixture(t, map[string]string{"main": ws}, 0, func(c *config.Server) { c.WorkerToken = "worker-secret" })
 	stdout, _, stop := startRemoteWorker(t, f.url, "worker-secret", "tags: [remote]\n")
 
 	id := f.execute("main", "remote", map[string]any{"name": "remote"})
@@ -207,7 +208,7 @@ tasks:
 }
 
 func TestRemoteWorkerExitsOnARejectedToken(t *testing.T) {
-	f := startFixture(t, map[string]string{}, 0, func(c *ServerConfig) { c.WorkerToken = "right" })
+	f := startFixture(t, map[string]string{}, 0, func(c *config.Server) { c.WorkerToken = "right" })
 	_, stderr, stop := startRemoteWorker(t, f.url, "wrong", "")
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(stderr.String(), "worker token rejected by server") {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/api/openapitest"
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 // testClient keeps connections alive for many concurrent requests, as a
@@ -29,7 +30,7 @@ type serverFixture struct {
 
 // startFixture starts a server on a random loopback port serving the given
 // workspaces (name -> dir), with in-process workers unless workers is 0.
-func startFixture(t testing.TB, workspaces map[string]string, workers int, tweak ...func(*ServerConfig)) *serverFixture {
+func startFixture(t testing.TB, workspaces map[string]string, workers int, tweak ...func(*config.Server)) *serverFixture {
 	t.Helper()
 	cfg := testServerConfig(t, workspaces, workers, tweak...)
 	srv, err := startServer(context.Background(), cfg, testLogger(t))
@@ -59,10 +60,10 @@ func startFixture(t testing.TB, workspaces map[string]string, workers int, tweak
 
 // testServerConfig is a server config for a test: a random loopback port,
 // data and logs in a temp dir, the given workspaces and worker slots.
-func testServerConfig(t testing.TB, workspaces map[string]string, workers int, tweak ...func(*ServerConfig)) *ServerConfig {
+func testServerConfig(t testing.TB, workspaces map[string]string, workers int, tweak ...func(*config.Server)) *config.Server {
 	t.Helper()
 	dir := t.TempDir()
-	cfg, err := loadServerConfig("")
+	cfg, err := config.LoadServer("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,14 +73,14 @@ func testServerConfig(t testing.TB, workspaces map[string]string, workers int, t
 	cfg.Workers = &workers
 	// A test that fails mid-step must not wait minutes for the step, nor
 	// leave its process behind.
-	cfg.drainTimeout = 2 * time.Second
-	cfg.Workspaces = map[string]WorkspaceConfig{}
+	cfg.Effective.DrainTimeout = 2 * time.Second
+	cfg.Workspaces = map[string]config.Workspace{}
 	for name, path := range workspaces {
-		cfg.Workspaces[name] = WorkspaceConfig{Type: "folder", Path: path}
+		cfg.Workspaces[name] = config.Workspace{Type: "folder", Path: path}
 		// The examples' event source would hold a worker slot and add a
 		// job to every test of something else; a test of it turns it on.
 		if filepath.Clean(path) == filepath.Join("..", "examples") {
-			cfg.noEventSources = true
+			cfg.Test.NoEventSources = true
 		}
 	}
 	for _, f := range tweak {

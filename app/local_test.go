@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 const localWorkspace = `tasks:
@@ -78,7 +80,7 @@ func TestRunLocalRunsTheWholeJobOnThisMachineAndRecordsIt(t *testing.T) {
 	writeWorkspace(t, ws, localWorkspace)
 	// An idle in-process worker stands by: it would take any ready step
 	// offered to workers.
-	f := startFixture(t, map[string]string{"main": ws}, 1, func(c *ServerConfig) { c.WorkerToken = workerToken })
+	f := startFixture(t, map[string]string{"main": ws}, 1, func(c *config.Server) { c.WorkerToken = workerToken })
 
 	binary(t) // built before the clock starts
 	start := time.Now()
@@ -125,7 +127,7 @@ func TestRunLocalRunsTheWholeJobOnThisMachineAndRecordsIt(t *testing.T) {
 func TestRunLocalFailingStepFailsTheJob(t *testing.T) {
 	ws := t.TempDir()
 	writeWorkspace(t, ws, localWorkspace)
-	f := startFixture(t, map[string]string{"main": ws}, 0, func(c *ServerConfig) { c.WorkerToken = workerToken })
+	f := startFixture(t, map[string]string{"main": ws}, 0, func(c *config.Server) { c.WorkerToken = workerToken })
 
 	code, out, id := runLocalCmd(t, f.url, "broken")
 	if code != 1 {
@@ -143,7 +145,7 @@ func TestRunLocalFailingStepFailsTheJob(t *testing.T) {
 func TestRunLocalWithAWrongTokenSaysSo(t *testing.T) {
 	ws := t.TempDir()
 	writeWorkspace(t, ws, localWorkspace)
-	f := startFixture(t, map[string]string{"main": ws}, 0, func(c *ServerConfig) { c.WorkerToken = workerToken })
+	f := startFixture(t, map[string]string{"main": ws}, 0, func(c *config.Server) { c.WorkerToken = workerToken })
 	cmd := exec.Command(binary(t), "run", "--local", "--workspace", "main", "--server", f.url, "--worker-token", "wrong", "build")
 	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(t.TempDir(), "c"))
 	out, _ := cmd.CombinedOutput()

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 // floodWorkspace has a step that prints 200 MB in 1000-byte lines, one
@@ -141,7 +143,7 @@ func TestStepPrinting200MBEndsWithItsLogCappedAndOneWarning(t *testing.T) {
 func TestLineOverTheLogLineLimitIsCutWithAMarker(t *testing.T) {
 	ws := t.TempDir()
 	writeWorkspace(t, ws, floodWorkspace)
-	f := startFixture(t, map[string]string{"main": ws}, 1, func(c *ServerConfig) { c.limits.LogLine = 1 << 10 })
+	f := startFixture(t, map[string]string{"main": ws}, 1, func(c *config.Server) { c.Effective.Limits.LogLine = 1 << 10 })
 	id := f.execute("main", "wide", nil)
 	if j := f.waitTerminal(id); j.Status != "completed" {
 		t.Fatalf("job %s: %s", id, j.Status)

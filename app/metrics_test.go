@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/appliance-sh/appliance/app/config"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -191,7 +192,7 @@ func TestMetricsShowTheQueueDepth(t *testing.T) {
 }
 
 func TestMetricsNeedCredentialsWithAuthOn(t *testing.T) {
-	f := startFixture(t, nil, 0, withAuth, func(c *ServerConfig) { c.MetricsToken = "scrape-secret-0123456789" })
+	f := startFixture(t, nil, 0, withAuth, func(c *config.Server) { c.MetricsToken = "scrape-secret-0123456789" })
 	for _, token := range []string{"", "wrong-token", "scrape-secret-012345678"} {
 		if code, _ := scrape(t, f.url, token); code != http.StatusUnauthorized {
 			t.Fatalf("/metrics with token %q: %d, want 401", token, code)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/runners/kubetest"
 )
 
@@ -32,8 +33,8 @@ func TestInProcessPoolGetsTheKubernetesTagWhenTheClusterAnswers(t *testing.T) {
 	api := kubetest.Start(t, "steps")
 	ws := t.TempDir()
 	writeWorkspace(t, ws, podWorkflow)
-	f := startFixture(t, map[string]string{"main": ws}, 1, func(c *ServerConfig) {
-		c.Kubernetes = &KubernetesSection{Kubeconfig: api.Kubeconfig}
+	f := startFixture(t, map[string]string{"main": ws}, 1, func(c *config.Server) {
+		c.Kubernetes = &config.Kubernetes{Kubeconfig: api.Kubeconfig}
 	})
 	workers := f.workers()
 	if len(workers) != 1 || !slices.Contains(workers[0].Tags, "kubernetes") {
@@ -86,7 +87,7 @@ func TestKubernetesSectionIsChecked(t *testing.T) {
 		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := loadWorkerConfig(path); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := config.LoadWorker(path); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err = %v, want %q", tc.section, err, tc.want)
 		}
 	}

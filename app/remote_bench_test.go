@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/protocol"
 )
@@ -104,7 +105,7 @@ func (w *rawWorker) finish(a claimArrival) error {
 func BenchmarkRemoteClaimLatency(b *testing.B) {
 	dir := b.TempDir()
 	writeWorkspace(b, dir, chainWorkspace(1))
-	f := startFixture(b, map[string]string{"bench": dir}, 0, func(c *ServerConfig) { c.WorkerToken = workerToken })
+	f := startFixture(b, map[string]string{"bench": dir}, 0, func(c *config.Server) { c.WorkerToken = workerToken })
 	eng := f.srv.engine
 	w := registerRawWorker(b, f.url)
 	ctx := context.Background()
@@ -151,7 +152,7 @@ func BenchmarkRemoteClaimLatency(b *testing.B) {
 func BenchmarkRemoteChain40(b *testing.B) {
 	dir := b.TempDir()
 	writeWorkspace(b, dir, chainWorkspace(40))
-	f := startFixture(b, map[string]string{"bench": dir}, 0, func(c *ServerConfig) { c.WorkerToken = workerToken })
+	f := startFixture(b, map[string]string{"bench": dir}, 0, func(c *config.Server) { c.WorkerToken = workerToken })
 	// The worker's default intervals: heartbeats and log pushes as deployed.
 	spawnWorker(b, f.url, workerToken, "bench", "")
 	f.worker("bench")

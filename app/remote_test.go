@@ -24,6 +24,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/protocol"
 )
 
@@ -34,11 +35,11 @@ const workerToken = "remote-secret"
 
 // remoteFixture is a server without in-process workers that accepts
 // workerToken, serving the workspace "main".
-func remoteFixture(t *testing.T, yaml string, tweak ...func(*ServerConfig)) (*serverFixture, string) {
+func remoteFixture(t *testing.T, yaml string, tweak ...func(*config.Server)) (*serverFixture, string) {
 	t.Helper()
 	ws := t.TempDir()
 	writeWorkspace(t, ws, yaml)
-	tweak = append([]func(*ServerConfig){func(c *ServerConfig) { c.WorkerToken = workerToken }}, tweak...)
+	tweak = append([]func(*config.Server){func(c *config.Server) { c.WorkerToken = workerToken }}, tweak...)
 	return startFixture(t, map[string]string{"main": ws}, 0, tweak...), ws
 }
 
@@ -325,7 +326,7 @@ tasks:
         depends_on: [long]
         type: script
         script: echo never
-`, func(c *ServerConfig) { c.heartbeatTimeout = 600 * time.Millisecond })
+`, func(c *config.Server) { c.Effective.HeartbeatTimeout = 600 * time.Millisecond })
 	p := startWorkerProcess(t, f.url, workerToken, "doomed", "")
 	w := f.worker("doomed")
 	id := f.execute("main", "lost", nil)
@@ -366,12 +367,12 @@ tasks:
 // same port and data directory.
 type restartableServer struct {
 	t   *testing.T
-	cfg *ServerConfig
+	cfg *config.Server
 	srv *Server
 	url string
 }
 
-func startRestartable(t *testing.T, workspaces map[string]string, tweak ...func(*ServerConfig)) *restartableServer {
+func startRestartable(t *testing.T, workspaces map[string]string, tweak ...func(*config.Server)) *restartableServer {
 	t.Helper()
 	r := &restartableServer{t: t, cfg: testServerConfig(t, workspaces, 0, tweak...)}
 	r.start()
@@ -426,9 +427,9 @@ tasks:
         type: script
         script: echo next
 `, gate))
-	r := startRestartable(t, map[string]string{"main": ws}, func(c *ServerConfig) {
+	r := startRestartable(t, map[string]string{"main": ws}, func(c *config.Server) {
 		c.WorkerToken = workerToken
-		c.heartbeatTimeout = 2 * time.Second
+		c.Effective.HeartbeatTimeout = 2 * time.Second
 	})
 	f := r.fixture()
 	p := startWorkerProcess(t, r.url, workerToken, "steady", "")
@@ -932,7 +933,7 @@ tasks:
       only:
         type: script
         script: echo ran once
-`, func(c *ServerConfig) { c.heartbeatTimeout = 600 * time.Millisecond })
+`, func(c *config.Server) { c.Effective.HeartbeatTimeout = 600 * time.Millisecond })
 	var reg struct {
 		WorkerID string `json:"worker_id"`
 		Secret   string `json:"worker_secret"`

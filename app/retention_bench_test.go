@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/store"
 )
@@ -71,13 +72,13 @@ func BenchmarkClaimLatencyWhileSweeping(b *testing.B) {
 func claimLatencyOverOldJobs(b *testing.B, sweep bool) {
 	dir := b.TempDir()
 	writeWorkspace(b, dir, chainWorkspace(1))
-	cfg := testServerConfig(b, map[string]string{"bench": dir}, 0, func(c *ServerConfig) {
+	cfg := testServerConfig(b, map[string]string{"bench": dir}, 0, func(c *config.Server) {
 		c.WorkerToken = workerToken
 		if sweep {
-			c.retention = store.Retention{Jobs: 30 * 24 * time.Hour}
+			c.Effective.Retention = store.Retention{Jobs: 30 * 24 * time.Hour}
 		}
 	})
-	seedEndedJobs(b, cfg.dbPath(), sweptJobs)
+	seedEndedJobs(b, cfg.DBPath(), sweptJobs)
 	srv, err := startServer(context.Background(), cfg, testLogger(b))
 	if err != nil {
 		b.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/store"
 )
 
@@ -13,9 +14,9 @@ func TestRetentionSweepsEndedJobsOfARunningServer(t *testing.T) {
 	dir := t.TempDir()
 	writeWorkspace(t, dir, approvalWorkspace)
 	var logDir string
-	f := startFixture(t, map[string]string{"examples": "../examples", "ws": dir}, 2, func(c *ServerConfig) {
-		c.retention = store.Retention{Jobs: 4 * time.Second}
-		c.sweepInterval = 100 * time.Millisecond
+	f := startFixture(t, map[string]string{"examples": "../examples", "ws": dir}, 2, func(c *config.Server) {
+		c.Effective.Retention = store.Retention{Jobs: 4 * time.Second}
+		c.Test.SweepInterval = 100 * time.Millisecond
 		logDir = c.LogStorage.LocalDir
 	})
 	total := func() int {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 // revisionWorkspace runs a file of the workspace after an approval: the
@@ -81,7 +83,7 @@ func TestEditedScriptDoesNotChangeAJobWaitingBetweenSteps(t *testing.T) {
 			if mode == "in-process" {
 				f = startFixture(t, map[string]string{"main": ws}, 1)
 			} else {
-				f = startFixture(t, map[string]string{"main": ws}, 0, func(c *ServerConfig) { c.WorkerToken = workerToken })
+				f = startFixture(t, map[string]string{"main": ws}, 0, func(c *config.Server) { c.WorkerToken = workerToken })
 				startWorkerProcess(t, f.url, workerToken, "remote-rev", "")
 			}
 			old := f.execute("main", "release", nil)
@@ -108,7 +110,7 @@ func TestRevisionSnapshotLivesExactlyAsLongAsAJobNeedsIt(t *testing.T) {
 	writeWorkspace(t, ws, revisionWorkspace)
 	writeRunScript(t, ws, "one")
 	one := 1
-	r := startRestartable(t, map[string]string{"main": ws}, func(c *ServerConfig) { c.Workers = &one })
+	r := startRestartable(t, map[string]string{"main": ws}, func(c *config.Server) { c.Workers = &one })
 	f := r.fixture()
 	rev1 := f.currentRevision()
 	job := f.execute("main", "release", nil)
@@ -183,7 +185,7 @@ func TestJobKeepsItsRevisionsDefinitionsAcrossARestart(t *testing.T) {
 	ws := t.TempDir()
 	writeWorkspace(t, ws, fmt.Sprintf(inlineWorkspace, "old"))
 	one := 1
-	r := startRestartable(t, map[string]string{"main": ws}, func(c *ServerConfig) { c.Workers = &one })
+	r := startRestartable(t, map[string]string{"main": ws}, func(c *config.Server) { c.Workers = &one })
 	f := r.fixture()
 	job := f.execute("main", "release", nil)
 	f.waitJob(job, "the approval to wait", func(j jobView) bool { return j.step("ask").Status == "waiting" })

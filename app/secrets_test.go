@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appliance-sh/appliance/app/config"
 	"github.com/chromedp/chromedp"
 )
 
@@ -59,7 +60,7 @@ func runStderrLeak(t *testing.T, remote bool) (f *serverFixture, jobID, hookID s
 	dir := t.TempDir()
 	if remote {
 		writeWorkspace(t, dir, fmt.Sprintf(stderrLeakWorkspace, "tags: [remote]"))
-		f = startFixture(t, map[string]string{"ws": dir}, 0, func(c *ServerConfig) { c.WorkerToken = "worker-secret" })
+		f = startFixture(t, map[string]string{"ws": dir}, 0, func(c *config.Server) { c.WorkerToken = "worker-secret" })
 		startRemoteWorker(t, f.url, "worker-secret", "tags: [remote]\n")
 	} else {
 		writeWorkspace(t, dir, fmt.Sprintf(stderrLeakWorkspace, ""))

@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 // The account pages of the UI in headless Chromium against an auth-on
@@ -43,15 +44,15 @@ func startACLServer(t *testing.T) *aclServer {
 	t.Helper()
 	ws := t.TempDir()
 	writeWorkspace(t, ws, aclWorkspace)
-	action := func(a accounts.Action) aclAction { return aclAction{action: a, set: true} }
+	action := func(a accounts.Action) config.ACLAction { return config.ACLAction{Action: a, Set: true} }
 	deny := action(accounts.Deny)
-	cfg := testServerConfig(t, map[string]string{"main": ws}, 2, withAuth, func(c *ServerConfig) {
-		c.ACL = &ACLSection{Default: &deny, Rules: []ACLRuleConfig{
+	cfg := testServerConfig(t, map[string]string{"main": ws}, 2, withAuth, func(c *config.Server) {
+		c.ACL = &config.ACL{Default: &deny, Rules: []config.ACLRule{
 			{Workspace: "*", Tasks: []string{"*"}, Action: action(accounts.Run), Groups: []string{"runners"}},
 			{Workspace: "*", Tasks: []string{"*"}, Action: action(accounts.View), Groups: []string{"viewers"}},
 		}}
 		var err error
-		if c.acl, err = c.ACL.build(c.Auth); err != nil {
+		if c.Effective.ACL, err = c.ACL.Build(c.Auth); err != nil {
 			t.Fatal(err)
 		}
 	})

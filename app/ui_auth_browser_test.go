@@ -8,6 +8,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/appliance-sh/appliance/api/oidctest"
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 // The sign-in pages of the UI in headless Chromium against an auth-on
@@ -32,7 +33,7 @@ func jsString(s string) string {
 
 func TestBrowserSignsInWithAPasswordRenewsBeforeExpiryAndSignsOut(t *testing.T) {
 	b := newBrowser(t)
-	s := startAuthServer(t, func(c *ServerConfig) { c.Auth.AccessTokenTTL = "3s" })
+	s := startAuthServer(t, func(c *config.Server) { c.Auth.AccessTokenTTL = "3s" })
 
 	b.do("open the UI and land on the login page",
 		chromedp.Navigate(s.url+"/"),
@@ -101,10 +102,10 @@ func TestBrowserSignsInThroughAnOIDCProvider(t *testing.T) {
 	idp := oidctest.Start(t, base+"/api/auth/oidc/idp/callback")
 	idp.AddUser(oidctest.User{Subject: "sub-grace", Email: "grace@example.com", EmailVerified: true, Name: "Grace", Password: "idp-pw"})
 	idp.AddUser(oidctest.User{Subject: "sub-mallory", Email: "admin@example.com", EmailVerified: false, Password: "idp-pw"})
-	s := startAuthServer(t, func(c *ServerConfig) {
+	s := startAuthServer(t, func(c *config.Server) {
 		c.Listen = addr
 		c.Auth.BaseURL = base
-		c.Auth.Providers["idp"] = AuthProviderConfig{
+		c.Auth.Providers["idp"] = config.AuthProvider{
 			ProviderType: "oidc", DisplayName: "Test IdP",
 			IssuerURL: idp.Issuer(), ClientID: oidctest.ClientID, ClientSecret: oidctest.ClientSecret,
 		}

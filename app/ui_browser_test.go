@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appliance-sh/appliance/app/config"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
@@ -455,7 +456,7 @@ func TestBrowserEnforcesAndReportsTheContentSecurityPolicy(t *testing.T) {
 
 func TestBrowserTaskPageShowsAnEventSourcesConsumer(t *testing.T) {
 	b := newBrowser(t)
-	f := startFixture(t, map[string]string{"examples": "../examples"}, 2, func(c *ServerConfig) { c.noEventSources = false })
+	f := startFixture(t, map[string]string{"examples": "../examples"}, 2, func(c *config.Server) { c.Test.NoEventSources = false })
 	tr := waitTrigger(t, f.url, "examples", "inbox", func(tr triggerInfo) bool { return tr.State == "running" && tr.ConsumerJobID != nil })
 	b.do("open the consumer task",
 		chromedp.Navigate(f.url+"/tasks/examples/watch-inbox"),

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/appliance-sh/appliance/app/config"
 	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
 )
@@ -309,7 +310,7 @@ func TestBrowserTaskPageFiltersAndPagesItsJobs(t *testing.T) {
 // outlives the access token it was opened with.
 func TestBrowserListsReconnectWhenTheStreamDrops(t *testing.T) {
 	b := newBrowser(t)
-	s := startAuthServer(t, func(c *ServerConfig) { c.Auth.AccessTokenTTL = "3s" })
+	s := startAuthServer(t, func(c *config.Server) { c.Auth.AccessTokenTTL = "3s" })
 	proxy := startCutProxy(t, strings.TrimPrefix(s.url, "http://"))
 	b.do("sign in and open the jobs page",
 		chromedp.Navigate(proxy.url+"/login"),

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 // interfaceWorker is a worker of another make, driven by raw HTTP: it
@@ -97,8 +99,8 @@ tasks:
 func TestInterfaceWorkerRunsAJobUnderWorkerProtocolInterface(t *testing.T) {
 	ws := t.TempDir()
 	writeWorkspace(t, ws, interfaceWorkspace)
-	cfg := testServerConfig(t, map[string]string{"main": ws}, 0, func(c *ServerConfig) {
-		c.WorkerToken, c.WorkerProtocol = workerToken, workerProtocolInterface
+	cfg := testServerConfig(t, map[string]string{"main": ws}, 0, func(c *config.Server) {
+		c.WorkerToken, c.WorkerProtocol = workerToken, config.WorkerProtocolInterface
 	})
 	serverLog := &syncBuffer{}
 	srv, err := startServer(context.Background(), cfg, slog.New(slog.NewTextHandler(serverLog, nil)))

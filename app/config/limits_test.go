@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"strings"
@@ -11,8 +11,8 @@ func TestLimitsDefaultWhenUnset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l != defaultLimits() {
-		t.Fatalf("limits = %+v, want the defaults %+v", l, defaultLimits())
+	if l != DefaultLimits() {
+		t.Fatalf("limits = %+v, want the defaults %+v", l, DefaultLimits())
 	}
 	if l.RequestBody != 10<<20 || l.StepLog != 100<<20 || l.LogLine != 64<<10 || l.TemplateOutput != 1<<20 || l.TemplateTime != 2*time.Second ||
 		l.WorkspaceSize != 1<<30 {

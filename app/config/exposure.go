@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"fmt"
@@ -6,31 +6,15 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 )
 
-// HTTP server bounds (DESIGN.md "Safe by default"). The request body
-// limit is limits.request_body; the body read timeout and the JSON 431
-// are enforced per request by the api package.
-const (
-	defaultHeaderTimeout = 10 * time.Second
-	bodyReadTimeout      = 60 * time.Second
-	idleTimeout          = 120 * time.Second
-	// maxHeaderBytes is the request header limit, answered with a JSON 431.
-	maxHeaderBytes = 64 << 10
-	// netHTTPMaxHeaderBytes is net/http's own cap, above ours so that a
-	// client normally gets the JSON answer; past it net/http answers a
-	// plain-text 431 and closes the connection.
-	netHTTPMaxHeaderBytes = 1 << 20
-)
-
-// checkExposure refuses to serve a network without auth unless the config
+// CheckExposure refuses to serve a network without auth unless the config
 // says so out loud: a request that reaches this server runs code.
-func (c *ServerConfig) checkExposure() error {
-	if !c.exposedWithoutAuth() || c.InsecureNoAuth {
+func (c *Server) CheckExposure() error {
+	if !c.ExposedWithoutAuth() || c.InsecureNoAuth {
 		return nil
 	}
 	return fmt.Errorf("listen: %s is reachable from the network and auth is off, so anyone who reaches it could run "+
@@ -38,9 +22,9 @@ func (c *ServerConfig) checkExposure() error {
 		"insecure_no_auth: true in the server config or --insecure-no-auth", c.Listen)
 }
 
-// exposedWithoutAuth reports whether the server takes requests from the
+// ExposedWithoutAuth reports whether the server takes requests from the
 // network with auth off (allowed only by insecure_no_auth).
-func (c *ServerConfig) exposedWithoutAuth() bool {
+func (c *Server) ExposedWithoutAuth() bool {
 	return c.Auth == nil && !isLoopbackAddr(c.Listen)
 }
 
@@ -72,10 +56,10 @@ func checkAllowedOrigins(origins []string) error {
 	return nil
 }
 
-// trustedProxy is an entry of trusted_proxies: a CIDR, or one address.
-type trustedProxy netip.Prefix
+// TrustedProxy is an entry of trusted_proxies: a CIDR, or one address.
+type TrustedProxy netip.Prefix
 
-func (p *trustedProxy) UnmarshalYAML(node ast.Node) error {
+func (p *TrustedProxy) UnmarshalYAML(node ast.Node) error {
 	var s string
 	if err := yaml.NodeToValue(node, &s); err != nil {
 		return err
@@ -88,12 +72,12 @@ func (p *trustedProxy) UnmarshalYAML(node ast.Node) error {
 		}
 		prefix = netip.PrefixFrom(ip, ip.BitLen())
 	}
-	*p = trustedProxy(prefix.Masked())
+	*p = TrustedProxy(prefix.Masked())
 	return nil
 }
 
-// trustedProxies is trusted_proxies as the api takes it.
-func (c *ServerConfig) trustedProxies() []netip.Prefix {
+// TrustedProxyPrefixes is trusted_proxies as the api takes it.
+func (c *Server) TrustedProxyPrefixes() []netip.Prefix {
 	out := make([]netip.Prefix, len(c.TrustedProxies))
 	for i, p := range c.TrustedProxies {
 		out[i] = netip.Prefix(p)

@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"fmt"
@@ -16,24 +16,24 @@ import (
 	"github.com/appliance-sh/appliance/store"
 )
 
-// ServerConfig is server-config.yaml. Every field has a default, so the
+// Server is server-config.yaml. Every field has a default, so the
 // server runs with no file at all.
-type ServerConfig struct {
-	Listen      string                     `yaml:"listen"`
-	DataDir     string                     `yaml:"data_dir"`
-	Workspaces  map[string]WorkspaceConfig `yaml:"workspaces"`
-	WorkerToken string                     `yaml:"worker_token"`
-	LogStorage  LogStorageConfig           `yaml:"log_storage"`
+type Server struct {
+	Listen      string               `yaml:"listen"`
+	DataDir     string               `yaml:"data_dir"`
+	Workspaces  map[string]Workspace `yaml:"workspaces"`
+	WorkerToken string               `yaml:"worker_token"`
+	LogStorage  LogStorage           `yaml:"log_storage"`
 	// Workers is the number of steps the in-process worker pool runs at
 	// once; 0 turns the pool off. Default: one per CPU.
 	Workers    *int     `yaml:"workers"`
 	WorkerTags []string `yaml:"worker_tags"`
 	// Docker configures the in-process pool's docker runner, added when a
 	// Docker daemon answers at start-up.
-	Docker DockerSection `yaml:"docker"`
+	Docker Docker `yaml:"docker"`
 	// Kubernetes, when present, gives the in-process pool the pod runner
 	// (its server_url is where pods reach this server).
-	Kubernetes *KubernetesSection `yaml:"kubernetes"`
+	Kubernetes *Kubernetes `yaml:"kubernetes"`
 	// WorkerProtocol is how strictly remote workers must prove who they
 	// are: "appliance" (default) wants the secret each worker gets at
 	// registration on every report; "interface" also serves workers that
@@ -47,11 +47,11 @@ type ServerConfig struct {
 	// DrainTimeout is how long the in-process workers' running steps may
 	// go on after SIGTERM before they are killed and failed.
 	DrainTimeout string `yaml:"drain_timeout"`
-	// Auth turns authentication on; nil = off (app/authconfig.go).
-	Auth *AuthConfig `yaml:"auth"`
+	// Auth turns authentication on; nil = off (auth.go).
+	Auth *Auth `yaml:"auth"`
 	// ACL limits what each user may see and do per task; needs Auth
-	// (app/aclconfig.go).
-	ACL *ACLSection `yaml:"acl"`
+	// (acl.go).
+	ACL *ACL `yaml:"acl"`
 	// InsecureNoAuth lets a server with auth off listen on a non-loopback
 	// address; without it such a server refuses to start.
 	InsecureNoAuth bool `yaml:"insecure_no_auth"`
@@ -65,7 +65,7 @@ type ServerConfig struct {
 	// X-Forwarded-For or Forwarded header names the client, for the
 	// per-address login limit and the logs; from any other peer those
 	// headers are ignored.
-	TrustedProxies []trustedProxy `yaml:"trusted_proxies"`
+	TrustedProxies []TrustedProxy `yaml:"trusted_proxies"`
 	// MetricsToken is a bearer token a Prometheus scraper may read /metrics
 	// with when auth is on, besides any user's token or API key.
 	MetricsToken string `yaml:"metrics_token"`
@@ -78,54 +78,70 @@ type ServerConfig struct {
 	// (agents/config.go); none configured = agent steps fail when run.
 	Agents agents.Config `yaml:"agents"`
 
-	heartbeatTimeout time.Duration
-	drainTimeout     time.Duration
-	// runners replaces runners of the in-process pool by name (benchmarks
+	// Effective is what LoadServer derived from the sections above; the
+	// server is wired from these (tests may change them after loading).
+	Effective Effective `yaml:"-"`
+	// Test holds what only tests and benchmarks set (no file can).
+	Test TestHooks `yaml:"-"`
+}
+
+// Effective holds the values LoadServer parses and defaults from the
+// sections as written.
+type Effective struct {
+	HeartbeatTimeout time.Duration
+	DrainTimeout     time.Duration
+	Limits           Limits
+	Retention        store.Retention
+	// ACL is the acl section built, nil without one.
+	ACL *accounts.ACL
+}
+
+// TestHooks change a server in ways only tests and benchmarks need; the
+// zero value is the production behaviour.
+type TestHooks struct {
+	// Runners replaces runners of the in-process pool by name (benchmarks
 	// put a no-op "local" runner here to time orchestration alone).
-	runners map[string]runners.Runner
-	// engineClock replaces the engine's wall clock (a test counts the
+	Runners map[string]runners.Runner
+	// EngineClock replaces the engine's wall clock (a test counts the
 	// timers it arms).
-	engineClock engine.Clock
-	limits      Limits
-	retention   store.Retention
-	acl         *accounts.ACL
-	// sweepInterval is the time between retention sweeps (10 minutes when
+	EngineClock engine.Clock
+	// SweepInterval is the time between retention sweeps (10 minutes when
 	// 0; tests shorten it).
-	sweepInterval time.Duration
-	// headerTimeout is how long a client may take to send its request
-	// headers (10s; tests shorten it).
-	headerTimeout time.Duration
-	// logBuffer bounds the undelivered log lines each in-process step run
+	SweepInterval time.Duration
+	// HeaderTimeout is how long a client may take to send its request
+	// headers (10s when 0; tests shorten it).
+	HeaderTimeout time.Duration
+	// LogBuffer bounds the undelivered log lines each in-process step run
 	// holds (runners.DefaultLogBuffer when 0; tests shrink it).
-	logBuffer int64
-	// noEventSources leaves event_source triggers unstarted (tests of
+	LogBuffer int64
+	// NoEventSources leaves event_source triggers unstarted (tests of
 	// other features on the examples workspace, whose consumer would hold
 	// a worker slot and add a job).
-	noEventSources bool
+	NoEventSources bool
 }
 
 // The values of worker_protocol.
 const (
-	workerProtocolAppliance = "appliance"
-	workerProtocolInterface = "interface"
+	WorkerProtocolAppliance = "appliance"
+	WorkerProtocolInterface = "interface"
 )
 
-// WorkspaceConfig locates one workspace.
-type WorkspaceConfig struct {
+// Workspace locates one workspace.
+type Workspace struct {
 	Type string `yaml:"type"` // folder
 	Path string `yaml:"path"`
 }
 
-// LogStorageConfig is the log_storage section.
-type LogStorageConfig struct {
-	LocalDir string          `yaml:"local_dir"`
-	Archive  *ArchiveConfig  `yaml:"archive"` // finished jobs' logs; wins over S3
-	S3       *LegacyS3Config `yaml:"s3"`      // legacy form of an s3 archive
+// LogStorage is the log_storage section.
+type LogStorage struct {
+	LocalDir string    `yaml:"local_dir"`
+	Archive  *Archive  `yaml:"archive"` // finished jobs' logs; wins over S3
+	S3       *LegacyS3 `yaml:"s3"`      // legacy form of an s3 archive
 }
 
-// loadServerConfig reads path (none when empty) and fills in the defaults.
-func loadServerConfig(path string) (*ServerConfig, error) {
-	cfg := &ServerConfig{}
+// LoadServer reads path (none when empty) and fills in the defaults.
+func LoadServer(path string) (*Server, error) {
+	cfg := &Server{}
 	if path != "" {
 		if err := decodeConfigFile(path, cfg); err != nil {
 			return nil, err
@@ -138,7 +154,7 @@ func loadServerConfig(path string) (*ServerConfig, error) {
 		cfg.DataDir = "data"
 	}
 	if len(cfg.Workspaces) == 0 {
-		cfg.Workspaces = map[string]WorkspaceConfig{"examples": {Type: "folder", Path: "examples"}}
+		cfg.Workspaces = map[string]Workspace{"examples": {Type: "folder", Path: "examples"}}
 	}
 	for name, ws := range cfg.Workspaces {
 		if ws.Type == "" {
@@ -152,14 +168,14 @@ func loadServerConfig(path string) (*ServerConfig, error) {
 		}
 		cfg.Workspaces[name] = ws
 	}
-	if _, _, err := cfg.LogStorage.archive(); err != nil {
+	if _, _, err := cfg.LogStorage.EffectiveArchive(); err != nil {
 		return nil, err
 	}
 	if err := cfg.Auth.validate(); err != nil {
 		return nil, err
 	}
 	var err error
-	if cfg.acl, err = cfg.ACL.build(cfg.Auth); err != nil {
+	if cfg.Effective.ACL, err = cfg.ACL.Build(cfg.Auth); err != nil {
 		return nil, err
 	}
 	if cfg.Workers == nil {
@@ -171,21 +187,21 @@ func loadServerConfig(path string) (*ServerConfig, error) {
 	}
 	switch cfg.WorkerProtocol {
 	case "":
-		cfg.WorkerProtocol = workerProtocolAppliance
-	case workerProtocolAppliance, workerProtocolInterface:
+		cfg.WorkerProtocol = WorkerProtocolAppliance
+	case WorkerProtocolAppliance, WorkerProtocolInterface:
 	default:
-		return nil, fmt.Errorf("worker_protocol: want %s or %s, got %q", workerProtocolAppliance, workerProtocolInterface, cfg.WorkerProtocol)
+		return nil, fmt.Errorf("worker_protocol: want %s or %s, got %q", WorkerProtocolAppliance, WorkerProtocolInterface, cfg.WorkerProtocol)
 	}
-	if cfg.heartbeatTimeout, err = positiveDuration("heartbeat_timeout", cfg.HeartbeatTimeout, 90*time.Second); err != nil {
+	if cfg.Effective.HeartbeatTimeout, err = positiveDuration("heartbeat_timeout", cfg.HeartbeatTimeout, 90*time.Second); err != nil {
 		return nil, err
 	}
-	if cfg.drainTimeout, err = positiveDuration("drain_timeout", cfg.DrainTimeout, 10*time.Minute); err != nil {
+	if cfg.Effective.DrainTimeout, err = positiveDuration("drain_timeout", cfg.DrainTimeout, 10*time.Minute); err != nil {
 		return nil, err
 	}
-	if cfg.limits, err = cfg.Limits.parse(); err != nil {
+	if cfg.Effective.Limits, err = cfg.Limits.parse(); err != nil {
 		return nil, err
 	}
-	if cfg.retention, err = cfg.Retention.parse(); err != nil {
+	if cfg.Effective.Retention, err = cfg.Retention.parse(); err != nil {
 		return nil, err
 	}
 	if err := checkAllowedOrigins(cfg.AllowedOrigins); err != nil {
@@ -194,30 +210,29 @@ func loadServerConfig(path string) (*ServerConfig, error) {
 	if err := cfg.Agents.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.headerTimeout = defaultHeaderTimeout
 	return cfg, nil
 }
 
-// configPath returns the --config flag's value, or $APPLIANCE_CONFIG.
-func configPath(flagValue string) string {
+// Path returns the --config flag's value, or $APPLIANCE_CONFIG.
+func Path(flagValue string) string {
 	if flagValue != "" {
 		return flagValue
 	}
 	return os.Getenv("APPLIANCE_CONFIG")
 }
 
-// dbPath is where the server keeps its bbolt file.
-// logDir is where local job logs go: log_storage.local_dir, by default
+// DBPath is where the server keeps its bbolt file.
+// LogDir is where local job logs go: log_storage.local_dir, by default
 // "logs" under data_dir (decided once data_dir is final, after the
 // command-line flags), so the logs live and move with the database.
-func (c *ServerConfig) logDir() string {
+func (c *Server) LogDir() string {
 	if c.LogStorage.LocalDir != "" {
 		return c.LogStorage.LocalDir
 	}
 	return filepath.Join(c.DataDir, "logs")
 }
 
-func (c *ServerConfig) dbPath() string { return filepath.Join(c.DataDir, "appliance.db") }
+func (c *Server) DBPath() string { return filepath.Join(c.DataDir, "appliance.db") }
 
 // positiveDuration parses a duration setting, or gives its default when unset.
 func positiveDuration(key, value string, def time.Duration) (time.Duration, error) {
@@ -284,7 +299,7 @@ func retentionAge(key, value string) (time.Duration, error) {
 	return days + d, nil
 }
 
-func describeRetention(r store.Retention) string {
+func DescribeRetention(r store.Retention) string {
 	age := func(d time.Duration) string {
 		switch {
 		case d == 0:

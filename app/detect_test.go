@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/runners"
 )
 
@@ -15,7 +16,7 @@ import (
 func TestDetectRunnersKeepsRunnersSetBefore(t *testing.T) {
 	mine := noopRunner{}
 	cfg := runners.WorkerConfig{Name: "w", Runners: map[string]runners.Runner{"local": mine}}
-	noDocker := DockerSection{Endpoint: "unix://" + filepath.Join(t.TempDir(), "no-docker.sock")}
+	noDocker := config.Docker{Endpoint: "unix://" + filepath.Join(t.TempDir(), "no-docker.sock")}
 	if err := detectRunners(context.Background(), noDocker, nil, "", &cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"fmt"
@@ -7,10 +7,10 @@ import (
 	"github.com/appliance-sh/appliance/runners"
 )
 
-// KubernetesSection is the `kubernetes` section of the worker config (and
+// Kubernetes is the `kubernetes` section of the worker config (and
 // of the server config, for the in-process pool): with it the worker
 // offers the pod runner and the kubernetes tag, if the cluster answers.
-type KubernetesSection struct {
+type Kubernetes struct {
 	// Kubeconfig is a kubeconfig file; InCluster uses the worker pod's
 	// service account instead. One of them.
 	Kubeconfig string `yaml:"kubeconfig"`
@@ -32,8 +32,9 @@ type KubernetesSection struct {
 	KillGrace string `yaml:"kill_grace"`
 }
 
-// config checks the section; serverURL is the worker's own.
-func (s *KubernetesSection) config(serverURL string) (*runners.KubernetesConfig, error) {
+// RunnerConfig checks the section and gives the pod runner's settings;
+// serverURL is the worker's own.
+func (s *Kubernetes) RunnerConfig(serverURL string) (*runners.KubernetesConfig, error) {
 	if s == nil {
 		return nil, nil
 	}

@@ -1,7 +1,6 @@
-package app
+package config
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -10,28 +9,25 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
-	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/api"
 )
 
-// AuthConfig is the `auth` section of server-config.yaml; without it auth
+// Auth is the `auth` section of server-config.yaml; without it auth
 // is off.
-type AuthConfig struct {
-	JWTSecret     string                        `yaml:"jwt_secret"`
-	RefreshSecret string                        `yaml:"refresh_secret"`
-	BaseURL       string                        `yaml:"base_url"`
-	Providers     map[string]AuthProviderConfig `yaml:"providers"`
+type Auth struct {
+	JWTSecret     string                  `yaml:"jwt_secret"`
+	RefreshSecret string                  `yaml:"refresh_secret"`
+	BaseURL       string                  `yaml:"base_url"`
+	Providers     map[string]AuthProvider `yaml:"providers"`
 	// InitialUser is created at start-up, as an admin, when no user has
 	// its email; an existing user is left as it is (password included).
-	InitialUser *InitialUserConfig `yaml:"initial_user"`
+	InitialUser *InitialUser `yaml:"initial_user"`
 	// AccessTokenTTL is the lifetime of access tokens (default 15m).
 	AccessTokenTTL string `yaml:"access_token_ttl"`
 }
 
-// AuthProviderConfig is one entry of auth.providers.
-type AuthProviderConfig struct {
+// AuthProvider is one entry of auth.providers.
+type AuthProvider struct {
 	ProviderType string `yaml:"provider_type"` // internal | oidc
 	DisplayName  string `yaml:"display_name"`
 	IssuerURL    string `yaml:"issuer_url"`
@@ -43,8 +39,8 @@ type AuthProviderConfig struct {
 	LinkExisting bool `yaml:"link_existing"`
 }
 
-// InitialUserConfig is auth.initial_user.
-type InitialUserConfig struct {
+// InitialUser is auth.initial_user.
+type InitialUser struct {
 	Email    string `yaml:"email"`
 	Password string `yaml:"password"`
 }
@@ -57,7 +53,7 @@ const minSecretLen = 32
 var providerID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // validate checks the section; a nil section (auth off) is valid.
-func (a *AuthConfig) validate() error {
+func (a *Auth) validate() error {
 	if a == nil {
 		return nil
 	}
@@ -69,14 +65,14 @@ func (a *AuthConfig) validate() error {
 			return fmt.Errorf("auth.%s: too short (%d characters, at least %d; generate one with: openssl rand -hex 32)", s.field, len(s.value), minSecretLen)
 		}
 	}
-	if _, err := a.accessTokenTTL(); err != nil {
+	if _, err := a.TokenTTL(); err != nil {
 		return err
 	}
 	if len(a.Providers) == 0 {
 		return errors.New("auth.providers: at least one provider is required (for example internal: {provider_type: internal})")
 	}
 	hasOIDC, hasInternal := false, false
-	for _, id := range a.providerIDs() {
+	for _, id := range a.ProviderIDs() {
 		p := a.Providers[id]
 		field := "auth.providers." + id
 		if !providerID.MatchString(id) {
@@ -124,9 +120,9 @@ func (a *AuthConfig) validate() error {
 	return nil
 }
 
-// accessTokenTTL is auth.access_token_ttl: at least a second, at most a
+// TokenTTL is auth.access_token_ttl: at least a second, at most a
 // day (0 when unset: the API's default).
-func (a *AuthConfig) accessTokenTTL() (time.Duration, error) {
+func (a *Auth) TokenTTL() (time.Duration, error) {
 	if a.AccessTokenTTL == "" {
 		return 0, nil
 	}
@@ -148,7 +144,7 @@ func httpURL(field, raw string) error {
 	return nil
 }
 
-func (a *AuthConfig) providerIDs() []string {
+func (a *Auth) ProviderIDs() []string {
 	ids := make([]string, 0, len(a.Providers))
 	for id := range a.Providers {
 		ids = append(ids, id)
@@ -157,9 +153,9 @@ func (a *AuthConfig) providerIDs() []string {
 	return ids
 }
 
-// apiConfig is what the API needs of the section, with the login limits;
+// APIConfig is what the API needs of the section, with the login limits;
 // nil when auth is off.
-func (a *AuthConfig) apiConfig(limits Limits) *api.AuthConfig {
+func (a *Auth) APIConfig(limits Limits) *api.AuthConfig {
 	if a == nil {
 		return nil
 	}
@@ -175,7 +171,7 @@ func (a *AuthConfig) apiConfig(limits Limits) *api.AuthConfig {
 		},
 	}
 	// validate has refused a bad value.
-	out.AccessTokenTTL, _ = a.accessTokenTTL()
+	out.AccessTokenTTL, _ = a.TokenTTL()
 	for id, p := range a.Providers {
 		out.Providers[id] = api.AuthProvider{
 			Type: p.ProviderType, DisplayName: p.DisplayName,
@@ -186,42 +182,14 @@ func (a *AuthConfig) apiConfig(limits Limits) *api.AuthConfig {
 	return out
 }
 
-// describe is the start-up line of the section.
-func (a *AuthConfig) describe() string {
+// Describe is the start-up line of the section.
+func (a *Auth) Describe() string {
 	if a == nil {
 		return "off"
 	}
 	parts := make([]string, 0, len(a.Providers))
-	for _, id := range a.providerIDs() {
+	for _, id := range a.ProviderIDs() {
 		parts = append(parts, id+" ("+a.Providers[id].ProviderType+")")
 	}
 	return "on, providers " + strings.Join(parts, ", ")
-}
-
-// seedInitialUser creates auth.initial_user as an admin unless a user with
-// that email exists. It reports whether it created one.
-func seedInitialUser(ctx context.Context, users api.UserStore, a *AuthConfig, now time.Time) (bool, error) {
-	if a == nil || a.InitialUser == nil {
-		return false, nil
-	}
-	email := strings.TrimSpace(a.InitialUser.Email)
-	_, err := users.UserByEmail(ctx, email)
-	if err == nil {
-		return false, nil
-	}
-	if !errors.Is(err, accounts.ErrUserNotFound) {
-		return false, fmt.Errorf("seed initial user: %w", err)
-	}
-	hash, err := api.HashPassword(a.InitialUser.Password)
-	if err != nil {
-		return false, fmt.Errorf("seed initial user: %w", err)
-	}
-	err = users.CreateUser(ctx, &api.User{
-		ID: uuid.NewString(), Email: email, PasswordHash: hash,
-		IsAdmin: true, Groups: []string{}, CreatedAt: now.UTC(),
-	})
-	if err != nil {
-		return false, fmt.Errorf("seed initial user: %w", err)
-	}
-	return true, nil
 }

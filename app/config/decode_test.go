@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"os"
@@ -30,16 +30,5 @@ func TestDecodeConfigFileExpandsEnvAndRejectsUnknownKeys(t *testing.T) {
 	err := decodeConfigFile(bad, &c)
 	if err == nil || !strings.HasPrefix(err.Error(), bad+":2:1: ") || !strings.Contains(err.Error(), "listen_port") {
 		t.Fatalf("want %s:2:1 unknown field error, got %v", bad, err)
-	}
-}
-
-func TestMainUsage(t *testing.T) {
-	var out, errOut strings.Builder
-	if code := Main([]string{"--help"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "serve") {
-		t.Fatalf("--help: exit %d, stdout %q", code, out.String())
-	}
-	out.Reset()
-	if code := Main([]string{"frobnicate"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unknown command "frobnicate"`) {
-		t.Fatalf("unknown command: exit %d, stderr %q", code, errOut.String())
 	}
 }

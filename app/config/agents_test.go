@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"strings"
@@ -9,7 +9,7 @@ func TestServerConfigAgents(t *testing.T) {
 	t.Setenv("APPLIANCE_TEST_LLM_KEY", testAPIKey)
 	cases := []struct {
 		name, yaml, wantErr string
-		check               func(*ServerConfig) bool
+		check               func(*Server) bool
 	}{
 		{name: "providers", yaml: `agents:
   providers:
@@ -24,14 +24,14 @@ func TestServerConfigAgents(t *testing.T) {
       type: openai
       api_endpoint: http://127.0.0.1:11434/v1/
       model: llama3.1
-`, check: func(c *ServerConfig) bool {
+`, check: func(c *Server) bool {
 			p := c.Agents.Providers["claude"]
 			l := c.Agents.Providers["local"]
 			return p.APIKey == testAPIKey && p.Model == "claude-sonnet-4-5" && *p.MaxTokens == 2048 && *p.Temperature == 0.2 &&
 				*p.MaxRetries == 3 && l.APIKey == "" && l.APIEndpoint == "http://127.0.0.1:11434/v1/" &&
 				strings.Join(c.Agents.IDs(), ",") == "claude,local"
 		}},
-		{name: "none", yaml: "listen: x\n", check: func(c *ServerConfig) bool { return !c.Agents.Configured() }},
+		{name: "none", yaml: "listen: x\n", check: func(c *Server) bool { return !c.Agents.Configured() }},
 		{name: "unknown type", yaml: "agents: {providers: {x: {type: gemini, model: m, api_key: k}}}\n",
 			wantErr: `agents.providers.x.type: unknown type "gemini" (known: anthropic, openai)`},
 		{name: "no type", yaml: "agents: {providers: {x: {model: m, api_key: k}}}\n",
@@ -68,3 +68,6 @@ func TestServerConfigAgents(t *testing.T) {
 		})
 	}
 }
+
+// testAPIKey is a provider key the tests look for in errors and banners.
+const testAPIKey = "sk-test-7f3a9c1e5b2d4f6a8c0e"

@@ -6,25 +6,14 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/runners"
 )
-
-// DockerSection is the `docker` section of the server and worker configs:
-// where the daemon is and which images script actions with runner docker
-// run in.
-type DockerSection struct {
-	// Endpoint is the daemon address (default $DOCKER_HOST, else the local socket).
-	Endpoint string `yaml:"endpoint"`
-	// Images maps a script language to its image (defaults: runners.DefaultDockerImages).
-	Images map[string]string `yaml:"images"`
-	// KillGrace is how long a cancelled step's container has after SIGTERM (default 5s).
-	KillGrace string `yaml:"kill_grace"`
-}
 
 // detectRunners adds the runners this machine can offer (each runner's
 // detection: docker when a daemon answers, pod when the kubernetes section's
 // cluster answers) to a worker's config, with the capability tags they bring.
-func detectRunners(ctx context.Context, sec DockerSection, kube *KubernetesSection, serverURL string, cfg *runners.WorkerConfig, log *slog.Logger) error {
+func detectRunners(ctx context.Context, sec config.Docker, kube *config.Kubernetes, serverURL string, cfg *runners.WorkerConfig, log *slog.Logger) error {
 	dc := runners.DockerConfig{Endpoint: sec.Endpoint, Images: sec.Images, Log: log}
 	if sec.KillGrace != "" {
 		d, err := time.ParseDuration(sec.KillGrace)
@@ -33,7 +22,7 @@ func detectRunners(ctx context.Context, sec DockerSection, kube *KubernetesSecti
 		}
 		dc.KillGrace = d
 	}
-	kc, err := kube.config(serverURL)
+	kc, err := kube.RunnerConfig(serverURL)
 	if err != nil {
 		return err
 	}

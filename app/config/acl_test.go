@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"os"
@@ -16,13 +16,13 @@ const aclAuth = `auth:
     local: {provider_type: internal}
 `
 
-func loadACLConfig(t *testing.T, body string) (*ServerConfig, error) {
+func loadACLConfig(t *testing.T, body string) (*Server, error) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "server-config.yaml")
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return loadServerConfig(path)
+	return LoadServer(path)
 }
 
 func TestACLConfigBuildsTheRules(t *testing.T) {
@@ -35,7 +35,7 @@ func TestACLConfigBuildsTheRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acl := cfg.acl
+	acl := cfg.Effective.ACL
 	if acl == nil || acl.Default != accounts.View || len(acl.Rules) != 2 {
 		t.Fatalf("acl = %+v", acl)
 	}
@@ -45,12 +45,12 @@ func TestACLConfigBuildsTheRules(t *testing.T) {
 	}
 	// No default: deny.
 	cfg, err = loadACLConfig(t, aclAuth+"acl:\n  rules: []\n")
-	if err != nil || cfg.acl.Default != accounts.Deny {
+	if err != nil || cfg.Effective.ACL.Default != accounts.Deny {
 		t.Fatalf("no default: %+v, %v", cfg, err)
 	}
 	// No section: no ACL.
-	if cfg, err := loadACLConfig(t, aclAuth); err != nil || cfg.acl != nil {
-		t.Fatalf("no section: %v, %v", cfg.acl, err)
+	if cfg, err := loadACLConfig(t, aclAuth); err != nil || cfg.Effective.ACL != nil {
+		t.Fatalf("no section: %v, %v", cfg.Effective.ACL, err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"errors"
@@ -12,22 +12,22 @@ import (
 
 // workerFile is worker-config.yaml as written.
 type workerFile struct {
-	ServerURL         string        `yaml:"server_url"`
-	WorkerToken       string        `yaml:"worker_token"`
-	WorkerName        string        `yaml:"worker_name"`
-	Tags              []string      `yaml:"tags"`
-	MaxConcurrent     *int          `yaml:"max_concurrent"`
-	WorkspaceCacheDir string        `yaml:"workspace_cache_dir"`
-	HeartbeatInterval string        `yaml:"heartbeat_interval"`
-	LogPushInterval   string        `yaml:"log_push_interval"`
-	DrainTimeout      string        `yaml:"drain_timeout"`
-	RetryMinInterval  string        `yaml:"retry_min_interval"`
-	RetryMaxInterval  string        `yaml:"retry_max_interval"`
-	SpoolDir          string        `yaml:"spool_dir"`
-	SpoolMax          string        `yaml:"spool_max"`
-	Docker            DockerSection `yaml:"docker"`
+	ServerURL         string   `yaml:"server_url"`
+	WorkerToken       string   `yaml:"worker_token"`
+	WorkerName        string   `yaml:"worker_name"`
+	Tags              []string `yaml:"tags"`
+	MaxConcurrent     *int     `yaml:"max_concurrent"`
+	WorkspaceCacheDir string   `yaml:"workspace_cache_dir"`
+	HeartbeatInterval string   `yaml:"heartbeat_interval"`
+	LogPushInterval   string   `yaml:"log_push_interval"`
+	DrainTimeout      string   `yaml:"drain_timeout"`
+	RetryMinInterval  string   `yaml:"retry_min_interval"`
+	RetryMaxInterval  string   `yaml:"retry_max_interval"`
+	SpoolDir          string   `yaml:"spool_dir"`
+	SpoolMax          string   `yaml:"spool_max"`
+	Docker            Docker   `yaml:"docker"`
 	// Kubernetes, when present, offers the pod runner.
-	Kubernetes *KubernetesSection `yaml:"kubernetes"`
+	Kubernetes *Kubernetes `yaml:"kubernetes"`
 	// WorkspaceLimits bound what a downloaded workspace may unpack to.
 	WorkspaceLimits WorkspaceLimitsSection `yaml:"workspace_limits"`
 }
@@ -41,8 +41,8 @@ type WorkspaceLimitsSection struct {
 	Ratio     *int64 `yaml:"ratio"`
 }
 
-// workerConfig is a remote worker's effective configuration, defaults applied.
-type workerConfig struct {
+// Worker is a remote worker's effective configuration, defaults applied.
+type Worker struct {
 	ServerURL         string
 	Token             string
 	Name              string
@@ -63,12 +63,12 @@ type workerConfig struct {
 	SpoolMax int64
 	// WorkspaceLimits bound what one downloaded workspace may unpack to.
 	WorkspaceLimits runners.WorkspaceLimits
-	Docker          DockerSection
-	Kubernetes      *KubernetesSection
+	Docker          Docker
+	Kubernetes      *Kubernetes
 }
 
-// loadWorkerConfig reads and checks a worker config file.
-func loadWorkerConfig(path string) (*workerConfig, error) {
+// LoadWorker reads and checks a worker config file.
+func LoadWorker(path string) (*Worker, error) {
 	if path == "" {
 		return nil, errors.New("no config file: pass --config worker-config.yaml or set APPLIANCE_CONFIG")
 	}
@@ -76,7 +76,7 @@ func loadWorkerConfig(path string) (*workerConfig, error) {
 	if err := decodeConfigFile(path, &f); err != nil {
 		return nil, err
 	}
-	cfg := &workerConfig{
+	cfg := &Worker{
 		ServerURL:         f.ServerURL,
 		Token:             f.WorkerToken,
 		Name:              f.WorkerName,
@@ -155,7 +155,7 @@ func loadWorkerConfig(path string) (*workerConfig, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	cfg.WorkspaceLimits = wl
-	if _, err := cfg.Kubernetes.config(cfg.ServerURL); err != nil {
+	if _, err := cfg.Kubernetes.RunnerConfig(cfg.ServerURL); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return cfg, nil
@@ -189,11 +189,11 @@ func (s WorkspaceLimitsSection) parse() (runners.WorkspaceLimits, error) {
 // the worker's other cached data (no workspace name starts with a dot),
 // one per worker name, so workers sharing a cache dir each have theirs.
 func defaultSpoolDir(cacheDir, name string) string {
-	return filepath.Join(cacheDir, ".spool", defaultSpoolDirName(name))
+	return filepath.Join(cacheDir, ".spool", DefaultSpoolDirName(name))
 }
 
-// defaultSpoolDirName is name as one safe path element.
-func defaultSpoolDirName(name string) string {
+// DefaultSpoolDirName is name as one safe path element.
+func DefaultSpoolDirName(name string) string {
 	safe := []byte(name)
 	for i, c := range safe {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {

@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"os"
@@ -104,7 +104,7 @@ func TestServerAndWorkerConfigsExpandEnvInValues(t *testing.T) {
 	dir := t.TempDir()
 	wpath := filepath.Join(dir, "worker-config.yaml")
 	os.WriteFile(wpath, []byte("server_url: http://x\nworker_token: ${APPLIANCE_T_TOKEN}\n"), 0o600)
-	wc, err := loadWorkerConfig(wpath)
+	wc, err := LoadWorker(wpath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestServerAndWorkerConfigsExpandEnvInValues(t *testing.T) {
 	}
 	spath := filepath.Join(dir, "server-config.yaml")
 	os.WriteFile(spath, []byte("data_dir: ${APPLIANCE_T_UNSET:-/srv/data}\nworker_token: ${APPLIANCE_T_TOKEN}\n"), 0o600)
-	sc, err := loadServerConfig(spath)
+	sc, err := LoadServer(spath)
 	if err != nil {
 		t.Fatal(err)
 	}

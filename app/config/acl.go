@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"errors"
@@ -12,23 +12,23 @@ import (
 	"github.com/appliance-sh/appliance/accounts"
 )
 
-// ACLSection is the `acl` section of server-config.yaml (DESIGN.md
+// ACL is the `acl` section of server-config.yaml (DESIGN.md
 // "Authorization (ACL)"). It needs auth.
 //
 //	acl:
 //	  default: deny            # deny | view | run, when no rule matches
 //	  rules:
 //	    - {workspace: "*", tasks: ["*"], action: run, groups: [devops]}
-type ACLSection struct {
-	Default *aclAction      `yaml:"default"`
-	Rules   []ACLRuleConfig `yaml:"rules"`
+type ACL struct {
+	Default *ACLAction `yaml:"default"`
+	Rules   []ACLRule  `yaml:"rules"`
 }
 
-// ACLRuleConfig is one entry of acl.rules.
-type ACLRuleConfig struct {
+// ACLRule is one entry of acl.rules.
+type ACLRule struct {
 	Workspace string    `yaml:"workspace"`
 	Tasks     []string  `yaml:"tasks"`
-	Action    aclAction `yaml:"action"`
+	Action    ACLAction `yaml:"action"`
 	Groups    []string  `yaml:"groups"`
 	Users     []string  `yaml:"users"`
 }
@@ -53,13 +53,13 @@ func errorAt(node ast.Node, format string, args ...any) error {
 	return e
 }
 
-// aclAction is deny, view or run.
-type aclAction struct {
-	action accounts.Action
-	set    bool
+// ACLAction is deny, view or run.
+type ACLAction struct {
+	Action accounts.Action
+	Set    bool // written in the file
 }
 
-func (a *aclAction) UnmarshalYAML(node ast.Node) error {
+func (a *ACLAction) UnmarshalYAML(node ast.Node) error {
 	var s string
 	if err := yaml.NodeToValue(node, &s); err != nil {
 		return err
@@ -68,15 +68,15 @@ func (a *aclAction) UnmarshalYAML(node ast.Node) error {
 	if err != nil {
 		return errorAt(node, "acl: %v", err)
 	}
-	*a = aclAction{action: act, set: true}
+	*a = ACLAction{Action: act, Set: true}
 	return nil
 }
 
 // aclRuleFields is a rule as written, decoded strictly.
-type aclRuleFields ACLRuleConfig
+type aclRuleFields ACLRule
 
 // UnmarshalYAML decodes a rule and checks it, naming the rule's place.
-func (r *ACLRuleConfig) UnmarshalYAML(node ast.Node) error {
+func (r *ACLRule) UnmarshalYAML(node ast.Node) error {
 	var f aclRuleFields
 	if err := yaml.NodeToValue(node, &f, yaml.DisallowUnknownField()); err != nil {
 		return err
@@ -86,7 +86,7 @@ func (r *ACLRuleConfig) UnmarshalYAML(node ast.Node) error {
 		return errorAt(node, `acl rule: "workspace" is required (a name, or "*" for every workspace)`)
 	case len(f.Tasks) == 0:
 		return errorAt(node, `acl rule: "tasks" is required (task paths like "deploy/*", or ["*"] for every task)`)
-	case !f.Action.set:
+	case !f.Action.Set:
 		return errorAt(node, `acl rule: "action" is required (deny, view or run)`)
 	case len(f.Groups) == 0 && len(f.Users) == 0:
 		return errorAt(node, `acl rule: give "groups" or "users" (emails) it applies to`)
@@ -101,13 +101,13 @@ func (r *ACLRuleConfig) UnmarshalYAML(node ast.Node) error {
 			return errorAt(node, "acl rule: user %q is not an email address", u)
 		}
 	}
-	*r = ACLRuleConfig(f)
+	*r = ACLRule(f)
 	return nil
 }
 
-// build checks the section against the rest of the config and returns the
+// Build checks the section against the rest of the config and returns the
 // ACL the API enforces (nil without a section).
-func (a *ACLSection) build(auth *AuthConfig) (*accounts.ACL, error) {
+func (a *ACL) Build(auth *Auth) (*accounts.ACL, error) {
 	if a == nil {
 		return nil, nil
 	}
@@ -116,24 +116,24 @@ func (a *ACLSection) build(auth *AuthConfig) (*accounts.ACL, error) {
 	}
 	acl := &accounts.ACL{Default: accounts.Deny}
 	if a.Default != nil {
-		acl.Default = a.Default.action
+		acl.Default = a.Default.Action
 	}
 	for _, r := range a.Rules {
 		acl.Rules = append(acl.Rules, accounts.ACLRule{
-			Workspace: r.Workspace, Tasks: r.Tasks, Action: r.Action.action, Groups: r.Groups, Users: r.Users,
+			Workspace: r.Workspace, Tasks: r.Tasks, Action: r.Action.Action, Groups: r.Groups, Users: r.Users,
 		})
 	}
 	return acl, nil
 }
 
-// describe is the start-up line of the ACL.
-func (a *ACLSection) describe() string {
+// Describe is the start-up line of the ACL.
+func (a *ACL) Describe() string {
 	if a == nil {
 		return "off (every user may run every task)"
 	}
 	def := accounts.Deny
 	if a.Default != nil {
-		def = a.Default.action
+		def = a.Default.Action
 	}
 	return fmt.Sprintf("on, %d rules, default %s", len(a.Rules), def)
 }

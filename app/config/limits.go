@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 )
 
 // LimitsSection is the server config's limits: section as written. Every
-// key has a default (see defaultLimits), so a hostile or runaway input
+// key has a default (see DefaultLimits), so a hostile or runaway input
 // always meets a bound.
 type LimitsSection struct {
 	RequestBody      string `yaml:"request_body"`
@@ -63,8 +63,8 @@ func (r Rate) String() string {
 // a gigabyte.
 const maxDefaultLoginsInFlight = 4
 
-// defaultLimits are the limits with no limits: section.
-func defaultLimits() Limits {
+// DefaultLimits are the limits with no limits: section.
+func DefaultLimits() Limits {
 	return Limits{
 		RequestBody:      10 << 20,
 		StepLog:          100 << 20,
@@ -80,7 +80,7 @@ func defaultLimits() Limits {
 
 // parse checks the section and fills in the defaults.
 func (s LimitsSection) parse() (Limits, error) {
-	l := defaultLimits()
+	l := DefaultLimits()
 	sizes := []struct {
 		key   string
 		value string
