@@ -32,11 +32,12 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	// SIGINT/SIGTERM begin a graceful drain; running steps may finish.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return workerMain(ctx, config.Path(*configFlag), stdout, stderr)
+	return WorkerMain(ctx, config.Path(*configFlag), stdout, stderr)
 }
 
-// workerMain runs a remote worker until ctx ends and returns the exit code.
-func workerMain(ctx context.Context, configFile string, stdout, stderr io.Writer) int {
+// WorkerMain runs a remote worker until ctx ends and returns the exit code
+// (`appliance worker`, which the system tests also run in their process).
+func WorkerMain(ctx context.Context, configFile string, stdout, stderr io.Writer) int {
 	cfg, err := config.LoadWorker(configFile)
 	if err != nil {
 		fmt.Fprintln(stderr, "appliance worker:", err)

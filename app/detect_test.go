@@ -27,3 +27,8 @@ func TestDetectRunnersKeepsRunnersSetBefore(t *testing.T) {
 		t.Error("a docker runner was detected without a daemon")
 	}
 }
+
+// noopRunner runs nothing and succeeds.
+type noopRunner struct{}
+
+func (noopRunner) Run(context.Context, *runners.Step) (int, error) { return 0, nil }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"os"
 	"strings"
 	"testing"
@@ -32,4 +33,11 @@ func TestMainUsage(t *testing.T) {
 	if code := Main([]string{"frobnicate"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unknown command "frobnicate"`) {
 		t.Fatalf("unknown command: exit %d, stderr %q", code, errOut.String())
 	}
+}
+
+// runMain runs the appliance command in this process.
+func runMain(args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := Main(args, &out, &errOut)
+	return code, out.String(), errOut.String()
 }

@@ -76,11 +76,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	tuneRuntime()
+	TuneRuntime()
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := startServer(ctx, cfg, log)
+	srv, err := Start(ctx, cfg, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "appliance serve:", err)
 		return 1
@@ -120,7 +120,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 // few more MiB of memory. GOGC in the environment still wins.
 const serverGCPercent = 400
 
-func tuneRuntime() {
+// TuneRuntime sets the garbage collection target `appliance serve` runs
+// with (serverGCPercent), unless GOGC is set.
+func TuneRuntime() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(serverGCPercent)
 	}
@@ -233,12 +235,12 @@ func (s *Server) Failed() <-chan struct{} { return s.sup.failed.Done() }
 // in-process pool registers.
 const inProcessPart = "the in-process workers to register"
 
-// startServer opens the storage, loads the workspaces and the engine's
+// Start opens the storage, loads the workspaces and the engine's
 // state (failing here, before anything is served, if either cannot be
 // loaded), then starts the orchestrator, the scheduler, the HTTP server,
 // the workspace watcher, the retention sweeper and the in-process workers
 // under one supervisor.
-func startServer(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server, err error) {
+func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server, err error) {
 	cfg.LogStorage.LocalDir = cfg.LogDir()
 	// What is open so far, closed in reverse order if start-up fails.
 	var opened []func() error
