@@ -3,6 +3,8 @@ package app
 import (
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/appliance-sh/appliance/engine/workflow"
@@ -44,5 +46,16 @@ func TestTaskPathComesFromTheJobsRevisionSnapshot(t *testing.T) {
 		if got, ok := revs.taskPath("main", c.revision, c.task); got != c.want || ok != c.ok {
 			t.Errorf("taskPath(%s, %s) = %q %v, want %q %v", c.revision, c.task, got, ok, c.want, c.ok)
 		}
+	}
+}
+
+// writeWorkspace writes yaml as dir's .workflows/main.yaml.
+func writeWorkspace(t testing.TB, dir, yaml string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, ".workflows"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".workflows", "main.yaml"), []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

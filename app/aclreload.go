@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 // reloadACL re-reads the server config at path and puts its acl section
@@ -14,18 +15,18 @@ import (
 // one), leaves the ACL in force and says why. It returns the start-up
 // line of the new ACL.
 func reloadACL(path string, current *accounts.ACL) (string, error) {
-	next, err := loadServerConfig(path)
+	next, err := config.LoadServer(path)
 	if err != nil {
 		return "", fmt.Errorf("reload acl: %w; the acl in force stays", err)
 	}
 	switch {
-	case current == nil && next.acl == nil:
-		return next.ACL.describe(), nil
+	case current == nil && next.Effective.ACL == nil:
+		return next.ACL.Describe(), nil
 	case current == nil:
 		return "", fmt.Errorf("reload acl: %s adds an acl section, which needs a restart; the server stays without an acl", path)
-	case next.acl == nil:
+	case next.Effective.ACL == nil:
 		return "", fmt.Errorf("reload acl: %s has no acl section; removing the acl needs a restart; the acl in force stays", path)
 	}
-	current.Replace(next.acl)
-	return next.ACL.describe(), nil
+	current.Replace(next.Effective.ACL)
+	return next.ACL.Describe(), nil
 }

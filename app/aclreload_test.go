@@ -7,11 +7,20 @@ import (
 	"testing"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 // SIGHUP's reload puts the config file's new acl section in force in the
 // ACL the API holds; a file that does not load, or that would turn the
 // ACL off or on, leaves the rules in force and says why.
+// aclAuth is an auth section an acl section may follow.
+const aclAuth = `auth:
+  jwt_secret: 0123456789abcdef0123456789abcdef
+  refresh_secret: 0123456789abcdef0123456789abcdef
+  providers:
+    local: {provider_type: internal}
+`
+
 func TestReloadACLReplacesTheRulesInForce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "server-config.yaml")
 	write := func(body string) {
@@ -21,11 +30,11 @@ func TestReloadACLReplacesTheRulesInForce(t *testing.T) {
 		}
 	}
 	write(aclAuth + "acl:\n  rules:\n    - {workspace: main, tasks: [\"ops/*\"], action: run, groups: [devs]}\n")
-	cfg, err := loadServerConfig(path)
+	cfg, err := config.LoadServer(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	acl := cfg.acl
+	acl := cfg.Effective.ACL
 	dev := &accounts.User{Email: "dev@example.com", Groups: []string{"devs"}}
 	if got := acl.Permission(dev, "main", "ops/deploy"); got != accounts.Run {
 		t.Fatalf("before the reload: %v, want run", got)

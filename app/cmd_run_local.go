@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/runners"
 )
 
@@ -48,7 +49,7 @@ func localJob(ctx context.Context, cc *clientCommand, ws, task string, input map
 		// Ctrl-C stops the run soon: running steps get this long to end.
 		DrainTimeout: 10 * time.Second,
 	}
-	if err := detectRunners(ctx, DockerSection{}, nil, *cc.server, &wcfg, log); err != nil {
+	if err := detectRunners(ctx, config.Docker{}, nil, *cc.server, &wcfg, log); err != nil {
 		return 2, err
 	}
 	workerID, err := client.Register(ctx, wcfg.Name, wcfg.Tags)

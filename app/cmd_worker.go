@@ -15,6 +15,7 @@ import (
 
 	units "github.com/docker/go-units"
 
+	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/runners"
 )
 
@@ -31,12 +32,13 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	// SIGINT/SIGTERM begin a graceful drain; running steps may finish.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return workerMain(ctx, configPath(*configFlag), stdout, stderr)
+	return WorkerMain(ctx, config.Path(*configFlag), stdout, stderr)
 }
 
-// workerMain runs a remote worker until ctx ends and returns the exit code.
-func workerMain(ctx context.Context, configFile string, stdout, stderr io.Writer) int {
-	cfg, err := loadWorkerConfig(configFile)
+// WorkerMain runs a remote worker until ctx ends and returns the exit code
+// (`appliance worker`, which the system tests also run in their process).
+func WorkerMain(ctx context.Context, configFile string, stdout, stderr io.Writer) int {
+	cfg, err := config.LoadWorker(configFile)
 	if err != nil {
 		fmt.Fprintln(stderr, "appliance worker:", err)
 		return 2
@@ -81,7 +83,7 @@ func workerMain(ctx context.Context, configFile string, stdout, stderr io.Writer
 }
 
 // printWorkerSettings shows the effective settings at start-up, never the token.
-func printWorkerSettings(w io.Writer, cfg *workerConfig) {
+func printWorkerSettings(w io.Writer, cfg *config.Worker) {
 	tags := "(none)"
 	if len(cfg.Tags) > 0 {
 		tags = strings.Join(cfg.Tags, ", ")

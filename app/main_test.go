@@ -1,7 +1,9 @@
 package app
 
 import (
+	"bytes"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/appliance-sh/appliance/runners"
@@ -20,4 +22,22 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+func TestMainUsage(t *testing.T) {
+	var out, errOut strings.Builder
+	if code := Main([]string{"--help"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "serve") {
+		t.Fatalf("--help: exit %d, stdout %q", code, out.String())
+	}
+	out.Reset()
+	if code := Main([]string{"frobnicate"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unknown command "frobnicate"`) {
+		t.Fatalf("unknown command: exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+// runMain runs the appliance command in this process.
+func runMain(args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := Main(args, &out, &errOut)
+	return code, out.String(), errOut.String()
 }

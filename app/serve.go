@@ -21,6 +21,7 @@ import (
 
 	"github.com/appliance-sh/appliance/agents"
 	"github.com/appliance-sh/appliance/api"
+	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/app/metrics"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/events"
@@ -50,7 +51,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	cfg, err := loadServerConfig(configPath(*configFlag))
+	cfg, err := config.LoadServer(config.Path(*configFlag))
 	if err != nil {
 		fmt.Fprintln(stderr, "appliance serve:", err)
 		return 2
@@ -62,7 +63,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		cfg.DataDir = *dataDir
 	}
 	if *workspace != "" {
-		cfg.Workspaces = map[string]WorkspaceConfig{workspaceName(*workspace): {Type: "folder", Path: *workspace}}
+		cfg.Workspaces = map[string]config.Workspace{workspaceName(*workspace): {Type: "folder", Path: *workspace}}
 	}
 	if *workers >= 0 {
 		cfg.Workers = workers
@@ -70,16 +71,16 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if *insecure {
 		cfg.InsecureNoAuth = true
 	}
-	if err := cfg.checkExposure(); err != nil {
+	if err := cfg.CheckExposure(); err != nil {
 		fmt.Fprintln(stderr, "appliance serve:", err)
 		return 2
 	}
 
-	tuneRuntime()
+	TuneRuntime()
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := startServer(ctx, cfg, log)
+	srv, err := Start(ctx, cfg, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "appliance serve:", err)
 		return 1
@@ -98,7 +99,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			log.Error("a server component failed; shutting down")
 			running = false
 		case <-hup:
-			if acl, err := reloadACL(configPath(*configFlag), cfg.acl); err != nil {
+			if acl, err := reloadACL(config.Path(*configFlag), cfg.Effective.ACL); err != nil {
 				log.Error(err.Error())
 			} else {
 				log.Info("acl reloaded", "acl", acl)
@@ -119,7 +120,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 // few more MiB of memory. GOGC in the environment still wins.
 const serverGCPercent = 400
 
-func tuneRuntime() {
+// TuneRuntime sets the garbage collection target `appliance serve` runs
+// with (serverGCPercent), unless GOGC is set.
+func TuneRuntime() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(serverGCPercent)
 	}
@@ -134,11 +137,11 @@ func workspaceName(dir string) string {
 	return filepath.Base(abs)
 }
 
-func printSettings(w io.Writer, cfg *ServerConfig, addr string, workerTags []string) {
+func printSettings(w io.Writer, cfg *config.Server, addr string, workerTags []string) {
 	fmt.Fprintf(w, "appliance %s serving on http://%s\n", Version, addr)
 	fmt.Fprintf(w, "  data_dir:              %s\n", cfg.DataDir)
-	fmt.Fprintf(w, "  log_storage.local_dir: %s\n", cfg.logDir())
-	fmt.Fprintf(w, "  log_storage.archive:   %s\n", cfg.LogStorage.describeArchive())
+	fmt.Fprintf(w, "  log_storage.local_dir: %s\n", cfg.LogDir())
+	fmt.Fprintf(w, "  log_storage.archive:   %s\n", cfg.LogStorage.DescribeArchive())
 	names := make([]string, 0, len(cfg.Workspaces))
 	for name := range cfg.Workspaces {
 		names = append(names, name)
@@ -154,12 +157,12 @@ func printSettings(w io.Writer, cfg *ServerConfig, addr string, workerTags []str
 	}
 	fmt.Fprintf(w, "  worker_token:          %s\n", token)
 	fmt.Fprintf(w, "  worker_protocol:       %s\n", describeWorkerProtocol(cfg.WorkerProtocol))
-	fmt.Fprintf(w, "  heartbeat_timeout:     %s\n", cfg.heartbeatTimeout)
-	fmt.Fprintf(w, "  drain_timeout:         %s\n", cfg.drainTimeout)
-	fmt.Fprintf(w, "  retention:             %s\n", describeRetention(cfg.retention))
-	fmt.Fprintf(w, "  auth:                  %s\n", cfg.Auth.describe())
+	fmt.Fprintf(w, "  heartbeat_timeout:     %s\n", cfg.Effective.HeartbeatTimeout)
+	fmt.Fprintf(w, "  drain_timeout:         %s\n", cfg.Effective.DrainTimeout)
+	fmt.Fprintf(w, "  retention:             %s\n", config.DescribeRetention(cfg.Effective.Retention))
+	fmt.Fprintf(w, "  auth:                  %s\n", cfg.Auth.Describe())
 	if cfg.ACL != nil {
-		fmt.Fprintf(w, "  acl:                   %s\n", cfg.ACL.describe())
+		fmt.Fprintf(w, "  acl:                   %s\n", cfg.ACL.Describe())
 	}
 	fmt.Fprintf(w, "  metrics:               %s\n", describeMetrics(cfg))
 	fmt.Fprintf(w, "  agents:                %s\n", cfg.Agents.Describe())
@@ -170,21 +173,21 @@ func printSettings(w io.Writer, cfg *ServerConfig, addr string, workerTags []str
 		fmt.Fprintf(w, "  allowed_origins:       %s\n", strings.Join(cfg.AllowedOrigins, ", "))
 	}
 	if len(cfg.TrustedProxies) > 0 {
-		fmt.Fprintf(w, "  trusted_proxies:       %v\n", cfg.trustedProxies())
+		fmt.Fprintf(w, "  trusted_proxies:       %v\n", cfg.TrustedProxyPrefixes())
 	}
-	if cfg.exposedWithoutAuth() {
+	if cfg.ExposedWithoutAuth() {
 		fmt.Fprintf(w, "  insecure_no_auth:      true (WARNING: auth is off on a network address; anyone who reaches it can run code)\n")
 	}
 }
 
 func describeWorkerProtocol(p string) string {
-	if p == workerProtocolInterface {
+	if p == config.WorkerProtocolInterface {
 		return p + " (weaker: workers without a secret are served, and any holder of the worker token may report as them)"
 	}
 	return p + " (each remote worker proves who it is with its own secret)"
 }
 
-func describeMetrics(cfg *ServerConfig) string {
+func describeMetrics(cfg *config.Server) string {
 	switch {
 	case cfg.Auth == nil:
 		return "/metrics, open (auth is off)"
@@ -196,7 +199,7 @@ func describeMetrics(cfg *ServerConfig) string {
 
 // Server is a running appliance server.
 type Server struct {
-	cfg      *ServerConfig
+	cfg      *config.Server
 	log      *slog.Logger
 	listener net.Listener
 	http     *http.Server
@@ -232,13 +235,13 @@ func (s *Server) Failed() <-chan struct{} { return s.sup.failed.Done() }
 // in-process pool registers.
 const inProcessPart = "the in-process workers to register"
 
-// startServer opens the storage, loads the workspaces and the engine's
+// Start opens the storage, loads the workspaces and the engine's
 // state (failing here, before anything is served, if either cannot be
 // loaded), then starts the orchestrator, the scheduler, the HTTP server,
 // the workspace watcher, the retention sweeper and the in-process workers
 // under one supervisor.
-func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *Server, err error) {
-	cfg.LogStorage.LocalDir = cfg.logDir()
+func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server, err error) {
+	cfg.LogStorage.LocalDir = cfg.LogDir()
 	// What is open so far, closed in reverse order if start-up fails.
 	var opened []func() error
 	defer func() {
@@ -253,9 +256,9 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		Name:          hostname() + "-inprocess",
 		Tags:          cfg.WorkerTags,
 		MaxConcurrent: *cfg.Workers,
-		DrainTimeout:  cfg.drainTimeout,
-		LogBuffer:     cfg.logBuffer,
-		Runners:       maps.Clone(cfg.runners),
+		DrainTimeout:  cfg.Effective.DrainTimeout,
+		LogBuffer:     cfg.Test.LogBuffer,
+		Runners:       maps.Clone(cfg.Test.Runners),
 	}
 	if *cfg.Workers > 0 {
 		if err := detectRunners(ctx, cfg.Docker, cfg.Kubernetes, "", &pool, log.With("worker", "in-process")); err != nil {
@@ -276,7 +279,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	if err != nil {
 		return nil, err
 	}
-	revs, err := openRevisions(cfg.DataDir, cfg.limits.WorkspaceSize, registry, loadOpts, log.With("component", "revisions"))
+	revs, err := openRevisions(cfg.DataDir, cfg.Effective.Limits.WorkspaceSize, registry, loadOpts, log.With("component", "revisions"))
 	if err != nil {
 		return nil, err
 	}
@@ -286,7 +289,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	}
 	// A database from before jobs carried their access path gets them
 	// here, from the revisions their tasks were in.
-	db, err := store.OpenWith(cfg.dbPath(), store.Options{TaskPath: revs.taskPath})
+	db, err := store.OpenWith(cfg.DBPath(), store.Options{TaskPath: revs.taskPath})
 	if err != nil {
 		return nil, err
 	}
@@ -296,7 +299,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		return nil, err
 	}
 	opened = append(opened, logs.Close)
-	logs.SetLimits(store.LogLimits{StepLog: cfg.limits.StepLog, LogLine: cfg.limits.LogLine})
+	logs.SetLimits(store.LogLimits{StepLog: cfg.Effective.Limits.StepLog, LogLine: cfg.Effective.Limits.LogLine})
 	jobLogs, archive, err := openArchive(cfg.LogStorage, logs, db, log)
 	if err != nil {
 		return nil, err
@@ -319,13 +322,13 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		Workspaces:       revs, // the registry's, and older revisions from their snapshots
 		Logs:             sink,
 		Logger:           log,
-		HeartbeatTimeout: cfg.heartbeatTimeout,
-		TemplateTime:     cfg.limits.TemplateTime,
-		TemplateOutput:   cfg.limits.TemplateOutput,
+		HeartbeatTimeout: cfg.Effective.HeartbeatTimeout,
+		TemplateTime:     cfg.Effective.Limits.TemplateTime,
+		TemplateOutput:   cfg.Effective.Limits.TemplateOutput,
 		Metrics:          reg,
 		Agents:           agentCaller,
 		RunnerTag:        runners.CapabilityTag,
-		Clock:            cfg.engineClock,
+		Clock:            cfg.Test.EngineClock,
 	})
 	if err != nil {
 		return nil, err
@@ -341,12 +344,12 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
-	if cfg.exposedWithoutAuth() {
+	if cfg.ExposedWithoutAuth() {
 		log.Warn("auth is off and the server listens on a network address (insecure_no_auth): anyone who can reach "+
 			ln.Addr().String()+" can run code on this machine; turn auth on or listen on 127.0.0.1", "listen", cfg.Listen)
 	}
 
-	if cfg.WorkerProtocol == workerProtocolInterface {
+	if cfg.WorkerProtocol == config.WorkerProtocolInterface {
 		log.Warn("worker_protocol: interface: workers that register without a secret are served, and any holder of the " +
 			"worker token may push logs and results as them; leave it unset unless a worker of another make needs it")
 	}
@@ -365,14 +368,14 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	s.scheduler = s.sup.start("scheduler", sched.Run)
 	consumers := events.New(events.Config{Workspaces: registry, Jobs: eng, Clock: schedule.RealClock{},
 		Logger: log.With("component", "event sources")})
-	if !cfg.noEventSources {
+	if !cfg.Test.NoEventSources {
 		s.eventSources = s.sup.start("event sources", consumers.Run)
 	}
 	s.watcher = s.sup.start("workspace watcher", registry.Watch)
 	// Ended jobs are no longer the orchestrator's, so the sweeper deletes
 	// them through the store, between its commits.
-	sweeper := store.NewSweeper(store.SweeperConfig{DB: db, Logs: logs, Retention: cfg.retention,
-		Interval: cfg.sweepInterval, Logger: log.With("component", "retention")})
+	sweeper := store.NewSweeper(store.SweeperConfig{DB: db, Logs: logs, Retention: cfg.Effective.Retention,
+		Interval: cfg.Test.SweepInterval, Logger: log.With("component", "retention")})
 	s.sweeper = s.sup.start("retention sweeper", sweeper.Run)
 	s.revisionSweeper = s.sup.start("revision sweeper", revs.run)
 
@@ -381,7 +384,11 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	stepTokens := api.NewStepTokens(0, nil)
 	// One worker service answers remote and in-process workers alike.
 	s.protocol = workers.New(eng, workers.Config{MintStepToken: stepTokens.MintFor(eng),
-		InterfaceProtocol: cfg.WorkerProtocol == workerProtocolInterface})
+		InterfaceProtocol: cfg.WorkerProtocol == config.WorkerProtocolInterface})
+	headerTimeout := cfg.Test.HeaderTimeout
+	if headerTimeout == 0 {
+		headerTimeout = defaultHeaderTimeout
+	}
 	s.http = &http.Server{
 		Handler: api.New(api.Config{
 			StepTokens:  stepTokens,
@@ -393,9 +400,9 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 			Version:     Version,
 			Logger:      log,
 			UI:          ui.Handler(),
-			Auth:        cfg.Auth.apiConfig(cfg.limits),
+			Auth:        cfg.Auth.APIConfig(cfg.Effective.Limits),
 			Users:       db,
-			ACL:         cfg.acl,
+			ACL:         cfg.Effective.ACL,
 
 			EventSources: consumers,
 
@@ -407,9 +414,9 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 			ListenAddr:     cfg.Listen,
 			AllowedHosts:   cfg.AllowedHosts,
 			AllowedOrigins: cfg.AllowedOrigins,
-			TrustedProxies: cfg.trustedProxies(),
-			MaxRequestBody: cfg.limits.RequestBody,
-			MaxWorkspace:   cfg.limits.WorkspaceSize,
+			TrustedProxies: cfg.TrustedProxyPrefixes(),
+			MaxRequestBody: cfg.Effective.Limits.RequestBody,
+			MaxWorkspace:   cfg.Effective.Limits.WorkspaceSize,
 			Snapshots: func(ws, rev string) (io.ReadCloser, error) {
 				return revs.snaps.Open(ws, rev)
 			},
@@ -418,7 +425,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		}),
 		// No ReadTimeout: its deadline would end long-polls and outlive a
 		// WebSocket hijack; the api bounds each request body instead.
-		ReadHeaderTimeout: cfg.headerTimeout,
+		ReadHeaderTimeout: headerTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    netHTTPMaxHeaderBytes,
 	}

@@ -1,0 +1,78 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/appliance-sh/appliance/app/config"
+)
+
+// benchLines is what one iteration of BenchmarkStepLogDelivery prints:
+// 500,000 numbered lines of 100 bytes (50 MB).
+const benchLines = 500_000
+
+var benchFlood = fmt.Sprintf(`tasks:
+  flood:
+    flow:
+      big:
+        type: script
+        script: seq -f "%%09.0f $(head -c 90 /dev/zero | tr '\0' x)" 1 %d
+`, benchLines)
+
+// BenchmarkStepLogDelivery measures the lines per second a worker delivers
+// from one step to the stored log, from the job's start to its end, with
+// the default buffers (8 MB in process, a 1 GB spool remote), and the
+// peak RSS of the server (this process: VmHWM, reset first) and of the
+// remote worker. Run it alone:
+//
+//	go test ./app -run '^$' -bench StepLogDelivery -benchtime 3x
+func BenchmarkStepLogDelivery(b *testing.B) {
+	bigLog := func(c *config.Server) { c.Effective.Limits.StepLog = 1 << 30 }
+	b.Run("in-process", func(b *testing.B) {
+		ws := b.TempDir()
+		writeWorkspace(b, ws, benchFlood)
+		f := startFixture(b, map[string]string{"main": ws}, 1, bigLog)
+		runDeliveryBench(b, f, nil)
+	})
+	b.Run("remote", func(b *testing.B) {
+		ws := b.TempDir()
+		writeWorkspace(b, ws, benchFlood)
+		f := startFixture(b, map[string]string{"main": ws}, 0, bigLog, func(c *config.Server) { c.WorkerToken = workerToken })
+		w := startWorkerProcess(b, f.url, workerToken, "bench-1", "")
+		waitUntil(b, "the worker to register", func() bool { return len(f.workers()) > 0 })
+		runDeliveryBench(b, f, w)
+	})
+}
+
+func runDeliveryBench(b *testing.B, f *serverFixture, w *workerProc) {
+	resetPeakRSS(b)
+	b.ResetTimer()
+	var took time.Duration
+	for range b.N {
+		began := time.Now()
+		id := f.execute("main", "flood", nil)
+		deadline := time.Now().Add(5 * time.Minute)
+		for j := f.job(id); j.Status != "completed"; j = f.job(id) {
+			if j.Status == "failed" || time.Now().After(deadline) {
+				b.Fatalf("job %s is %s", id, j.Status)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		took += time.Since(began)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(benchLines*b.N)/took.Seconds(), "lines/s")
+	b.ReportMetric(float64(peakRSS(b, os.Getpid()))/(1<<20), "server-peak-MB")
+	if w != nil {
+		b.ReportMetric(float64(peakRSS(b, w.cmd.Process.Pid))/(1<<20), "worker-peak-MB")
+	}
+}
+
+// resetPeakRSS starts this process's VmHWM afresh (Linux 4.0+).
+func resetPeakRSS(b *testing.B) {
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		b.Logf("cannot reset the peak RSS, it counts from the process start: %v", err)
+	}
+}

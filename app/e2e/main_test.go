@@ -1,0 +1,25 @@
+// Package e2e holds the system, browser and crash suites: real servers
+// (app.Start) and the built binary, driven over HTTP, the CLI and Chromium.
+package e2e
+
+import (
+	"os"
+	"testing"
+
+	"github.com/appliance-sh/appliance/runners"
+)
+
+// TestMain lets this test binary serve as the step keeper, as main does.
+func TestMain(m *testing.M) {
+	runners.StepKeeperMain()
+	// In-process client commands read stored logins from the user config
+	// dir: never the developer's own.
+	dir, err := os.MkdirTemp("", "appliance-test-config-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CONFIG_HOME", dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}

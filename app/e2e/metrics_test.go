@@ -1,0 +1,213 @@
+package e2e
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/appliance-sh/appliance/app/config"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// scrape reads /metrics (with token as bearer unless empty) and parses it
+// as a Prometheus scraper would.
+func scrape(t *testing.T, url, token string) (int, map[string]*dto.MetricFamily) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := testClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return resp.StatusCode, nil
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	return resp.StatusCode, families
+}
+
+// value is the sample of the family whose labels include want (a
+// histogram's count); -1 when absent.
+func value(fams map[string]*dto.MetricFamily, name string, want ...string) float64 {
+	f, ok := fams[name]
+	if !ok {
+		return -1
+	}
+next:
+	for _, m := range f.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		for i := 0; i+1 < len(want); i += 2 {
+			if labels[want[i]] != want[i+1] {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount())
+		}
+	}
+	return -1
+}
+
+const metricsWorkspace = `tasks:
+  ok:
+    flow:
+      a: {type: script, script: echo hello}
+      b: {depends_on: [a], type: script, script: echo world}
+  bad:
+    flow:
+      x: {type: script, script: "echo oops; exit 3"}
+      y: {depends_on: [x], type: script, script: echo never}
+`
+
+func TestMetricsMoveAsJobsRun(t *testing.T) {
+	ws := t.TempDir()
+	writeWorkspace(t, ws, metricsWorkspace)
+	f := startFixture(t, map[string]string{"ws": ws}, 1)
+
+	_, before := scrape(t, f.url, "")
+	if v := value(before, "appliance_jobs_ended_total", "status", "completed"); v > 0 {
+		t.Fatalf("jobs ended before any ran: %v", v)
+	}
+	var ids []string
+	for _, task := range []string{"ok", "ok", "bad"} {
+		id := f.execute("ws", task, nil)
+		f.waitTerminal(id)
+		ids = append(ids, id)
+	}
+	code, fams := scrape(t, f.url, "")
+	if code != 200 {
+		t.Fatalf("/metrics with auth off: %d, want 200", code)
+	}
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"appliance_jobs_created_total", []string{"workspace", "ws", "task", "ok", "source_type", "api"}, 2},
+		{"appliance_jobs_created_total", []string{"workspace", "ws", "task", "bad", "source_type", "api"}, 1},
+		{"appliance_jobs_ended_total", []string{"status", "completed"}, 2},
+		{"appliance_jobs_ended_total", []string{"status", "failed"}, 1},
+		{"appliance_steps_ended_total", []string{"status", "completed"}, 4},
+		{"appliance_steps_ended_total", []string{"status", "failed"}, 1},
+		{"appliance_steps_ended_total", []string{"status", "skipped"}, 1},
+		{"appliance_step_duration_seconds", []string{"status", "completed"}, 4},
+		{"appliance_step_claim_wait_seconds", nil, 5},
+		{"appliance_steps_ready", nil, 0},
+		{"appliance_steps_running", nil, 0},
+		{"appliance_jobs_live", nil, 0},
+		{"appliance_workers_active", nil, 1},
+		{"appliance_orchestrator_up", nil, 1},
+		{"appliance_scheduler_lag_seconds", nil, 0},
+	} {
+		if got := value(fams, c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	for _, name := range []string{"appliance_commit_duration_seconds", "appliance_commit_batch_commands", "appliance_commit_batch_records"} {
+		if got := value(fams, name); got < 3 {
+			t.Errorf("%s count = %v, want a commit per job at least", name, got)
+		}
+	}
+	// "hello", "world", "oops" at least, after masking.
+	if got := value(fams, "appliance_log_appended_bytes_total"); got < float64(len("helloworldoops")) {
+		t.Errorf("log bytes = %v", got)
+	}
+	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "process_resident_memory_bytes"} {
+		if value(fams, name) <= 0 {
+			t.Errorf("%s missing", name)
+		}
+	}
+	// Bounded labels: no job id anywhere.
+	for name, fam := range fams {
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				for _, id := range ids {
+					if strings.Contains(l.GetValue(), id) {
+						t.Fatalf("%s has a job id as label %s", name, l.GetName())
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestMetricsRefuseARebindingHost: with auth off /metrics is open, but
+// not to a page whose name was rebound to the server's address.
+func TestMetricsRefuseARebindingHost(t *testing.T) {
+	f := startFixture(t, nil, 0)
+	req, err := http.NewRequest("GET", f.url+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "evil.example:8080"
+	resp, err := testClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Fatalf("/metrics for Host evil.example: %d, want 421", resp.StatusCode)
+	}
+	if code, _ := scrape(t, f.url, ""); code != 200 {
+		t.Fatalf("/metrics by the server's own address: %d, want 200", code)
+	}
+}
+
+func TestMetricsShowTheQueueDepth(t *testing.T) {
+	ws := t.TempDir()
+	writeWorkspace(t, ws, metricsWorkspace)
+	f := startFixture(t, map[string]string{"ws": ws}, 0) // nobody claims
+	f.execute("ws", "ok", nil)
+	f.execute("ws", "bad", nil)
+	_, fams := scrape(t, f.url, "")
+	if got := value(fams, "appliance_steps_ready"); got != 2 {
+		t.Fatalf("steps ready = %v, want 2 (the roots of two jobs)", got)
+	}
+	if got := value(fams, "appliance_jobs_live"); got != 2 {
+		t.Fatalf("live jobs = %v, want 2", got)
+	}
+	if got := value(fams, "appliance_workers_active"); got != 0 {
+		t.Fatalf("workers active = %v, want 0", got)
+	}
+}
+
+func TestMetricsNeedCredentialsWithAuthOn(t *testing.T) {
+	f := startFixture(t, nil, 0, withAuth, func(c *config.Server) { c.MetricsToken = "scrape-secret-0123456789" })
+	for _, token := range []string{"", "wrong-token", "scrape-secret-012345678"} {
+		if code, _ := scrape(t, f.url, token); code != http.StatusUnauthorized {
+			t.Fatalf("/metrics with token %q: %d, want 401", token, code)
+		}
+	}
+	if code, fams := scrape(t, f.url, "scrape-secret-0123456789"); code != 200 || value(fams, "appliance_orchestrator_up") != 1 {
+		t.Fatalf("/metrics with metrics_token: %d", code)
+	}
+	if code, _ := scrape(t, f.url, loginToken(t, f.url, "first-password")); code != 200 {
+		t.Fatalf("/metrics with a user's token: %d, want 200", code)
+	}
+	// The probes stay open for load balancers.
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if code, st := f.probe(path); code != 200 || st.Status != "ok" {
+			t.Fatalf("%s with auth on and no token: %d %+v", path, code, st)
+		}
+	}
+}

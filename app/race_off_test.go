@@ -1,7 +1,0 @@
-//go:build !race
-
-package app
-
-// raceDetector is true when the tests run under -race, which slows them
-// several times: bounds on latency do not hold there.
-const raceDetector = false
