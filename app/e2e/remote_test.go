@@ -401,6 +401,10 @@ func (r *restartableServer) stop() {
 		r.t.Errorf("shutdown: %v", err)
 	}
 	r.srv = nil
+	// The stopped server's keep-alive connections may still sit idle in
+	// the shared client's pool, their close not yet seen: the next POST
+	// would go out on one and fail with EOF (a POST is not retried).
+	testClient.CloseIdleConnections()
 }
 
 func (r *restartableServer) fixture() *serverFixture {
