@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/api/wire"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/events"
 	"github.com/appliance-sh/appliance/engine/workflow"
@@ -276,18 +277,9 @@ func New(cfg Config) *echo.Echo {
 }
 
 // configResponse is GET /api/config; auth fills it in once it exists.
-type configResponse struct {
-	AuthRequired    bool           `json:"auth_required"`
-	HasInternalAuth bool           `json:"has_internal_auth"`
-	OIDCProviders   []oidcProvider `json:"oidc_providers"`
-	ACLEnabled      bool           `json:"acl_enabled"`
-	Version         string         `json:"version"`
-}
+type configResponse = wire.Config
 
-type oidcProvider struct {
-	ID          string `json:"id"`
-	DisplayName string `json:"display_name"`
-}
+type oidcProvider = wire.OIDCProvider
 
 func (s *server) getConfig(c echo.Context) error {
 	resp := configResponse{OIDCProviders: []oidcProvider{}, Version: s.cfg.Version}

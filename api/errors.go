@@ -16,14 +16,10 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/api/wire"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/protocol"
 )
-
-// errorBody is every error response: one field, as the interface fixes.
-type errorBody struct {
-	Error string `json:"error"`
-}
 
 // handleError is the one place errors become HTTP statuses: the engine's
 // sentinels by kind, echo's own errors by their code, anything else 500
@@ -51,7 +47,7 @@ func (s *server) handleError(err error, c echo.Context) {
 	if c.Request().Method == http.MethodHead {
 		err = c.NoContent(status)
 	} else {
-		err = c.JSON(status, errorBody{Error: msg})
+		err = c.JSON(status, wire.Error{Error: msg})
 	}
 	if err != nil {
 		s.log.Debug("write error response", "err", err)
