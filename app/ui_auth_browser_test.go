@@ -8,6 +8,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/appliance-sh/appliance/api/oidctest"
+	"github.com/appliance-sh/appliance/app/cli"
 )
 
 // The sign-in pages of the UI in headless Chromium against an auth-on
@@ -55,7 +56,7 @@ func TestBrowserSignsInWithAPasswordRenewsBeforeExpiryAndSignsOut(t *testing.T) 
 	// The page renews its access token before it expires, without a
 	// request having to fail first.
 	first := b.localStorage("appliance.access_token")
-	exp, ok := tokenExpiry(first)
+	exp, ok := cli.TokenExpiry(first)
 	if !ok {
 		t.Fatalf("stored access token %q has no expiry", first)
 	}
@@ -72,7 +73,7 @@ func TestBrowserSignsInWithAPasswordRenewsBeforeExpiryAndSignsOut(t *testing.T) 
 	}
 	// Several lifetimes later the session still works.
 	second := b.localStorage("appliance.access_token")
-	exp2, _ := tokenExpiry(second)
+	exp2, _ := cli.TokenExpiry(second)
 	waitUntil(t, "the renewed token's lifetime to pass", func() bool { return time.Now().After(exp2.Add(time.Second)) })
 	b.do("browse after several renewals",
 		chromedp.Click(chromedp.CSS(`header nav a[href="/jobs"]`)),
