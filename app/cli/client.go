@@ -68,10 +68,7 @@ func (s *session) Refresh(ctx context.Context, stale string) (string, error) {
 			fresh = cur
 			return &cur, nil
 		}
-		var pair struct {
-			AccessToken  string `json:"access_token"`
-			RefreshToken string `json:"refresh_token"`
-		}
+		var pair tokenPair
 		raw, _, _, err := s.c.Do(ctx, http.MethodPost, "/api/auth/refresh", map[string]string{"refresh_token": cur.RefreshToken}, "", nil)
 		if err != nil {
 			return nil, err
@@ -90,6 +87,14 @@ func (s *session) Refresh(ctx context.Context, stale string) (string, error) {
 	s.login = fresh
 	s.mu.Unlock()
 	return fresh.AccessToken, nil
+}
+
+// tokenPair is the answer of POST /api/auth/login and /api/auth/refresh.
+// The server's type is unexported in api (auth's package); once that
+// exports its wire types the CLI uses them.
+type tokenPair struct {
+	AccessToken  string `json:"access_token"`
+	RefreshToken string `json:"refresh_token"`
 }
 
 // loginHint is what a 401 tells the user to do.

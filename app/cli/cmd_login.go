@@ -95,10 +95,7 @@ func loginWithPassword(ctx context.Context, c *client.Client, in *bufio.Reader, 
 	if err != nil {
 		return nil, "", fmt.Errorf("read password: %w", err)
 	}
-	var pair struct {
-		AccessToken  string `json:"access_token"`
-		RefreshToken string `json:"refresh_token"`
-	}
+	var pair tokenPair
 	var cookie http.Header
 	if d := device(email); d != "" {
 		cookie = http.Header{"Cookie": {(&http.Cookie{Name: deviceCookieName, Value: d}).String()}}
