@@ -15,6 +15,7 @@ import (
 
 	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/api/auth"
+	"github.com/appliance-sh/appliance/api/wire"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/events"
 	"github.com/appliance-sh/appliance/engine/workflow"
@@ -279,17 +280,8 @@ func New(cfg Config) *echo.Echo {
 	return e
 }
 
-// configResponse is GET /api/config; auth fills it in once it exists.
-type configResponse struct {
-	AuthRequired    bool             `json:"auth_required"`
-	HasInternalAuth bool             `json:"has_internal_auth"`
-	OIDCProviders   []auth.OIDCLogin `json:"oidc_providers"`
-	ACLEnabled      bool             `json:"acl_enabled"`
-	Version         string           `json:"version"`
-}
-
 func (s *server) getConfig(c echo.Context) error {
-	resp := configResponse{OIDCProviders: []auth.OIDCLogin{}, Version: s.cfg.Version}
+	resp := wire.Config{OIDCProviders: []wire.OIDCProvider{}, Version: s.cfg.Version}
 	if s.auth != nil {
 		resp.AuthRequired = true
 		resp.ACLEnabled = s.cfg.ACL != nil

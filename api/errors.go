@@ -12,14 +12,10 @@ import (
 
 	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/api/httpx"
+	"github.com/appliance-sh/appliance/api/wire"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/protocol"
 )
-
-// errorBody is every error response: one field, as the interface fixes.
-type errorBody struct {
-	Error string `json:"error"`
-}
 
 // handleError is the one place errors become HTTP statuses: the engine's
 // sentinels by kind, echo's own errors by their code, anything else 500
@@ -47,7 +43,7 @@ func (s *server) handleError(err error, c echo.Context) {
 	if c.Request().Method == http.MethodHead {
 		err = c.NoContent(status)
 	} else {
-		err = c.JSON(status, errorBody{Error: msg})
+		err = c.JSON(status, wire.Error{Error: msg})
 	}
 	if err != nil {
 		s.log.Debug("write error response", "err", err)

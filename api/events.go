@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/api/httpx"
+	"github.com/appliance-sh/appliance/api/wire"
 	"github.com/appliance-sh/appliance/engine"
 )
 
@@ -20,7 +21,7 @@ const eventsRoute = "/api/events"
 // /api/jobs) and what changed.
 type jobEvent struct {
 	Change string `json:"change"`
-	jobItem
+	wire.Job
 }
 
 // stepEvent is the data of a `step` event: a step of the followed job
@@ -169,7 +170,7 @@ func (s *server) streamEvents(c echo.Context) error {
 					StartedAt: st.StartedAt, CompletedAt: st.CompletedAt, Attempt: st.Attempt, RetryAt: st.RetryAt,
 				})
 			} else {
-				data, err = json.Marshal(jobEvent{Change: ev.Change, jobItem: jobItemOf(&ev.Job)})
+				data, err = json.Marshal(jobEvent{Change: ev.Change, Job: jobOf(&ev.Job)})
 			}
 			if err != nil {
 				s.log.Error("encode job event", "job", ev.Job.ID, "err", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/api/httpx"
+	"github.com/appliance-sh/appliance/api/wire"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
@@ -24,27 +25,12 @@ import (
 // every step, as the interface says.
 const detailStepCap = 1000
 
-// jobHead is the job detail without its steps, which writeJobDetail
-// streams after it.
-type jobHead struct {
-	jobItem
-	Input  map[string]any `json:"input"`
-	Output map[string]any `json:"output"`
-	// Beyond the interface: the count of step records per status, and how
-	// many for_each instances a big job's detail leaves out.
-	StepsSummary map[string]int `json:"steps_summary"`
-	StepsOmitted int            `json:"steps_omitted,omitempty"`
-	// The caller's permission on the job's task when the ACL is on
-	// ("view" or "run").
-	Permission string `json:"permission,omitempty"`
-}
-
 // writeJobDetail streams the job detail: the head, then one step view at
 // a time into a buffered writer, with no slice of views in between.
 // omitted is the count of for_each instances steps leaves out (0: steps is
 // every step record).
 func writeJobDetail(c echo.Context, j *engine.Job, steps []*engine.Step, summary map[string]int, omitted int, secrets []string, permission string) error {
-	head := jobHead{jobItem: jobItemOf(j), Input: object(j.Input), Output: j.Output, StepsSummary: summary, StepsOmitted: omitted, Permission: permission}
+	head := wire.JobHead{Job: jobOf(j), Input: object(j.Input), Output: j.Output, StepsSummary: summary, StepsOmitted: omitted, Permission: permission}
 	if len(secrets) > 0 {
 		head.Input = engine.MaskMap(head.Input, secrets)
 		for _, s := range steps {
@@ -74,22 +60,13 @@ func writeJobDetail(c echo.Context, j *engine.Job, steps []*engine.Step, summary
 			w.WriteByte(',')
 		}
 		buf.Reset()
-		if err := enc.Encode(stepViewOf(s).masked(secrets)); err != nil {
+		if err := enc.Encode(maskedStep(stepOf(s), secrets)); err != nil {
 			return err // the status is sent: the broken body tells the client
 		}
 		w.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 	}
 	w.WriteString("]}\n")
 	return w.Flush()
-}
-
-// stepList is a page of a job's steps in the job's order (flow steps each
-// followed by its for_each instances), the total matching the filter, and
-// the next page's cursor (null on the last).
-type stepList struct {
-	Items      []stepView `json:"items"`
-	Total      int        `json:"total"`
-	NextCursor *string    `json:"next_cursor"`
 }
 
 // listSteps pages a job's steps: GET /api/jobs/{id}/steps with `status`
@@ -129,7 +106,7 @@ func (s *server) listSteps(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := stepList{Items: make([]stepView, 0, min(len(steps), limit))}
+	out := wire.StepList{Items: make([]wire.Step, 0, min(len(steps), limit))}
 	for st, n := range summary {
 		if len(statuses) == 0 || slices.Contains(statuses, st) {
 			out.Total += n
@@ -141,7 +118,7 @@ func (s *server) listSteps(c echo.Context) error {
 		out.NextCursor = &next
 	}
 	for _, st := range steps {
-		out.Items = append(out.Items, stepViewOf(st).masked(secrets))
+		out.Items = append(out.Items, maskedStep(stepOf(st), secrets))
 	}
 	return c.JSON(http.StatusOK, out)
 }

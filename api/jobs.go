@@ -9,16 +9,9 @@ import (
 
 	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/api/httpx"
+	"github.com/appliance-sh/appliance/api/wire"
 	"github.com/appliance-sh/appliance/engine"
 )
-
-// jobList is a page of jobs: the interface's items and total, and the
-// cursor of the next page (null on the last).
-type jobList struct {
-	Items      []jobItem `json:"items"`
-	Total      int       `json:"total"`
-	NextCursor *string   `json:"next_cursor"`
-}
 
 func (s *server) listJobs(c echo.Context) error {
 	f, err := jobFilterOf(c)
@@ -32,15 +25,15 @@ func (s *server) listJobs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := jobList{Total: total}
+	out := wire.JobList{Total: total}
 	if len(jobs) > limit {
 		jobs = jobs[:limit]
 		next := engine.CursorOf(jobs[limit-1])
 		out.NextCursor = &next
 	}
-	out.Items = make([]jobItem, len(jobs))
+	out.Items = make([]wire.Job, len(jobs))
 	for i, j := range jobs {
-		out.Items[i] = jobItemOf(j)
+		out.Items[i] = jobOf(j)
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -162,13 +155,7 @@ func (s *server) cancelJob(c echo.Context) error {
 	if err := s.cfg.Engine.CancelJob(c.Request().Context(), id); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]string{"status": engine.JobCancelled})
-}
-
-// rerunRequest is the optional body of POST /api/jobs/{id}/rerun.
-type rerunRequest struct {
-	Input      map[string]any `json:"input"` // absent or null: the old job's input
-	FromFailed bool           `json:"from_failed"`
+	return c.JSON(http.StatusOK, wire.StatusAnswer{Status: engine.JobCancelled})
 }
 
 // rerunJob starts a new job of the job's task on the current revision
@@ -181,7 +168,7 @@ func (s *server) rerunJob(c echo.Context) error {
 	if err := s.checkRerun(c); err != nil {
 		return err
 	}
-	var req rerunRequest
+	var req wire.RerunRequest
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
@@ -196,14 +183,7 @@ func (s *server) rerunJob(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]string{"job_id": job.ID})
-}
-
-// approveRequest is the body of POST /api/jobs/{id}/steps/{step}/approve.
-type approveRequest struct {
-	Approved        *bool          `json:"approved"`
-	Input           map[string]any `json:"input"`
-	RejectionReason string         `json:"rejection_reason"`
+	return c.JSON(http.StatusOK, wire.JobCreated{JobID: job.ID})
 }
 
 // approveStep answers a waiting approval step (DESIGN.md "Approval API").
@@ -216,7 +196,7 @@ func (s *server) approveStep(c echo.Context) error {
 	if err := s.checkJob(c, accounts.Run); err != nil {
 		return err
 	}
-	var req approveRequest
+	var req wire.ApproveRequest
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
@@ -236,5 +216,5 @@ func (s *server) approveStep(c echo.Context) error {
 	if *req.Approved {
 		status = "approved"
 	}
-	return c.JSON(http.StatusOK, map[string]string{"status": status})
+	return c.JSON(http.StatusOK, wire.StatusAnswer{Status: status})
 }

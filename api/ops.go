@@ -8,17 +8,13 @@ import (
 	"github.com/appliance-sh/appliance/api/auth"
 	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/labstack/echo/v4"
+
+	"github.com/appliance-sh/appliance/api/wire"
 )
 
 // healthTimeout bounds one health or readiness check: a loop or a disk
 // that does not answer in this time is as good as down.
 const healthTimeout = 2 * time.Second
-
-// opsBody is /healthz's and /readyz's answer.
-type opsBody struct {
-	Status string `json:"status"`
-	Error  string `json:"error,omitempty"`
-}
 
 // opsRoutes serves the operator's endpoints: /healthz and /readyz need no
 // credentials (load balancers and kubelets call them); /metrics is open
@@ -48,10 +44,10 @@ func (s *server) probe(check func(ctx context.Context) error) echo.HandlerFunc {
 			ctx, cancel := context.WithTimeout(c.Request().Context(), healthTimeout)
 			defer cancel()
 			if err := check(ctx); err != nil {
-				return c.JSON(http.StatusServiceUnavailable, opsBody{Status: "unavailable", Error: err.Error()})
+				return c.JSON(http.StatusServiceUnavailable, wire.Health{Status: "unavailable", Error: err.Error()})
 			}
 		}
-		return c.JSON(http.StatusOK, opsBody{Status: "ok"})
+		return c.JSON(http.StatusOK, wire.Health{Status: "ok"})
 	}
 }
 

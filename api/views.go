@@ -2,90 +2,16 @@ package api
 
 import (
 	"maps"
-	"time"
 
 	"github.com/appliance-sh/appliance/api/httpx"
+	"github.com/appliance-sh/appliance/api/wire"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
-// The views below are the interface's wire shapes. They are separate from
-// the engine's records so internal fields (ready_at, required_tags, seq)
+// The answers' types are in api/wire; the functions below build them from
+// the engine's records, so internal fields (ready_at, required_tags, seq)
 // never leak and every timestamp is written in UTC.
-
-type jobItem struct {
-	JobID       string     `json:"job_id"`
-	Workspace   string     `json:"workspace"`
-	TaskName    string     `json:"task_name"`
-	Mode        string     `json:"mode"`
-	Status      string     `json:"status"`
-	SourceType  string     `json:"source_type"`
-	SourceID    *string    `json:"source_id"`
-	Revision    string     `json:"revision"`
-	CreatedAt   time.Time  `json:"created_at"`
-	StartedAt   *time.Time `json:"started_at"`
-	CompletedAt *time.Time `json:"completed_at"`
-	// Beyond the interface: the job this one re-runs.
-	RerunOf string `json:"rerun_of,omitempty"`
-}
-
-type stepView struct {
-	StepName     string         `json:"step_name"`
-	ActionName   string         `json:"action_name"`
-	ActionType   string         `json:"action_type"`
-	Runner       string         `json:"runner"`
-	Input        map[string]any `json:"input"`
-	Output       any            `json:"output"`
-	Status       string         `json:"status"`
-	WorkerID     *string        `json:"worker_id"`
-	StartedAt    *time.Time     `json:"started_at"`
-	CompletedAt  *time.Time     `json:"completed_at"`
-	ErrorMessage *string        `json:"error_message"`
-	// Beyond the interface: what an approver is asked, the job a task
-	// step runs, and the job a re-run took this completed step over from.
-	Message    string `json:"message,omitempty"`
-	ChildJobID string `json:"child_job_id,omitempty"`
-	ReusedFrom string `json:"reused_from,omitempty"`
-	// Step retries: the attempt (1-based) and, while a failed attempt
-	// waits to be retried, when the next one starts.
-	Attempt int        `json:"attempt"`
-	RetryAt *time.Time `json:"retry_at"`
-	// The steps this one waits for (flow steps only), and when it became
-	// ready to run: the UI draws the graph and the queue wait from them.
-	DependsOn []string   `json:"depends_on,omitempty"`
-	ReadyAt   *time.Time `json:"ready_at,omitempty"`
-}
-
-type workerItem struct {
-	ID       string    `json:"id"`
-	Name     string    `json:"name"`
-	Tags     []string  `json:"tags"`
-	Status   string    `json:"status"`
-	LastSeen time.Time `json:"last_seen"`
-}
-
-type workerDetail struct {
-	workerItem
-	Steps workerSteps `json:"steps"`
-}
-
-type workerSteps struct {
-	Items []workerStepView `json:"items"`
-	Total int              `json:"total"`
-}
-
-type workerStepView struct {
-	JobID        string     `json:"job_id"`
-	Workspace    string     `json:"workspace"`
-	TaskName     string     `json:"task_name"`
-	JobStatus    string     `json:"job_status"`
-	StepName     string     `json:"step_name"`
-	ActionType   string     `json:"action_type"`
-	Status       string     `json:"status"`
-	StartedAt    *time.Time `json:"started_at"`
-	CompletedAt  *time.Time `json:"completed_at"`
-	ErrorMessage *string    `json:"error_message"`
-}
 
 // object keeps absent maps as {} on the wire where the interface says object.
 func object(m map[string]any) map[string]any {
@@ -95,8 +21,9 @@ func object(m map[string]any) map[string]any {
 	return m
 }
 
-func jobItemOf(j *engine.Job) jobItem {
-	return jobItem{
+// jobOf is the job as the lists show it.
+func jobOf(j *engine.Job) wire.Job {
+	return wire.Job{
 		JobID:       j.ID,
 		Workspace:   j.Workspace,
 		TaskName:    j.TaskName,
@@ -112,8 +39,8 @@ func jobItemOf(j *engine.Job) jobItem {
 	}
 }
 
-func stepViewOf(s *engine.Step) stepView {
-	return stepView{
+func stepOf(s *engine.Step) wire.Step {
+	return wire.Step{
 		StepName:     s.Name,
 		ActionName:   s.ActionName,
 		ActionType:   s.ActionType,
@@ -135,12 +62,12 @@ func stepViewOf(s *engine.Step) stepView {
 	}
 }
 
-// masked replaces the job's secret values in what the step was given and
-// in its messages. Outputs are shown as the steps wrote them: printing a
-// secret in OUTPUT is the author's choice (its log line is still masked).
-// An approval's output is the server's, and its `input` is what the
-// approver gave: masked like any input.
-func (s stepView) masked(secrets []string) stepView {
+// maskedStep replaces the job's secret values in what the step was given
+// and in its messages. Outputs are shown as the steps wrote them: printing
+// a secret in OUTPUT is the author's choice (its log line is still
+// masked). An approval's output is the server's, and its `input` is what
+// the approver gave: masked like any input.
+func maskedStep(s wire.Step, secrets []string) wire.Step {
 	if len(secrets) == 0 {
 		return s
 	}
@@ -156,8 +83,9 @@ func (s stepView) masked(secrets []string) stepView {
 	return s
 }
 
-// masked replaces the job's secret values in the step's error message.
-func (v workerStepView) masked(secrets []string) workerStepView {
+// maskedWorkerStep replaces the job's secret values in the step's error
+// message.
+func maskedWorkerStep(v wire.WorkerStep, secrets []string) wire.WorkerStep {
 	if v.ErrorMessage != nil && len(secrets) > 0 {
 		m := engine.Mask(*v.ErrorMessage, secrets)
 		v.ErrorMessage = &m
@@ -177,16 +105,16 @@ func maskedApproval(output any, secrets []string) any {
 	return out
 }
 
-func workerItemOf(w *engine.Worker) workerItem {
+func workerOf(w *engine.Worker) wire.Worker {
 	tags := w.Tags
 	if tags == nil {
 		tags = []string{}
 	}
-	return workerItem{ID: w.ID, Name: w.Name, Tags: tags, Status: w.Status, LastSeen: w.LastSeen.UTC()}
+	return wire.Worker{ID: w.ID, Name: w.Name, Tags: tags, Status: w.Status, LastSeen: w.LastSeen.UTC()}
 }
 
-func workerStepOf(s *engine.WorkerStep) workerStepView {
-	return workerStepView{
+func workerStepOf(s *engine.WorkerStep) wire.WorkerStep {
+	return wire.WorkerStep{
 		JobID:        s.JobID,
 		Workspace:    s.Workspace,
 		TaskName:     s.TaskName,

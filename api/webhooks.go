@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/api/httpx"
+	"github.com/appliance-sh/appliance/api/wire"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
@@ -76,19 +77,6 @@ func checkSecret(c echo.Context, t *workflow.Trigger) error {
 	return errHookSecret
 }
 
-// hookAccepted is the async answer, and (with status and output) the sync one.
-type hookAccepted struct {
-	JobID   string `json:"job_id"`
-	Trigger string `json:"trigger"`
-	Task    string `json:"task"`
-}
-
-type hookResult struct {
-	hookAccepted
-	Status string         `json:"status"`
-	Output map[string]any `json:"output"`
-}
-
 // callWebhook runs the trigger's task with the request as its input. In
 // sync mode it waits up to the trigger's timeout_secs for the job to end.
 func (s *server) callWebhook(c echo.Context) error {
@@ -115,7 +103,7 @@ func (s *server) callWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	accepted := hookAccepted{JobID: job.ID, Trigger: name, Task: job.TaskName}
+	accepted := wire.HookAccepted{JobID: job.ID, Trigger: name, Task: job.TaskName}
 	if h.trigger.Mode != "sync" {
 		return c.JSON(http.StatusOK, accepted)
 	}
@@ -136,14 +124,7 @@ func (s *server) callWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, hookResult{hookAccepted: accepted, Status: job.Status, Output: output})
-}
-
-// hookJobView is the webhook status endpoint's answer.
-type hookJobView struct {
-	hookResult
-	CreatedAt   time.Time  `json:"created_at"`
-	CompletedAt *time.Time `json:"completed_at"`
+	return c.JSON(http.StatusOK, wire.HookResult{HookAccepted: accepted, Status: job.Status, Output: output})
 }
 
 // webhookJob reports a job this webhook created, optionally waiting for
@@ -188,9 +169,9 @@ func (s *server) webhookJob(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(status, hookJobView{
-		hookResult: hookResult{
-			hookAccepted: hookAccepted{JobID: job.ID, Trigger: name, Task: job.TaskName},
+	return c.JSON(status, wire.HookJob{
+		HookResult: wire.HookResult{
+			HookAccepted: wire.HookAccepted{JobID: job.ID, Trigger: name, Task: job.TaskName},
 			Status:       job.Status,
 			Output:       output,
 		},

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/api/httpx"
+	"github.com/appliance-sh/appliance/api/wire"
 	"github.com/appliance-sh/appliance/engine"
 )
 
@@ -20,9 +21,9 @@ func (s *server) listWorkers(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := httpx.List[workerItem]{Items: make([]workerItem, len(workers)), Total: total}
+	out := wire.List[wire.Worker]{Items: make([]wire.Worker, len(workers)), Total: total}
 	for i, w := range workers {
-		out.Items[i] = workerItemOf(w)
+		out.Items[i] = workerOf(w)
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -38,7 +39,7 @@ func (s *server) getWorker(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d := workerDetail{workerItem: workerItemOf(w), Steps: workerSteps{Items: make([]workerStepView, len(steps)), Total: total}}
+	d := wire.WorkerDetail{Worker: workerOf(w), Steps: wire.List[wire.WorkerStep]{Items: make([]wire.WorkerStep, len(steps)), Total: total}}
 	secrets := map[string][]string{} // by job: a page often holds many steps of one job
 	for i, st := range steps {
 		values, ok := secrets[st.JobID]
@@ -48,7 +49,7 @@ func (s *server) getWorker(c echo.Context) error {
 			}
 			secrets[st.JobID] = values
 		}
-		d.Steps.Items[i] = workerStepOf(st).masked(values)
+		d.Steps.Items[i] = maskedWorkerStep(workerStepOf(st), values)
 	}
 	return c.JSON(http.StatusOK, d)
 }

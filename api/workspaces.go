@@ -13,6 +13,7 @@ import (
 
 	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/api/httpx"
+	"github.com/appliance-sh/appliance/api/wire"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/events"
 	"github.com/appliance-sh/appliance/engine/schedule"
@@ -22,75 +23,12 @@ import (
 // nextRunsShown is how many upcoming fire times a scheduler trigger lists.
 const nextRunsShown = 5
 
-type workspaceItem struct {
-	Name          string   `json:"name"`
-	TasksCount    int      `json:"tasks_count"`
-	ActionsCount  int      `json:"actions_count"`
-	TriggersCount int      `json:"triggers_count"`
-	Revision      string   `json:"revision"`
-	Errors        []string `json:"errors,omitempty"`
-}
-
-type taskSummary struct {
-	Name        string `json:"name"`
-	Workspace   string `json:"workspace"`
-	Mode        string `json:"mode"`
-	HasTriggers bool   `json:"has_triggers"`
-	Folder      string `json:"folder,omitempty"`
-	// Beyond the interface: the task's display name (its `name:`) and
-	// description, for lists that show them.
-	DisplayName string `json:"display_name,omitempty"`
-	Description string `json:"description,omitempty"`
-	// Beyond the interface: the caller's permission when the ACL is on.
-	Permission string `json:"permission,omitempty"`
-}
-
-type taskDetail struct {
-	Name        string           `json:"name"`
-	DisplayName string           `json:"display_name,omitempty"` // the task's `name:` (ours)
-	Description string           `json:"description,omitempty"`
-	Folder      string           `json:"folder,omitempty"`
-	Mode        string           `json:"mode"`
-	Input       *workflow.Inputs `json:"input"`
-	Flow        json.RawMessage  `json:"flow"` // steps in file order
-	Triggers    []triggerView    `json:"triggers"`
-	Permission  string           `json:"permission,omitempty"` // as in taskSummary
-}
-
-// triggerView is a trigger as the API shows it: never its secret.
-type triggerView struct {
-	Name        string         `json:"name"`
-	Type        string         `json:"type"`
-	Task        string         `json:"task"`
-	Enabled     bool           `json:"enabled"`
-	Input       map[string]any `json:"input"`
-	Cron        string         `json:"cron,omitempty"`
-	Timezone    string         `json:"timezone,omitempty"`
-	Concurrency string         `json:"concurrency,omitempty"`
-	NextRuns    []time.Time    `json:"next_runs,omitzero"` // [] for a disabled scheduler trigger, absent for other types
-
-	WebhookName string `json:"webhook_name,omitempty"`
-	Mode        string `json:"mode,omitempty"`
-	TimeoutSecs int    `json:"timeout_secs,omitempty"`
-	HasSecret   bool   `json:"has_secret,omitempty"`
-
-	TargetTask    string `json:"target_task,omitempty"`
-	RestartPolicy string `json:"restart_policy,omitempty"`
-	MaxInFlight   int    `json:"max_in_flight,omitempty"`
-	BackoffSecs   int    `json:"backoff_secs,omitempty"`
-	// Event sources: the consumer job (null before the first), its state
-	// and how many times it restarted.
-	ConsumerJobID json.RawMessage `json:"consumer_job_id,omitempty"` // null before the first
-	State         string          `json:"state,omitempty"`
-	Restarts      *int            `json:"restarts,omitempty"`
-}
-
 func (s *server) listWorkspaces(c echo.Context) error {
 	statuses := s.cfg.Workspaces.List()
-	items := make([]workspaceItem, 0, len(statuses))
+	items := make([]wire.Workspace, 0, len(statuses))
 	_, restricted := s.restricted(c)
 	for _, st := range statuses {
-		item := workspaceItem{Name: st.Name, Errors: s.loadErrors(c, st.Name, st.Errors)}
+		item := wire.Workspace{Name: st.Name, Errors: s.loadErrors(c, st.Name, st.Errors)}
 		if ws := st.Workspace; ws != nil {
 			item.TasksCount, item.ActionsCount, item.TriggersCount = s.visibleTaskCount(c, ws), len(ws.Actions), s.visibleTriggerCount(c, ws)
 			item.Revision = ws.Revision
@@ -183,14 +121,14 @@ func (s *server) listTasks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	items := []taskSummary{}
+	items := []wire.Task{}
 	if ws != nil {
 		for name, t := range ws.Tasks {
 			perm := s.permission(c, ws, ws.Name, name)
 			if perm == accounts.Deny {
 				continue
 			}
-			items = append(items, taskSummary{
+			items = append(items, wire.Task{
 				Name:        name,
 				Workspace:   ws.Name,
 				Mode:        t.Mode,
@@ -219,7 +157,7 @@ func (s *server) getTask(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, taskDetail{
+	return c.JSON(http.StatusOK, wire.TaskDetail{
 		Name:        c.Param("name"),
 		DisplayName: t.Name,
 		Description: t.Description,
@@ -232,17 +170,12 @@ func (s *server) getTask(c echo.Context) error {
 	})
 }
 
-// executeRequest is the body of the execute endpoint.
-type executeRequest struct {
-	Input map[string]any `json:"input"`
-}
-
 func (s *server) executeTask(c echo.Context) error {
 	ws, _, err := s.task(c, accounts.Run)
 	if err != nil {
 		return err
 	}
-	var req executeRequest
+	var req wire.ExecuteRequest
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
@@ -258,7 +191,7 @@ func (s *server) executeTask(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]string{"job_id": job.ID})
+	return c.JSON(http.StatusOK, wire.JobCreated{JobID: job.ID})
 }
 
 func (s *server) listTriggers(c echo.Context) error {
@@ -273,8 +206,8 @@ func (s *server) listTriggers(c echo.Context) error {
 // that start the task (as their task or, for event sources, as the target
 // of their events), optionally only the enabled ones; under the ACL only
 // those the caller may see (triggerVisible).
-func (s *server) triggersOf(c echo.Context, ws *workflow.Workspace, task string, enabledOnly bool) []triggerView {
-	out := []triggerView{}
+func (s *server) triggersOf(c echo.Context, ws *workflow.Workspace, task string, enabledOnly bool) []wire.Trigger {
+	out := []wire.Trigger{}
 	if ws == nil {
 		return out
 	}
@@ -295,8 +228,8 @@ func (s *server) triggersOf(c echo.Context, ws *workflow.Workspace, task string,
 	return out
 }
 
-func (s *server) triggerViewOf(workspace, name string, tr *workflow.Trigger, now time.Time) triggerView {
-	v := triggerView{
+func (s *server) triggerViewOf(workspace, name string, tr *workflow.Trigger, now time.Time) wire.Trigger {
+	v := wire.Trigger{
 		Name: name, Type: tr.Type, Task: tr.Task, Enabled: tr.Enabled, Input: object(tr.Input),
 		Cron: tr.Cron, Timezone: tr.Timezone, Concurrency: tr.Concurrency,
 		WebhookName: tr.WebhookName, Mode: tr.Mode, TimeoutSecs: tr.TimeoutSecs, HasSecret: tr.Secret != "",
@@ -338,7 +271,7 @@ func (s *server) visibleTriggerCount(c echo.Context, ws *workflow.Workspace) int
 
 // eventSourceView adds an event source's consumer: its job, state and
 // restarts (stopped, with no job, when the supervisor does not run it).
-func (s *server) eventSourceView(workspace, name string, v *triggerView) {
+func (s *server) eventSourceView(workspace, name string, v *wire.Trigger) {
 	st := events.Status{State: events.StateStopped}
 	if s.cfg.EventSources != nil {
 		if got, ok := s.cfg.EventSources.Status(workspace, name); ok {

@@ -3,8 +3,14 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
+
+	"github.com/appliance-sh/appliance/app/cli"
+	"github.com/appliance-sh/appliance/app/config"
+	"github.com/appliance-sh/appliance/runners"
 )
 
 // Main runs the command named by args[0] and returns the process exit code.
@@ -19,6 +25,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	cmd, ok := commands[args[0]]
+	if !ok {
+		cmd, ok = cli.Commands[args[0]]
+	}
 	if !ok {
 		fmt.Fprintf(stderr, "appliance: unknown command %q\n\n%s\n", args[0], usage)
 		return 2
@@ -49,5 +58,15 @@ they use the login stored by "appliance login", or $APPLIANCE_TOKEN when it is s
   tasks       list the tasks: appliance tasks [--workspace WS]
   workers     list the workers and when they were last seen`
 
-// commands maps a command name to its implementation.
+// commands maps a command name to its implementation: the server's and
+// the worker's here, the client commands in cli.Commands.
 var commands = map[string]func(args []string, stdout, stderr io.Writer) int{}
+
+func init() {
+	// `run --local` finds this machine's runners as a worker with no
+	// configuration does.
+	cli.DetectRunners = func(ctx context.Context, serverURL string, cfg *runners.WorkerConfig, log *slog.Logger) error {
+		return detectRunners(ctx, config.Docker{}, nil, serverURL, cfg, log)
+	}
+	cli.Hostname = hostname
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/api/httpx"
+	"github.com/appliance-sh/appliance/api/wire"
 	"github.com/labstack/echo/v4"
 )
 
@@ -54,7 +55,7 @@ func (a *Service) listUsers(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := httpx.List[userView]{Items: make([]userView, len(users)), Total: total}
+	out := wire.List[userView]{Items: make([]userView, len(users)), Total: total}
 	for i, u := range users {
 		out.Items[i] = userViewOf(u)
 	}

@@ -4,6 +4,8 @@ import (
 	"sort"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/appliance-sh/appliance/api/wire"
 )
 
 // Routes adds the auth and admin endpoints to g, the /api group. Without
@@ -33,13 +35,6 @@ func (a *Service) Routes(g *echo.Group) {
 	g.GET("/groups", a.listGroups, a.requireAdmin)
 }
 
-// OIDCLogin is an OIDC provider as GET /api/config lists it for the login
-// page.
-type OIDCLogin struct {
-	ID          string `json:"id"`
-	DisplayName string `json:"display_name"`
-}
-
 // HasInternal reports whether users may sign in with email and password.
 func (a *Service) HasInternal() bool {
 	for _, p := range a.cfg.Providers {
@@ -51,15 +46,15 @@ func (a *Service) HasInternal() bool {
 }
 
 // OIDCLogins are the OIDC providers a user may sign in with, by id.
-func (a *Service) OIDCLogins() []OIDCLogin {
-	out := []OIDCLogin{}
+func (a *Service) OIDCLogins() []wire.OIDCProvider {
+	out := []wire.OIDCProvider{}
 	for id, p := range a.cfg.Providers {
 		if p.Type == ProviderOIDC {
 			name := p.DisplayName
 			if name == "" {
 				name = id
 			}
-			out = append(out, OIDCLogin{ID: id, DisplayName: name})
+			out = append(out, wire.OIDCProvider{ID: id, DisplayName: name})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })

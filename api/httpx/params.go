@@ -44,12 +44,6 @@ func IsUUID(s string) bool {
 	return err == nil
 }
 
-// List is a page of items with the total matching the query.
-type List[T any] struct {
-	Items []T `json:"items"`
-	Total int `json:"total"`
-}
-
 // UTCPtr is t in UTC (nil stays nil).
 func UTCPtr(t *time.Time) *time.Time {
 	if t == nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appliance-sh/appliance/app/cli"
 	"github.com/appliance-sh/appliance/app/config"
 )
 
@@ -111,13 +112,13 @@ func (s *authServer) credentialsPath() string {
 }
 
 // stored is the login stored for the server.
-func (s *authServer) stored() (storedLogin, bool) {
+func (s *authServer) stored() (cli.StoredLogin, bool) {
 	s.t.Helper()
 	raw, err := os.ReadFile(s.credentialsPath())
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	var f credentialsFile
+	var f cli.CredentialsFile
 	if err := json.Unmarshal(raw, &f); err != nil {
 		s.t.Fatalf("credentials %s: %v", raw, err)
 	}
@@ -185,7 +186,7 @@ func TestLoginRefreshesAnExpiredAccessTokenAndRotates(t *testing.T) {
 	s := startAuthServer(t, func(c *config.Server) { c.Auth.AccessTokenTTL = "1s" })
 	s.login()
 	before, _ := s.stored()
-	exp, ok := tokenExpiry(before.AccessToken)
+	exp, ok := cli.TokenExpiry(before.AccessToken)
 	if !ok {
 		t.Fatalf("stored access token %q has no expiry", before.AccessToken)
 	}
@@ -209,7 +210,7 @@ func TestLoginRefreshesAnExpiredAccessTokenAndRotates(t *testing.T) {
 	// once between them: a second use of a rotated refresh token would
 	// revoke the whole login.
 	current, _ := s.stored()
-	exp, _ = tokenExpiry(current.AccessToken)
+	exp, _ = cli.TokenExpiry(current.AccessToken)
 	waitUntil(t, "the renewed access token to expire", func() bool { return time.Now().After(exp) })
 	codes := make(chan string, 3)
 	for range 3 {
@@ -229,7 +230,7 @@ func TestLoginRefreshesAnExpiredAccessTokenAndRotates(t *testing.T) {
 	// clock ahead of ours) is renewed on the 401.
 	l, _ := s.stored()
 	l.AccessToken = "refused"
-	if err := (&credentialStore{path: s.credentialsPath()}).save(&credentialsFile{Servers: map[string]storedLogin{s.url: l}}); err != nil {
+	if err := (&cli.CredentialStore{Path: s.credentialsPath()}).Save(&cli.CredentialsFile{Servers: map[string]cli.StoredLogin{s.url: l}}); err != nil {
 		t.Fatal(err)
 	}
 	s.ok("tasks")
@@ -355,11 +356,11 @@ func TestLoginKeepsAndResendsTheDeviceCookie(t *testing.T) {
 	s := startAuthServer(t)
 	device := func() string {
 		t.Helper()
-		f, err := (&credentialStore{path: s.credentialsPath()}).load()
+		f, err := (&cli.CredentialStore{Path: s.credentialsPath()}).Load()
 		if err != nil {
 			t.Fatal(err)
 		}
-		return f.device(s.url, "admin@example.com")
+		return f.Device(s.url, "admin@example.com")
 	}
 	// lock spends the admin account's login budget with wrong passwords,
 	// from this machine's address, as the CLI's.

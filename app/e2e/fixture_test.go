@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/api/openapitest"
+	"github.com/appliance-sh/appliance/api/wire"
 	"github.com/appliance-sh/appliance/app/config"
 )
 
@@ -159,30 +160,9 @@ func checkAnswer(t testing.TB, req *http.Request, resp *http.Response, body []by
 }
 
 // jobView is the job detail as the API returns it.
-type jobView struct {
-	JobID        string         `json:"job_id"`
-	Status       string         `json:"status"`
-	Revision     string         `json:"revision"`
-	Input        map[string]any `json:"input"`
-	CreatedAt    time.Time      `json:"created_at"`
-	CompletedAt  *time.Time     `json:"completed_at"`
-	Steps        []stepView     `json:"steps"`
-	RerunOf      string         `json:"rerun_of"`
-	StepsSummary map[string]int `json:"steps_summary"`
-}
+type jobView struct{ wire.JobDetail }
 
-type stepView struct {
-	StepName     string         `json:"step_name"`
-	Status       string         `json:"status"`
-	Output       any            `json:"output"`
-	Input        map[string]any `json:"input"`
-	ErrorMessage *string        `json:"error_message"`
-	WorkerID     *string        `json:"worker_id"`
-	StartedAt    *time.Time     `json:"started_at"`
-	ReusedFrom   string         `json:"reused_from"`
-	Attempt      int            `json:"attempt"`
-	RetryAt      *time.Time     `json:"retry_at"`
-}
+type stepView = wire.Step
 
 func (j jobView) step(name string) stepView {
 	for _, s := range j.Steps {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/appliance-sh/appliance/api/wire"
 	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/protocol"
 )
@@ -514,24 +515,7 @@ func TestCompleteFromAnotherWorkerIsRefused(t *testing.T) {
 }
 
 // workerDetailView is GET /api/workers/{id}.
-type workerDetailView struct {
-	workerInfo
-	Steps struct {
-		Items []struct {
-			JobID        string     `json:"job_id"`
-			Workspace    string     `json:"workspace"`
-			TaskName     string     `json:"task_name"`
-			JobStatus    string     `json:"job_status"`
-			StepName     string     `json:"step_name"`
-			ActionType   string     `json:"action_type"`
-			Status       string     `json:"status"`
-			StartedAt    *time.Time `json:"started_at"`
-			CompletedAt  *time.Time `json:"completed_at"`
-			ErrorMessage *string    `json:"error_message"`
-		} `json:"items"`
-		Total int `json:"total"`
-	} `json:"steps"`
-}
+type workerDetailView = wire.WorkerDetail
 
 func TestWorkerListingShowsRemoteWorkersAndTheirSteps(t *testing.T) {
 	f, _ := remoteFixture(t, `
@@ -736,13 +720,7 @@ func (p *workerProc) wait(d time.Duration) int {
 }
 
 // workerInfo is an item of GET /api/workers.
-type workerInfo struct {
-	ID       string    `json:"id"`
-	Name     string    `json:"name"`
-	Tags     []string  `json:"tags"`
-	Status   string    `json:"status"`
-	LastSeen time.Time `json:"last_seen"`
-}
+type workerInfo = wire.Worker
 
 func (f *serverFixture) workers() []workerInfo {
 	f.t.Helper()

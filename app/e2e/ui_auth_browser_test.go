@@ -8,6 +8,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/appliance-sh/appliance/api/auth/oidctest"
+	"github.com/appliance-sh/appliance/app/cli"
 	"github.com/appliance-sh/appliance/app/config"
 )
 
@@ -56,7 +57,7 @@ func TestBrowserSignsInWithAPasswordRenewsBeforeExpiryAndSignsOut(t *testing.T) 
 	// The page renews its access token before it expires, without a
 	// request having to fail first.
 	first := b.localStorage("appliance.access_token")
-	exp, ok := tokenExpiry(first)
+	exp, ok := cli.TokenExpiry(first)
 	if !ok {
 		t.Fatalf("stored access token %q has no expiry", first)
 	}
@@ -73,7 +74,7 @@ func TestBrowserSignsInWithAPasswordRenewsBeforeExpiryAndSignsOut(t *testing.T) 
 	}
 	// Several lifetimes later the session still works.
 	second := b.localStorage("appliance.access_token")
-	exp2, _ := tokenExpiry(second)
+	exp2, _ := cli.TokenExpiry(second)
 	waitUntil(t, "the renewed token's lifetime to pass", func() bool { return time.Now().After(exp2.Add(time.Second)) })
 	b.do("browse after several renewals",
 		chromedp.Click(chromedp.CSS(`header nav a[href="/jobs"]`)),

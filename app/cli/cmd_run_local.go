@@ -1,4 +1,4 @@
-package app
+package cli
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/appliance-sh/appliance/app/config"
+	"github.com/appliance-sh/appliance/api/client"
 	"github.com/appliance-sh/appliance/runners"
 )
 
@@ -26,10 +26,10 @@ const localLogPush = 250 * time.Millisecond
 // the job at the end. The server still decides the DAG: promotion, `when`,
 // for_each, retries, templates, approvals and the job's status.
 func runLocal(cc *clientCommand, ws, task string, input map[string]any, token string) int {
-	return cc.run(func(ctx context.Context, c *apiClient) (int, error) {
+	return cc.run(func(ctx context.Context, c *client.Client) (int, error) {
 		if ws == "" {
 			var err error
-			if ws, err = c.workspaceOf(ctx, task); err != nil {
+			if ws, err = workspaceOf(ctx, c, task); err != nil {
 				return 1, fmt.Errorf("%w (pass --workspace to name it)", err)
 			}
 		}
@@ -41,7 +41,7 @@ func localJob(ctx context.Context, cc *clientCommand, ws, task string, input map
 	log := slog.New(slog.NewTextHandler(cc.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	client := runners.NewClient(*cc.server, token, nil)
 	wcfg := runners.WorkerConfig{
-		Name:            hostname() + "-local",
+		Name:            Hostname() + "-local",
 		Tags:            []string{},
 		MaxConcurrent:   max(2, runtime.NumCPU()),
 		LogPushInterval: localLogPush,
@@ -49,7 +49,7 @@ func localJob(ctx context.Context, cc *clientCommand, ws, task string, input map
 		// Ctrl-C stops the run soon: running steps get this long to end.
 		DrainTimeout: 10 * time.Second,
 	}
-	if err := detectRunners(ctx, config.Docker{}, nil, *cc.server, &wcfg, log); err != nil {
+	if err := DetectRunners(ctx, *cc.server, &wcfg, log); err != nil {
 		return 2, err
 	}
 	workerID, err := client.Register(ctx, wcfg.Name, wcfg.Tags)

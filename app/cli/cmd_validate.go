@@ -1,4 +1,4 @@
-package app
+package cli
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
-func init() { commands["validate"] = cmdValidate }
+func init() { Commands["validate"] = cmdValidate }
 
 // cmdValidate checks a workspace directory: every problem on its own line
 // and exit 1, or its warnings (a `raw` script value from an input, an

@@ -1,13 +1,14 @@
-package app
+package cli
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
+
+	"github.com/appliance-sh/appliance/api/client"
 )
 
-func init() { commands["cancel"] = cmdCancel }
+func init() { Commands["cancel"] = cmdCancel }
 
 // cmdCancel is `appliance cancel JOB_ID`. Cancelling a job that has
 // already ended is an error (409), so a script learns it did nothing.
@@ -18,8 +19,8 @@ func cmdCancel(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	id := pos[0]
-	return cc.run(func(ctx context.Context, c *apiClient) (int, error) {
-		raw, err := c.post(ctx, "/api/jobs/"+url.PathEscape(id)+"/cancel", nil, nil)
+	return cc.run(func(ctx context.Context, c *client.Client) (int, error) {
+		_, raw, err := c.Cancel(ctx, id)
 		if err != nil {
 			return 1, err
 		}

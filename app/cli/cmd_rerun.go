@@ -1,12 +1,14 @@
-package app
+package cli
 
 import (
 	"context"
 	"io"
-	"net/url"
+
+	"github.com/appliance-sh/appliance/api/client"
+	"github.com/appliance-sh/appliance/api/wire"
 )
 
-func init() { commands["rerun"] = cmdRerun }
+func init() { Commands["rerun"] = cmdRerun }
 
 // cmdRerun is `appliance rerun JOB_ID`: a new job of the job's task on the
 // current revision, with the old input unless --input or --input-json give
@@ -23,20 +25,17 @@ func cmdRerun(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	body := map[string]any{"from_failed": *fromFailed}
+	body := wire.RerunRequest{FromFailed: *fromFailed}
 	if len(inputs) > 0 || *inputJSON != "" {
 		input, err := buildInput(*inputJSON, inputs)
 		if err != nil {
 			return cc.usageError("%v", err)
 		}
-		body["input"] = input
+		body.Input = input
 	}
 	id := pos[0]
-	return cc.run(func(ctx context.Context, c *apiClient) (int, error) {
-		var created struct {
-			JobID string `json:"job_id"`
-		}
-		raw, err := c.post(ctx, "/api/jobs/"+url.PathEscape(id)+"/rerun", body, &created)
+	return cc.run(func(ctx context.Context, c *client.Client) (int, error) {
+		created, raw, err := c.Rerun(ctx, id, body)
 		if err != nil {
 			return 1, err
 		}

@@ -1,13 +1,13 @@
-package app
+package cli
 
 import (
 	"context"
 	"io"
-	"net/url"
-	"strconv"
+
+	"github.com/appliance-sh/appliance/api/client"
 )
 
-func init() { commands["logs"] = cmdLogs }
+func init() { Commands["logs"] = cmdLogs }
 
 // cmdLogs is `appliance logs JOB_ID`: the job's log so far (or its last
 // --tail lines) or, with --follow, as it grows until the job ends.
@@ -24,29 +24,19 @@ func cmdLogs(args []string, stdout, stderr io.Writer) int {
 		return cc.usageError("--tail must be a positive number of lines, got %d", *tail)
 	}
 	id := pos[0]
-	return cc.run(func(ctx context.Context, c *apiClient) (int, error) {
+	return cc.run(func(ctx context.Context, c *client.Client) (int, error) {
 		p := &logPrinter{w: stdout, step: *step, raw: *cc.json}
 		if *follow {
-			if err := c.followJobLogTail(ctx, id, *tail, p); err != nil {
+			if err := followJobLogTail(ctx, c, id, *tail, p); err != nil {
 				return 1, err
 			}
-			job, _, err := c.job(ctx, id)
+			job, _, err := c.Job(ctx, id)
 			if err != nil {
 				return 1, err
 			}
 			return jobExitCode(job.Status), nil
 		}
-		path := "/api/jobs/" + url.PathEscape(id) + "/logs"
-		if *step != "" {
-			path = "/api/jobs/" + url.PathEscape(id) + "/steps/" + url.PathEscape(*step) + "/logs"
-		}
-		if *tail > 0 {
-			path += "?tail=" + strconv.Itoa(*tail)
-		}
-		var answer struct {
-			Logs string `json:"logs"`
-		}
-		raw, err := c.get(ctx, path, &answer)
+		answer, raw, err := c.Logs(ctx, id, client.LogQuery{Step: *step, Tail: *tail})
 		if err != nil {
 			return 1, err
 		}

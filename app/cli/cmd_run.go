@@ -1,17 +1,19 @@
-package app
+package cli
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/appliance-sh/appliance/api/client"
+	"github.com/appliance-sh/appliance/api/wire"
 )
 
-func init() { commands["run"] = cmdRun }
+func init() { Commands["run"] = cmdRun }
 
 // inputFlags collects repeated --input k=v flags.
 type inputFlags []string
@@ -48,17 +50,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}
 		return runLocal(cc, *ws, task, input, *token)
 	}
-	return cc.run(func(ctx context.Context, c *apiClient) (int, error) {
+	return cc.run(func(ctx context.Context, c *client.Client) (int, error) {
 		if *ws == "" {
-			if *ws, err = c.workspaceOf(ctx, task); err != nil {
+			if *ws, err = workspaceOf(ctx, c, task); err != nil {
 				return 1, err
 			}
 		}
-		var created struct {
-			JobID string `json:"job_id"`
-		}
-		path := "/api/workspaces/" + url.PathEscape(*ws) + "/tasks/" + url.PathEscape(task) + "/execute"
-		raw, err := c.post(ctx, path, map[string]any{"input": input}, &created)
+		created, raw, err := c.Execute(ctx, *ws, task, input)
 		if err != nil {
 			return 1, err
 		}
@@ -68,7 +66,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 
 // startedJob prints the id of a job a command started (or the raw answer
 // with --json) and, with --follow, follows it to its end.
-func startedJob(ctx context.Context, c *apiClient, cc *clientCommand, raw []byte, jobID string, follow bool) (int, error) {
+func startedJob(ctx context.Context, c *client.Client, cc *clientCommand, raw []byte, jobID string, follow bool) (int, error) {
 	if *cc.json {
 		cc.printJSON(raw)
 	} else {
@@ -82,11 +80,11 @@ func startedJob(ctx context.Context, c *apiClient, cc *clientCommand, raw []byte
 
 // followJob prints the job's log until it ends, then its final status; the
 // exit code says whether it completed.
-func followJob(ctx context.Context, c *apiClient, cc *clientCommand, jobID string) (int, error) {
-	if err := c.followJobLog(ctx, jobID, &logPrinter{w: cc.stdout, raw: *cc.json}); err != nil {
+func followJob(ctx context.Context, c *client.Client, cc *clientCommand, jobID string) (int, error) {
+	if err := followJobLog(ctx, c, jobID, &logPrinter{w: cc.stdout, raw: *cc.json}); err != nil {
 		return 1, err
 	}
-	job, raw, err := c.job(ctx, jobID)
+	job, raw, err := c.Job(ctx, jobID)
 	if err != nil {
 		return 1, err
 	}
@@ -118,12 +116,12 @@ func jobExitCode(status string) int {
 }
 
 // printOutcome says how the job ended and, when it failed, why.
-func printOutcome(w io.Writer, j *apiJob) {
-	if !terminal(j.Status) {
+func printOutcome(w io.Writer, j *wire.JobDetail) {
+	if !wire.Terminal(j.Status) {
 		fmt.Fprintf(w, "job %s is still %s\n", j.JobID, j.Status)
 		return
 	}
-	fmt.Fprintf(w, "job %s %s in %s\n", j.JobID, j.Status, j.duration(time.Now()))
+	fmt.Fprintf(w, "job %s %s in %s\n", j.JobID, j.Status, jobDuration(&j.Job, time.Now()))
 	for _, s := range j.Steps {
 		if s.Status != "failed" || s.ErrorMessage == nil {
 			continue

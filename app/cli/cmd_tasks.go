@@ -1,4 +1,4 @@
-package app
+package cli
 
 import (
 	"context"
@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/appliance-sh/appliance/api/client"
+	"github.com/appliance-sh/appliance/api/wire"
 )
 
-func init() { commands["tasks"] = cmdTasks }
+func init() { Commands["tasks"] = cmdTasks }
 
 // cmdTasks is `appliance tasks`: the tasks of one workspace, or of each
 // when the server has several and none is chosen.
@@ -18,10 +21,10 @@ func cmdTasks(args []string, stdout, stderr io.Writer) int {
 	if _, code, ok := cc.parse(args, 0); !ok {
 		return code
 	}
-	return cc.run(func(ctx context.Context, c *apiClient) (int, error) {
+	return cc.run(func(ctx context.Context, c *client.Client) (int, error) {
 		names := []string{*ws}
 		if *ws == "" {
-			all, err := c.workspaces(ctx)
+			all, _, err := c.Workspaces(ctx)
 			if err != nil {
 				return 1, err
 			}
@@ -37,7 +40,7 @@ func cmdTasks(args []string, stdout, stderr io.Writer) int {
 		// summary names its workspace.
 		everything := []json.RawMessage{}
 		for i, name := range names {
-			tasks, raw, err := c.tasks(ctx, name)
+			tasks, raw, err := c.Tasks(ctx, name)
 			switch {
 			case err != nil:
 				return 1, err
@@ -70,7 +73,7 @@ func cmdTasks(args []string, stdout, stderr io.Writer) int {
 	})
 }
 
-func printTasks(w io.Writer, tasks []apiTask) {
+func printTasks(w io.Writer, tasks []wire.Task) {
 	if len(tasks) == 0 {
 		fmt.Fprintln(w, "no tasks")
 		return

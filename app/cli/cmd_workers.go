@@ -1,4 +1,4 @@
-package app
+package cli
 
 import (
 	"context"
@@ -6,9 +6,11 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/appliance-sh/appliance/api/client"
 )
 
-func init() { commands["workers"] = cmdWorkers }
+func init() { Commands["workers"] = cmdWorkers }
 
 // cmdWorkers is `appliance workers`: every worker the server knows, the
 // in-process ones included.
@@ -17,9 +19,8 @@ func cmdWorkers(args []string, stdout, stderr io.Writer) int {
 	if _, code, ok := cc.parse(args, 0); !ok {
 		return code
 	}
-	return cc.run(func(ctx context.Context, c *apiClient) (int, error) {
-		var page apiList[apiWorker]
-		raw, err := c.get(ctx, "/api/workers?limit=500", &page)
+	return cc.run(func(ctx context.Context, c *client.Client) (int, error) {
+		page, raw, err := c.Workers(ctx, 500)
 		if err != nil {
 			return 1, err
 		}

@@ -1,16 +1,17 @@
-package app
+package cli
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
-	"strconv"
 	"text/tabwriter"
 	"time"
+
+	"github.com/appliance-sh/appliance/api/client"
+	"github.com/appliance-sh/appliance/api/wire"
 )
 
-func init() { commands["jobs"] = cmdJobs }
+func init() { Commands["jobs"] = cmdJobs }
 
 // cmdJobs is `appliance jobs`: a page of jobs, newest first.
 func cmdJobs(args []string, stdout, stderr io.Writer) int {
@@ -28,27 +29,14 @@ func cmdJobs(args []string, stdout, stderr io.Writer) int {
 	if *limit < 1 || *offset < 0 {
 		return cc.usageError("--limit must be at least 1 and --offset at least 0")
 	}
-	return cc.run(func(ctx context.Context, c *apiClient) (int, error) {
+	return cc.run(func(ctx context.Context, c *client.Client) (int, error) {
 		if *task != "" && *ws == "" {
 			var err error
-			if *ws, err = c.workspaceOf(ctx, *task); err != nil {
+			if *ws, err = workspaceOf(ctx, c, *task); err != nil {
 				return 1, err
 			}
 		}
-		q := url.Values{"limit": {strconv.Itoa(*limit)}, "offset": {strconv.Itoa(*offset)}}
-		if *ws != "" {
-			q.Set("workspace", *ws)
-		}
-		if *task != "" {
-			q.Set("task_name", *task)
-		}
-		for k, v := range map[string]string{"status": *status, "source_type": *source, "cursor": *cursor} {
-			if v != "" {
-				q.Set(k, v)
-			}
-		}
-		var page jobPage
-		raw, err := c.get(ctx, "/api/jobs?"+q.Encode(), &page)
+		page, raw, err := c.Jobs(ctx, client.JobQuery{Workspace: *ws, TaskName: *task, Status: *status, SourceType: *source, Cursor: *cursor, Limit: *limit, Offset: *offset})
 		if err != nil {
 			return 1, err
 		}
@@ -61,16 +49,10 @@ func cmdJobs(args []string, stdout, stderr io.Writer) int {
 	})
 }
 
-// jobPage is a page of the job list with the cursor of the next.
-type jobPage struct {
-	apiList[apiJob]
-	NextCursor *string `json:"next_cursor"`
-}
-
 // printJobs prints a page as a table; under it, where more pages are, the
 // range shown and the flag that shows the next page (a cursor, which no
 // job arriving meanwhile shifts).
-func printJobs(w io.Writer, page jobPage, offset int, afterCursor bool, now time.Time) {
+func printJobs(w io.Writer, page *wire.JobList, offset int, afterCursor bool, now time.Time) {
 	if len(page.Items) == 0 {
 		switch {
 		case afterCursor:
@@ -85,7 +67,7 @@ func printJobs(w io.Writer, page jobPage, offset int, afterCursor bool, now time
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB ID\tTASK\tSTATUS\tSOURCE\tCREATED\tDURATION")
 	for _, j := range page.Items {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.JobID, j.TaskName, j.Status, j.SourceType, shortTime(j.CreatedAt), j.duration(now))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.JobID, j.TaskName, j.Status, j.SourceType, shortTime(j.CreatedAt), jobDuration(&j, now))
 	}
 	tw.Flush()
 	switch {

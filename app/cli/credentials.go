@@ -1,4 +1,4 @@
-package app
+package cli
 
 import (
 	"encoding/base64"
@@ -14,9 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// storedLogin is what `appliance login` keeps for one server: a token pair
+// StoredLogin is what `appliance login` keeps for one server: a token pair
 // of a password login, or an API key.
-type storedLogin struct {
+type StoredLogin struct {
 	Email        string `json:"email,omitempty"`
 	AccessToken  string `json:"access_token,omitempty"`
 	RefreshToken string `json:"refresh_token,omitempty"`
@@ -24,20 +24,20 @@ type storedLogin struct {
 }
 
 // bearer is the token a request carries.
-func (l storedLogin) bearer() string {
+func (l StoredLogin) bearer() string {
 	if l.APIKey != "" {
 		return l.APIKey
 	}
 	return l.AccessToken
 }
 
-// credentialsFile is credentials.json: logins by server URL, and the
+// CredentialsFile is credentials.json: logins by server URL, and the
 // device cookies the servers gave, by server URL and account. A device
 // cookie outlives logout: it proves to the server that this client signed
 // in to the account before, so failed logins of strangers do not lock it
 // out (api/auth/devices.go).
-type credentialsFile struct {
-	Servers map[string]storedLogin       `json:"servers"`
+type CredentialsFile struct {
+	Servers map[string]StoredLogin       `json:"servers"`
 	Devices map[string]map[string]string `json:"devices,omitempty"`
 }
 
@@ -45,12 +45,12 @@ type credentialsFile struct {
 // compares emails.
 func deviceAccount(email string) string { return strings.ToLower(strings.TrimSpace(email)) }
 
-// device is the device cookie stored for an account of server ("" = none).
-func (f *credentialsFile) device(server, email string) string {
+// Device is the device cookie stored for an account of server ("" = none).
+func (f *CredentialsFile) Device(server, email string) string {
 	return f.Devices[server][deviceAccount(email)]
 }
 
-func (f *credentialsFile) setDevice(server, email, cookie string) {
+func (f *CredentialsFile) setDevice(server, email, cookie string) {
 	if f.Devices == nil {
 		f.Devices = map[string]map[string]string{}
 	}
@@ -60,25 +60,25 @@ func (f *credentialsFile) setDevice(server, email, cookie string) {
 	f.Devices[server][deviceAccount(email)] = cookie
 }
 
-// credentialStore is the credentials file in the user config dir
+// CredentialStore is the credentials file in the user config dir
 // ($XDG_CONFIG_HOME/appliance/credentials.json on Linux), readable by its
 // owner only.
-type credentialStore struct {
-	path string
+type CredentialStore struct {
+	Path string
 }
 
-func defaultCredentialStore() (*credentialStore, error) {
+func defaultCredentialStore() (*CredentialStore, error) {
 	dir, err := os.UserConfigDir()
 	if err != nil {
 		return nil, fmt.Errorf("find the user config dir for credentials: %w", err)
 	}
-	return &credentialStore{path: filepath.Join(dir, "appliance", "credentials.json")}, nil
+	return &CredentialStore{Path: filepath.Join(dir, "appliance", "credentials.json")}, nil
 }
 
-// load reads the file; a missing file holds no login.
-func (s *credentialStore) load() (*credentialsFile, error) {
-	f := &credentialsFile{Servers: map[string]storedLogin{}}
-	raw, err := os.ReadFile(s.path)
+// Load reads the file; a missing file holds no login.
+func (s *CredentialStore) Load() (*CredentialsFile, error) {
+	f := &CredentialsFile{Servers: map[string]StoredLogin{}}
+	raw, err := os.ReadFile(s.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return f, nil
 	}
@@ -86,18 +86,18 @@ func (s *credentialStore) load() (*credentialsFile, error) {
 		return nil, fmt.Errorf("read credentials: %w", err)
 	}
 	if err := json.Unmarshal(raw, f); err != nil {
-		return nil, fmt.Errorf("read credentials %s: %w (delete the file and log in again)", s.path, err)
+		return nil, fmt.Errorf("read credentials %s: %w (delete the file and log in again)", s.Path, err)
 	}
 	if f.Servers == nil {
-		f.Servers = map[string]storedLogin{}
+		f.Servers = map[string]StoredLogin{}
 	}
 	return f, nil
 }
 
-// save replaces the file at once (write a temporary file, then rename), so
+// Save replaces the file at once (write a temporary file, then rename), so
 // a reader never sees half of it; the file is 0600 in a 0700 directory.
-func (s *credentialStore) save(f *credentialsFile) error {
-	dir := filepath.Dir(s.path)
+func (s *CredentialStore) Save(f *CredentialsFile) error {
+	dir := filepath.Dir(s.Path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("save credentials: %w", err)
 	}
@@ -121,7 +121,7 @@ func (s *credentialStore) save(f *credentialsFile) error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("save credentials: %w", err)
 	}
-	if err := os.Rename(tmp.Name(), s.path); err != nil {
+	if err := os.Rename(tmp.Name(), s.Path); err != nil {
 		return fmt.Errorf("save credentials: %w", err)
 	}
 	return nil
@@ -130,11 +130,11 @@ func (s *credentialStore) save(f *credentialsFile) error {
 // lock serializes the commands that change the file. Refreshes need it
 // most: each refresh token works once, and a second use of a rotated one
 // revokes the whole login, so two commands must never both refresh it.
-func (s *credentialStore) lock() (unlock func(), err error) {
-	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
+func (s *CredentialStore) lock() (unlock func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(s.Path), 0o700); err != nil {
 		return nil, fmt.Errorf("lock credentials: %w", err)
 	}
-	f, err := os.OpenFile(s.path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(s.Path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock credentials: %w", err)
 	}
@@ -150,8 +150,8 @@ func (s *credentialStore) lock() (unlock func(), err error) {
 
 // update changes the login of one server under the lock; change returns
 // the new login, or nil to forget it.
-func (s *credentialStore) update(server string, change func(cur storedLogin, ok bool) (*storedLogin, error)) error {
-	return s.edit(func(f *credentialsFile) error {
+func (s *CredentialStore) update(server string, change func(cur StoredLogin, ok bool) (*StoredLogin, error)) error {
+	return s.edit(func(f *CredentialsFile) error {
 		cur, ok := f.Servers[server]
 		next, err := change(cur, ok)
 		if err != nil {
@@ -167,25 +167,25 @@ func (s *credentialStore) update(server string, change func(cur storedLogin, ok 
 }
 
 // edit changes the file under the lock.
-func (s *credentialStore) edit(change func(f *credentialsFile) error) error {
+func (s *CredentialStore) edit(change func(f *CredentialsFile) error) error {
 	unlock, err := s.lock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	f, err := s.load()
+	f, err := s.Load()
 	if err != nil {
 		return err
 	}
 	if err := change(f); err != nil {
 		return err
 	}
-	return s.save(f)
+	return s.Save(f)
 }
 
-// tokenExpiry reads the exp claim of a JWT without checking it (the server
+// TokenExpiry reads the exp claim of a JWT without checking it (the server
 // does); ok is false for anything else, such as an API key.
-func tokenExpiry(token string) (time.Time, bool) {
+func TokenExpiry(token string) (time.Time, bool) {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
 		return time.Time{}, false

@@ -1,4 +1,4 @@
-package app
+package cli
 
 import (
 	"bufio"
@@ -11,14 +11,16 @@ import (
 	"strings"
 
 	"golang.org/x/term"
+
+	"github.com/appliance-sh/appliance/api/client"
 )
 
 // deviceCookieName is the server's device cookie (api/auth/devices.go).
 const deviceCookieName = "appliance_device"
 
 func init() {
-	commands["login"] = cmdLogin
-	commands["logout"] = cmdLogout
+	Commands["login"] = cmdLogin
+	Commands["logout"] = cmdLogout
 }
 
 // cmdLogin is `appliance login [--server URL] [--api-key KEY]`: it asks
@@ -34,40 +36,40 @@ func cmdLogin(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return cc.usageError("%v", err)
 	}
-	c.token = "" // APPLIANCE_TOKEN is not a login
+	c = newAPIClient(c.BaseURL(), "") // APPLIANCE_TOKEN is not a login
 	store, err := defaultCredentialStore()
 	if err != nil {
 		fmt.Fprintf(stderr, "appliance: %v\n", err)
 		return 1
 	}
 	in := bufio.NewReader(os.Stdin)
-	return cc.runWith(c, func(ctx context.Context, c *apiClient) (int, error) {
-		var login *storedLogin
+	return cc.runWith(c, func(ctx context.Context, c *client.Client) (int, error) {
+		var login *StoredLogin
 		var err error
 		device := ""
 		if *apiKey != "" {
 			login, err = loginWithAPIKey(ctx, c, in, *apiKey)
 		} else {
-			known, lerr := store.load()
+			known, lerr := store.Load()
 			if lerr != nil {
 				return 1, lerr
 			}
-			login, device, err = loginWithPassword(ctx, c, in, stderr, func(email string) string { return known.device(c.base, email) })
+			login, device, err = loginWithPassword(ctx, c, in, stderr, func(email string) string { return known.Device(c.BaseURL(), email) })
 		}
 		if err != nil {
 			return 1, err
 		}
-		err = store.edit(func(f *credentialsFile) error {
-			f.Servers[c.base] = *login
+		err = store.edit(func(f *CredentialsFile) error {
+			f.Servers[c.BaseURL()] = *login
 			if device != "" {
-				f.setDevice(c.base, login.Email, device)
+				f.setDevice(c.BaseURL(), login.Email, device)
 			}
 			return nil
 		})
 		if err != nil {
 			return 1, err
 		}
-		fmt.Fprintf(stdout, "logged in to %s as %s\n", c.base, login.Email)
+		fmt.Fprintf(stdout, "logged in to %s as %s\n", c.BaseURL(), login.Email)
 		return 0, nil
 	})
 }
@@ -75,7 +77,7 @@ func cmdLogin(args []string, stdout, stderr io.Writer) int {
 // loginWithPassword signs in with the device cookie device gives for the
 // email, if any, and returns the login and the device cookie the server
 // set ("" = none).
-func loginWithPassword(ctx context.Context, c *apiClient, in *bufio.Reader, prompt io.Writer, device func(email string) string) (*storedLogin, string, error) {
+func loginWithPassword(ctx context.Context, c *client.Client, in *bufio.Reader, prompt io.Writer, device func(email string) string) (*StoredLogin, string, error) {
 	fmt.Fprint(prompt, "Email: ")
 	email, err := readLine(in)
 	if err != nil {
@@ -93,24 +95,21 @@ func loginWithPassword(ctx context.Context, c *apiClient, in *bufio.Reader, prom
 	if err != nil {
 		return nil, "", fmt.Errorf("read password: %w", err)
 	}
-	var pair struct {
-		AccessToken  string `json:"access_token"`
-		RefreshToken string `json:"refresh_token"`
-	}
+	var pair tokenPair
 	var cookie http.Header
 	if d := device(email); d != "" {
 		cookie = http.Header{"Cookie": {(&http.Cookie{Name: deviceCookieName, Value: d}).String()}}
 	}
-	raw, answer, status, err := c.exchange(ctx, http.MethodPost, "/api/auth/login", map[string]string{"email": email, "password": password}, "", cookie)
+	raw, answer, status, err := c.Do(ctx, http.MethodPost, "/api/auth/login", map[string]string{"email": email, "password": password}, "", cookie)
 	switch {
 	case status == http.StatusNotFound:
-		return nil, "", fmt.Errorf("the server at %s has no sign-in (auth is off): client commands work without login", c.base)
+		return nil, "", fmt.Errorf("the server at %s has no sign-in (auth is off): client commands work without login", c.BaseURL())
 	case status == http.StatusUnauthorized:
 		return nil, "", errors.New("wrong email or password")
 	case err != nil:
 		return nil, "", err
 	}
-	if err := decodeAnswer(raw, &pair); err != nil || pair.AccessToken == "" {
+	if err := client.Decode(raw, &pair); err != nil || pair.AccessToken == "" {
 		return nil, "", fmt.Errorf("log in: unexpected answer %.200q", raw)
 	}
 	next := ""
@@ -119,11 +118,11 @@ func loginWithPassword(ctx context.Context, c *apiClient, in *bufio.Reader, prom
 			next = c.Value
 		}
 	}
-	return &storedLogin{Email: email, AccessToken: pair.AccessToken, RefreshToken: pair.RefreshToken}, next, nil
+	return &StoredLogin{Email: email, AccessToken: pair.AccessToken, RefreshToken: pair.RefreshToken}, next, nil
 }
 
 // loginWithAPIKey checks the key with the server before storing it.
-func loginWithAPIKey(ctx context.Context, c *apiClient, in *bufio.Reader, key string) (*storedLogin, error) {
+func loginWithAPIKey(ctx context.Context, c *client.Client, in *bufio.Reader, key string) (*StoredLogin, error) {
 	if key == "-" {
 		var err error
 		if key, err = readLine(in); err != nil {
@@ -133,19 +132,19 @@ func loginWithAPIKey(ctx context.Context, c *apiClient, in *bufio.Reader, key st
 	var me struct {
 		Email string `json:"email"`
 	}
-	raw, status, err := c.roundTrip(ctx, http.MethodGet, "/api/auth/me", nil, key)
+	raw, _, status, err := c.Do(ctx, http.MethodGet, "/api/auth/me", nil, key, nil)
 	switch {
 	case status == http.StatusNotFound:
-		return nil, fmt.Errorf("the server at %s has no sign-in (auth is off): client commands work without login", c.base)
+		return nil, fmt.Errorf("the server at %s has no sign-in (auth is off): client commands work without login", c.BaseURL())
 	case status == http.StatusUnauthorized:
 		return nil, errors.New("the server does not accept this API key")
 	case err != nil:
 		return nil, err
 	}
-	if err := decodeAnswer(raw, &me); err != nil {
+	if err := client.Decode(raw, &me); err != nil {
 		return nil, err
 	}
-	return &storedLogin{Email: me.Email, APIKey: key}, nil
+	return &StoredLogin{Email: me.Email, APIKey: key}, nil
 }
 
 // readLine reads one line without its end; the last line may lack one.
@@ -177,13 +176,13 @@ func cmdLogout(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "appliance: %v\n", err)
 		return 1
 	}
-	return cc.runWith(c, func(ctx context.Context, c *apiClient) (int, error) {
+	return cc.runWith(c, func(ctx context.Context, c *client.Client) (int, error) {
 		found := false
 		var revokeErr error
-		err := store.update(c.base, func(cur storedLogin, ok bool) (*storedLogin, error) {
+		err := store.update(c.BaseURL(), func(cur StoredLogin, ok bool) (*StoredLogin, error) {
 			found = ok
 			if ok && cur.RefreshToken != "" {
-				_, _, revokeErr = c.roundTrip(ctx, http.MethodPost, "/api/auth/logout", map[string]string{"refresh_token": cur.RefreshToken}, "")
+				_, _, _, revokeErr = c.Do(ctx, http.MethodPost, "/api/auth/logout", map[string]string{"refresh_token": cur.RefreshToken}, "", nil)
 			}
 			return nil, nil
 		})
@@ -191,13 +190,13 @@ func cmdLogout(args []string, stdout, stderr io.Writer) int {
 		case err != nil:
 			return 1, err
 		case !found:
-			fmt.Fprintf(stdout, "not logged in to %s\n", c.base)
+			fmt.Fprintf(stdout, "not logged in to %s\n", c.BaseURL())
 		case revokeErr != nil:
 			// Forgotten here all the same; the server keeps the token
 			// until it expires.
 			return 1, fmt.Errorf("logged out locally, but the server did not revoke the login: %w", revokeErr)
 		default:
-			fmt.Fprintf(stdout, "logged out of %s\n", c.base)
+			fmt.Fprintf(stdout, "logged out of %s\n", c.BaseURL())
 		}
 		return 0, nil
 	})

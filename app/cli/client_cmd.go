@@ -1,4 +1,4 @@
-package app
+package cli
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/appliance-sh/appliance/api/client"
 )
 
 // clientCommand is what the client commands share: their flags, the
@@ -99,48 +101,61 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// useStoredLogin gives c the login stored for its server, unless
+// useStoredLogin is c with the login stored for its server, unless
 // APPLIANCE_TOKEN is set (it wins).
-func useStoredLogin(c *apiClient) error {
-	if c.token != "" {
-		return nil
+func useStoredLogin(c *client.Client) (*client.Client, error) {
+	if c.Token() != "" {
+		return c, nil
 	}
 	store, err := defaultCredentialStore()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	f, err := store.load()
+	f, err := store.Load()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if login, ok := f.Servers[c.base]; ok {
-		c.session = &session{store: store, server: c.base, login: login}
+	login, ok := f.Servers[c.BaseURL()]
+	if !ok {
+		return c, nil
 	}
-	return nil
+	s := &session{store: store, server: c.BaseURL(), login: login}
+	s.c = client.New(c.BaseURL(), client.WithCredentials(s), client.WithLoginHint(loginHint(c.BaseURL(), "")))
+	return s.c, nil
 }
 
-// anonymousClient is the API client for --server with APPLIANCE_TOKEN and
-// no stored login.
-func (cc *clientCommand) anonymousClient() (*apiClient, error) {
+// serverURL is --server as a URL.
+func (cc *clientCommand) serverURL() (string, error) {
 	base := *cc.server
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--server %q is not an http(s) URL like %s", *cc.server, defaultServerURL)
+		return "", fmt.Errorf("--server %q is not an http(s) URL like %s", *cc.server, defaultServerURL)
+	}
+	return base, nil
+}
+
+// anonymousClient is the API client for --server with APPLIANCE_TOKEN and
+// no stored login.
+func (cc *clientCommand) anonymousClient() (*client.Client, error) {
+	base, err := cc.serverURL()
+	if err != nil {
+		return nil, err
 	}
 	return newAPIClient(base, os.Getenv("APPLIANCE_TOKEN")), nil
 }
 
 // run calls body with a context that ends on SIGINT/SIGTERM and turns its
 // error into a message on stderr and exit code 1.
-func (cc *clientCommand) run(body func(ctx context.Context, c *apiClient) (int, error)) int {
+func (cc *clientCommand) run(body func(ctx context.Context, c *client.Client) (int, error)) int {
 	c, err := cc.anonymousClient()
 	if err != nil {
 		return cc.usageError("%v", err)
 	}
-	if err := useStoredLogin(c); err != nil {
+	c, err = useStoredLogin(c)
+	if err != nil {
 		fmt.Fprintf(cc.stderr, "appliance: %v\n", err)
 		return 1
 	}
@@ -148,7 +163,7 @@ func (cc *clientCommand) run(body func(ctx context.Context, c *apiClient) (int, 
 }
 
 // runWith is run with the given client.
-func (cc *clientCommand) runWith(c *apiClient, body func(ctx context.Context, c *apiClient) (int, error)) int {
+func (cc *clientCommand) runWith(c *client.Client, body func(ctx context.Context, c *client.Client) (int, error)) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	code, err := body(ctx, c)

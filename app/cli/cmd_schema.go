@@ -1,4 +1,4 @@
-package app
+package cli
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
-func init() { commands["schema"] = cmdSchema }
+func init() { Commands["schema"] = cmdSchema }
 
 // cmdSchema prints the JSON Schema of the workflow format, for editors.
 func cmdSchema(args []string, stdout, stderr io.Writer) int {
