@@ -14,10 +14,10 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/api/dispatch"
+	"github.com/appliance-sh/appliance/app/eventsources"
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/engine/events"
 	"github.com/appliance-sh/appliance/engine/workflow"
-	"github.com/appliance-sh/appliance/workers"
 )
 
 // Orchestrator is the part of the engine the API drives; *engine.Engine
@@ -42,10 +42,10 @@ type Orchestrator interface {
 	SubscribeJobs(buffer int) *engine.JobSubscription
 	// SubscribeJob follows one job: its job and step events.
 	SubscribeJob(jobID string, buffer int) *engine.JobSubscription
-	// workers.Engine serves the worker protocol; its AppendLog is how
+	// dispatch.Engine serves the worker protocol; its AppendLog is how
 	// lines reach a job's log, the job's secrets masked: the engine owns
 	// masking, so the API never writes the log store itself.
-	workers.Engine
+	dispatch.Engine
 
 	Workers(ctx context.Context, limit, offset int) ([]*engine.Worker, int, error)
 	// WorkerFor is a worker with its recent steps and their total, as a
@@ -53,10 +53,10 @@ type Orchestrator interface {
 	WorkerFor(ctx context.Context, id string, visible func(workspace, task string) bool) (*engine.Worker, []*engine.WorkerStep, int, error)
 }
 
-// EventSources is the event sources' supervisor; *events.Supervisor
+// EventSources is the event sources' supervisor; *eventsources.Supervisor
 // implements it.
 type EventSources interface {
-	Status(ws, trigger string) (events.Status, bool)
+	Status(ws, trigger string) (eventsources.Status, bool)
 	// Running reports whether the supervisor runs (an enabled event source
 	// it does not know yet is then starting).
 	Running() bool
@@ -162,7 +162,7 @@ type Config struct {
 	StepTokens *StepTokens
 	// Workers serves the worker protocol (default one over Engine with
 	// StepTokens; the in-process pool shares the server's).
-	Workers *workers.Service
+	Workers *dispatch.Service
 }
 
 // server holds the handlers' dependencies.
@@ -173,7 +173,7 @@ type server struct {
 	auth     *authService // nil when auth is off
 	guard    *browserGuard
 	// workers serves the worker endpoints' reports.
-	workers *workers.Service
+	workers *dispatch.Service
 	// stepTokens mints the step-bound workspace tokens of pods.
 	stepTokens *StepTokens
 }
@@ -215,7 +215,7 @@ func New(cfg Config) *echo.Echo {
 		cfg.StepTokens = NewStepTokens(0, cfg.Now)
 	}
 	if cfg.Workers == nil {
-		cfg.Workers = workers.New(cfg.Engine, workers.Config{Now: cfg.Now, MintStepToken: cfg.StepTokens.MintFor(cfg.Engine)})
+		cfg.Workers = dispatch.New(cfg.Engine, dispatch.Config{Now: cfg.Now, MintStepToken: cfg.StepTokens.MintFor(cfg.Engine)})
 	}
 	s := &server{cfg: cfg, log: cfg.Logger, stepTokens: cfg.StepTokens, tarballs: newTarballCache(tarballsKept), workers: cfg.Workers,
 		guard: newBrowserGuard(cfg.ListenAddr, cfg.AllowedHosts, cfg.AllowedOrigins)}

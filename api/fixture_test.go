@@ -21,9 +21,9 @@ import (
 
 	"github.com/appliance-sh/appliance/api"
 	"github.com/appliance-sh/appliance/api/openapitest"
+	"github.com/appliance-sh/appliance/api/workerproto"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
-	"github.com/appliance-sh/appliance/protocol"
 	"github.com/appliance-sh/appliance/store"
 )
 
@@ -299,7 +299,7 @@ func (f *fixture) worker(method, path string, body any) response {
 		_ = json.Unmarshal(b, &named)
 	}
 	if secret, ok := f.secrets.Load(named.WorkerID); ok {
-		header[protocol.SecretHeader] = secret.(string)
+		header[workerproto.SecretHeader] = secret.(string)
 	}
 	return f.do(method, path, body, header)
 }

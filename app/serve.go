@@ -21,15 +21,15 @@ import (
 
 	"github.com/appliance-sh/appliance/agents"
 	"github.com/appliance-sh/appliance/api"
+	"github.com/appliance-sh/appliance/api/dispatch"
+	"github.com/appliance-sh/appliance/app/eventsources"
 	"github.com/appliance-sh/appliance/app/metrics"
+	"github.com/appliance-sh/appliance/app/scheduler"
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/engine/events"
-	"github.com/appliance-sh/appliance/engine/schedule"
 	"github.com/appliance-sh/appliance/engine/workflow"
 	"github.com/appliance-sh/appliance/runners"
 	"github.com/appliance-sh/appliance/store"
 	"github.com/appliance-sh/appliance/ui"
-	"github.com/appliance-sh/appliance/workers"
 )
 
 // Version is the server version reported by /api/config; set at build time
@@ -206,7 +206,7 @@ type Server struct {
 	engine   *engine.Engine
 	// protocol serves the worker protocol to both transports: the HTTP
 	// handlers and the in-process pool.
-	protocol *workers.Service
+	protocol *dispatch.Service
 	metrics  *metrics.Registry
 	ready    *readiness
 	// workerTags are the in-process workers' tags: worker_tags plus the
@@ -360,10 +360,10 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	health := &healthCheck{loop: eng.Ready, write: db.CheckWrite}
 
 	s.orchestrator = s.sup.start("orchestrator", eng.Run)
-	sched := schedule.New(schedule.Config{Workspaces: registry, Jobs: eng, State: db, Clock: schedule.RealClock{},
+	sched := scheduler.New(scheduler.Config{Workspaces: registry, Jobs: eng, State: db, Clock: scheduler.RealClock{},
 		Logger: log.With("component", "scheduler"), Late: reg.SchedulerLate})
 	s.scheduler = s.sup.start("scheduler", sched.Run)
-	consumers := events.New(events.Config{Workspaces: registry, Jobs: eng, Clock: schedule.RealClock{},
+	consumers := eventsources.New(eventsources.Config{Workspaces: registry, Jobs: eng, Clock: scheduler.RealClock{},
 		Logger: log.With("component", "event sources")})
 	if !cfg.noEventSources {
 		s.eventSources = s.sup.start("event sources", consumers.Run)
@@ -380,7 +380,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	// the API checks, so both share one minter.
 	stepTokens := api.NewStepTokens(0, nil)
 	// One worker service answers remote and in-process workers alike.
-	s.protocol = workers.New(eng, workers.Config{MintStepToken: stepTokens.MintFor(eng),
+	s.protocol = dispatch.New(eng, dispatch.Config{MintStepToken: stepTokens.MintFor(eng),
 		InterfaceProtocol: cfg.WorkerProtocol == workerProtocolInterface})
 	s.http = &http.Server{
 		Handler: api.New(api.Config{

@@ -8,7 +8,7 @@ import (
 	// a system zoneinfo database.
 	_ "time/tzdata"
 
-	"github.com/appliance-sh/appliance/engine/schedule/cronexpr"
+	"github.com/appliance-sh/appliance/engine/cron"
 	"github.com/appliance-sh/appliance/engine/template"
 )
 
@@ -101,7 +101,7 @@ func (l *loader) scheduler(o obj, t *Trigger) {
 // cronProblem explains what is wrong with a cron expression, or returns "";
 // the scheduler reads expressions with the same parser.
 func cronProblem(expr string) string {
-	if _, err := cronexpr.Parse(expr); err != nil {
+	if _, err := cron.Parse(expr); err != nil {
 		return "invalid cron expression " + strings.TrimPrefix(err.Error(), "cron ")
 	}
 	return ""

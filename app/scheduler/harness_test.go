@@ -1,4 +1,4 @@
-package schedule_test
+package scheduler_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appliance-sh/appliance/app/scheduler"
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/engine/schedule"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
@@ -63,7 +63,7 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) NewTimer(d time.Duration) schedule.Timer {
+func (c *fakeClock) NewTimer(d time.Duration) scheduler.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq++
@@ -286,12 +286,12 @@ func loadWS(t *testing.T, name, yaml string) *workflow.Workspace {
 }
 
 // start runs a scheduler until the test ends (or stop is called).
-func start(t *testing.T, cfg schedule.Config) (stop func()) {
+func start(t *testing.T, cfg scheduler.Config) (stop func()) {
 	t.Helper()
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- schedule.New(cfg).Run(ctx) }()
+	go func() { done <- scheduler.New(cfg).Run(ctx) }()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {

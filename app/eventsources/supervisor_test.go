@@ -1,4 +1,4 @@
-package events
+package eventsources
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appliance-sh/appliance/app/scheduler"
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/engine/schedule"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
@@ -42,7 +42,7 @@ func (c *fakeClock) advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-func (c *fakeClock) NewTimer(d time.Duration) schedule.Timer {
+func (c *fakeClock) NewTimer(d time.Duration) scheduler.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := &fakeTimer{d: d, ch: make(chan time.Time, 1)}

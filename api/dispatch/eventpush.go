@@ -1,11 +1,11 @@
-package workers
+package dispatch
 
 import (
 	"context"
 	"strings"
 
+	"github.com/appliance-sh/appliance/api/workerproto"
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/protocol"
 )
 
 // outputPrefix starts the lines a step emits structured output with; in a
@@ -25,11 +25,11 @@ type Emitter interface {
 // waits for one to end, until ctx ends: the push then fails, and the
 // worker, whose journal keeps the lines, pushes them again later. Both
 // transports of the worker protocol deliver through it.
-func deliverPush(ctx context.Context, eng Emitter, jobID string, push protocol.LogPush, write func([]protocol.LogLine) error) error {
+func deliverPush(ctx context.Context, eng Emitter, jobID string, push workerproto.LogPush, write func([]workerproto.LogLine) error) error {
 	var idx []int
 	var ems []engine.Emission
 	for i, l := range push.Lines {
-		if l.Stream != protocol.Stdout {
+		if l.Stream != workerproto.Stdout {
 			continue
 		}
 		rest, ok := strings.CutPrefix(l.Line, outputPrefix)

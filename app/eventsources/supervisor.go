@@ -1,9 +1,9 @@
-// Package events runs the event sources: one consumer job per enabled
+// Package eventsources runs the event sources: one consumer job per enabled
 // event_source trigger, restarted by its restart policy with exponential
 // backoff, replaced when a hot reload changes the trigger, cancelled when it
 // disables or removes it. The consumer's events become jobs in the engine
 // (engine.Emit); this package only keeps the consumers alive.
-package events
+package eventsources
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/appliance-sh/appliance/app/scheduler"
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/engine/schedule"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
@@ -71,8 +71,8 @@ type Jobs interface {
 type Config struct {
 	Workspaces Workspaces
 	Jobs       Jobs
-	Clock      schedule.Clock // nil = schedule.RealClock
-	Logger     *slog.Logger   // nil = slog.Default()
+	Clock      scheduler.Clock // nil = schedule.RealClock
+	Logger     *slog.Logger    // nil = slog.Default()
 }
 
 // Status is an event source's consumer, as the triggers list shows it.
@@ -85,7 +85,7 @@ type Status struct {
 // Supervisor keeps one consumer job running per enabled event source.
 type Supervisor struct {
 	cfg   Config
-	clock schedule.Clock
+	clock scheduler.Clock
 	log   *slog.Logger
 
 	mu      sync.Mutex
@@ -110,7 +110,7 @@ type consumer struct {
 // New returns a supervisor; call Run to start it.
 func New(cfg Config) *Supervisor {
 	if cfg.Clock == nil {
-		cfg.Clock = schedule.RealClock{}
+		cfg.Clock = scheduler.RealClock{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -1,4 +1,6 @@
-package schedule
+// Package scheduler fires cron triggers: it keeps each enabled trigger's
+// next fire time (engine/cron) and starts its job in the engine when due.
+package scheduler
 
 import (
 	"context"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/cron"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
@@ -254,7 +257,7 @@ func (s *Scheduler) record(k key, at time.Time) {
 }
 
 func nextAfter(t *workflow.Trigger, after time.Time) (time.Time, error) {
-	runs, err := NextRuns(t.Cron, t.Timezone, after, 1)
+	runs, err := cron.NextRuns(t.Cron, t.Timezone, after, 1)
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -1,4 +1,4 @@
-package schedule
+package cron
 
 import (
 	"strings"
@@ -219,8 +219,8 @@ func TestNextRunsRejectsBadInput(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
 			}
-			if _, err := Parse(tt.cron, tt.tz); err == nil {
-				t.Fatalf("Parse accepted %q in %q", tt.cron, tt.tz)
+			if _, err := ParseSchedule(tt.cron, tt.tz); err == nil {
+				t.Fatalf("ParseSchedule accepted %q in %q", tt.cron, tt.tz)
 			}
 		})
 	}

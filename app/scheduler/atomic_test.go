@@ -1,4 +1,4 @@
-package schedule_test
+package scheduler_test
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appliance-sh/appliance/app/scheduler"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/enginetest"
-	"github.com/appliance-sh/appliance/engine/schedule"
 	"github.com/appliance-sh/appliance/store"
 )
 
@@ -46,7 +46,7 @@ func TestSchedulerFireAndItsJobCommitTogether(t *testing.T) {
 	st := f.Store
 	clock := newClock(at("2025-01-01T10:01:00Z"))
 	wss := newWorkspaces(f.WS)
-	cfg := schedule.Config{Workspaces: wss, Jobs: f.Engine, State: st, Clock: clock}
+	cfg := scheduler.Config{Workspaces: wss, Jobs: f.Engine, State: st, Clock: clock}
 
 	// 10:05 fires, and its commit fails: the process "crashes" there.
 	var mu sync.Mutex
@@ -205,7 +205,7 @@ func TestSchedulerFireSurvivesACrashOnBolt(t *testing.T) {
 		}
 		return nil
 	}
-	stop := start(t, schedule.Config{Workspaces: wss, Jobs: eng, State: db, Clock: clock})
+	stop := start(t, scheduler.Config{Workspaces: wss, Jobs: eng, State: db, Clock: clock})
 	due, _ := clock.armed(t, 0)
 	clock.Set(due) // 10:05: its commit "crashes"
 	eventually(t, func() string { return "the fire never reached the store" }, crashed.Load)
@@ -216,7 +216,7 @@ func TestSchedulerFireSurvivesACrashOnBolt(t *testing.T) {
 	clock.Set(at("2025-01-01T10:12:00Z"))
 	db, eng, closeAll = open()
 	seq := clock.created()
-	stop = start(t, schedule.Config{Workspaces: wss, Jobs: eng, State: db, Clock: clock})
+	stop = start(t, scheduler.Config{Workspaces: wss, Jobs: eng, State: db, Clock: clock})
 	due, seq = clock.armed(t, seq)
 	if !due.Equal(at("2025-01-01T10:15:00Z")) || jobsOf(db) != 1 {
 		t.Fatalf("after the restart: next fire %s, %d jobs; want 10:15 and exactly 1", due.Format(time.RFC3339), jobsOf(db))
@@ -227,7 +227,7 @@ func TestSchedulerFireSurvivesACrashOnBolt(t *testing.T) {
 	// Restart again at the same instant: nothing fires twice.
 	db, eng, closeAll = open()
 	defer closeAll()
-	stop = start(t, schedule.Config{Workspaces: wss, Jobs: eng, State: db, Clock: clock})
+	stop = start(t, scheduler.Config{Workspaces: wss, Jobs: eng, State: db, Clock: clock})
 	defer stop()
 	if due, _ = clock.armed(t, seq); !due.Equal(at("2025-01-01T10:15:00Z")) || jobsOf(db) != 1 {
 		t.Fatalf("after a second restart: next fire %s, %d jobs; want 10:15 and still 1", due.Format(time.RFC3339), jobsOf(db))

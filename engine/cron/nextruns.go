@@ -1,5 +1,4 @@
-// Package schedule computes when cron triggers fire, in their time zone, and fires them.
-package schedule
+package cron
 
 import (
 	"fmt"
@@ -8,16 +7,14 @@ import (
 	_ "time/tzdata" // zones resolve even on hosts without a zoneinfo database
 
 	"github.com/adhocore/gronx"
-
-	"github.com/appliance-sh/appliance/engine/schedule/cronexpr"
 )
 
 // maxSteps bounds the search for fire times: each step finds one wall-clock
 // match, and DST folds can discard a few, so this is far more than n ever needs.
 const maxSteps = 10000
 
-// Parse checks a cron expression and a time zone and returns the zone.
-func Parse(cron, timezone string) (*time.Location, error) {
+// ParseSchedule checks a cron expression and a time zone and returns the zone.
+func ParseSchedule(cron, timezone string) (*time.Location, error) {
 	if _, err := normalize(cron); err != nil {
 		return nil, err
 	}
@@ -25,7 +22,7 @@ func Parse(cron, timezone string) (*time.Location, error) {
 }
 
 // NextRuns returns the next n fire times of a 5-field (minute) or 6-field
-// (leading seconds) cron expression (see cronexpr.Parse for the forms) in an IANA time zone ("" = UTC), strictly
+// (leading seconds) cron expression (see cron.Parse for the forms) in an IANA time zone ("" = UTC), strictly
 // after `after`, in UTC. The expression is matched against wall-clock time:
 // a wall time skipped by a DST gap fires at the first instant after the gap;
 // a wall time repeated by a DST overlap fires once, at its first occurrence.
@@ -72,10 +69,10 @@ func NextRuns(cron, timezone string, after time.Time, n int) ([]time.Time, error
 	return nil, fmt.Errorf("cron %q: found only %d fire times", cron, len(runs))
 }
 
-// normalize checks the expression (see cronexpr.Parse) and returns what
+// normalize checks the expression (see cron.Parse) and returns what
 // gronx evaluates, with the day-of-month rule gronx cannot express.
-func normalize(cron string) (cronexpr.Expr, error) {
-	return cronexpr.Parse(cron)
+func normalize(cron string) (Expr, error) {
+	return Parse(cron)
 }
 
 // nextDay is the last second before the day after wall's: the search goes

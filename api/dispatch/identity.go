@@ -1,4 +1,4 @@
-package workers
+package dispatch
 
 import (
 	"crypto/rand"
@@ -7,12 +7,12 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 
-	"github.com/appliance-sh/appliance/protocol"
+	"github.com/appliance-sh/appliance/api/workerproto"
 )
 
 // Caller is who sends a report: the server's own in-process pool, which
 // its transport vouches for, or a remote worker, with the secret it sent
-// (protocol.SecretHeader). The shared worker token admits any remote
+// (workerproto.SecretHeader). The shared worker token admits any remote
 // worker; the secret tells which one a report comes from.
 type Caller struct {
 	inProcess bool
@@ -50,21 +50,21 @@ func (s *Service) prove(who Caller, workerID string) error {
 	case !known:
 		return nil
 	case cred.InProcess:
-		return protocol.Errorf(protocol.ErrForbidden, "worker %s is one of the server's in-process workers: no remote worker may report as it", workerID)
+		return workerproto.Errorf(workerproto.ErrForbidden, "worker %s is one of the server's in-process workers: no remote worker may report as it", workerID)
 	case cred.SecretSHA256 == "":
 		if s.cfg.InterfaceProtocol {
 			return nil
 		}
-		return protocol.Errorf(protocol.ErrForbidden,
+		return workerproto.Errorf(workerproto.ErrForbidden,
 			"worker %s registered without a secret, which this server accepts only under worker_protocol: interface: restart the worker so it registers again", workerID)
 	case who.secret == "":
-		return protocol.Errorf(protocol.ErrForbidden,
-			"worker %s proves who it is with the secret it got at registration: send it in the %s header", workerID, protocol.SecretHeader)
+		return workerproto.Errorf(workerproto.ErrForbidden,
+			"worker %s proves who it is with the secret it got at registration: send it in the %s header", workerID, workerproto.SecretHeader)
 	}
 	want, err := hex.DecodeString(cred.SecretSHA256)
 	got := sha256.Sum256([]byte(who.secret))
 	if err != nil || subtle.ConstantTimeCompare(got[:], want) != 1 {
-		return protocol.Errorf(protocol.ErrForbidden, "the %s header does not hold worker %s's secret", protocol.SecretHeader, workerID)
+		return workerproto.Errorf(workerproto.ErrForbidden, "the %s header does not hold worker %s's secret", workerproto.SecretHeader, workerID)
 	}
 	return nil
 }
@@ -76,7 +76,7 @@ func (s *Service) prove(who Caller, workerID string) error {
 func (s *Service) reporter(who Caller, jobID, step, named string) (string, error) {
 	if named == "" && s.cfg.InterfaceProtocol {
 		if named = s.eng.StepHolder(jobID, step); named == "" {
-			return "", protocol.Errorf(protocol.ErrConflict, "step %q of job %s is not running: no worker holds it", step, jobID)
+			return "", workerproto.Errorf(workerproto.ErrConflict, "step %q of job %s is not running: no worker holds it", step, jobID)
 		}
 	}
 	if named == "" {

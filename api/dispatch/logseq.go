@@ -1,9 +1,9 @@
-package workers
+package dispatch
 
 import (
 	"sync"
 
-	"github.com/appliance-sh/appliance/protocol"
+	"github.com/appliance-sh/appliance/api/workerproto"
 )
 
 // maxLineSeqRuns bounds how many steps' line numbers are remembered; past
@@ -38,7 +38,7 @@ func newLineSeqs() *lineSeqs {
 // appendNew calls appendFn with the pushed lines the log does not have
 // yet: all of them without a run, else those numbered after the last one
 // appended for the run (a new run of the step starts afresh).
-func (ls *lineSeqs) appendNew(job, step, run string, lines []protocol.LogLine, appendFn func([]protocol.LogLine) error) error {
+func (ls *lineSeqs) appendNew(job, step, run string, lines []workerproto.LogLine, appendFn func([]workerproto.LogLine) error) error {
 	if run == "" {
 		return appendFn(lines)
 	}

@@ -1,11 +1,9 @@
-package schedule
+package cron
 
 import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/appliance-sh/appliance/engine/schedule/cronexpr"
 )
 
 // fuzzZones are the zones a fuzzed schedule runs in: UTC, and zones whose
@@ -60,11 +58,11 @@ func FuzzNextRuns(f *testing.F) {
 		from := time.Unix(secs, 0).UTC()
 		count := int(n % 64)
 
-		_, parseErr := Parse(cron, tz)
+		_, parseErr := ParseSchedule(cron, tz)
 		runs, err := NextRuns(cron, tz, from, count)
 		if parseErr != nil {
 			if err == nil {
-				t.Fatalf("Parse(%q) failed (%v) but NextRuns did not", cron, parseErr)
+				t.Fatalf("ParseSchedule(%q) failed (%v) but NextRuns did not", cron, parseErr)
 			}
 			return
 		}
@@ -97,6 +95,6 @@ func FuzzNextRuns(f *testing.F) {
 }
 
 // matches reports whether the wall clock of at in loc is due for expr.
-func matches(expr cronexpr.Expr, at time.Time, loc *time.Location) bool {
+func matches(expr Expr, at time.Time, loc *time.Location) bool {
 	return expr.Matches(wallClock(at, loc))
 }

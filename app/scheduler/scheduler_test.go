@@ -1,4 +1,4 @@
-package schedule_test
+package scheduler_test
 
 import (
 	"fmt"
@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appliance-sh/appliance/app/scheduler"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/enginetest"
-	"github.com/appliance-sh/appliance/engine/schedule"
 )
 
 // opsWorkflow has one scheduler trigger t (cron and timezone filled in)
@@ -77,7 +77,7 @@ func TestSchedulerFiresAtEachCronTimeAcrossDST(t *testing.T) {
 			clock := newClock(at(tt.start))
 			state := newState()
 			jobs := &fakeJobs{clock: clock, state: state}
-			start(t, schedule.Config{
+			start(t, scheduler.Config{
 				Workspaces: newWorkspaces(loadWS(t, "ops", fmt.Sprintf(opsWorkflow, tt.cron, tt.tz))),
 				Jobs:       jobs, State: state, Clock: clock,
 			})
@@ -160,7 +160,7 @@ func TestSchedulerFiresAMissedTriggerOnceAtStartUp(t *testing.T) {
 			if tt.last != "" {
 				state.last["ops/five"] = at(tt.last)
 			}
-			start(t, schedule.Config{Workspaces: newWorkspaces(loadWS(t, "ops", everyFive)), Jobs: jobs, State: state, Clock: clock})
+			start(t, scheduler.Config{Workspaces: newWorkspaces(loadWS(t, "ops", everyFive)), Jobs: jobs, State: state, Clock: clock})
 			due, _ := clock.armed(t, 0)
 			if !due.Equal(at(tt.wantNext)) {
 				t.Errorf("next fire %s, want %s", due.Format(time.RFC3339), tt.wantNext)
@@ -183,7 +183,7 @@ func TestSchedulerRestartFiresWhatFellDueWhileItWasDown(t *testing.T) {
 	clock := newClock(at("2025-01-01T10:01:00Z"))
 	state := newState()
 	jobs := &fakeJobs{clock: clock, state: state}
-	cfg := schedule.Config{Workspaces: newWorkspaces(loadWS(t, "ops", everyFive)), Jobs: jobs, State: state, Clock: clock}
+	cfg := scheduler.Config{Workspaces: newWorkspaces(loadWS(t, "ops", everyFive)), Jobs: jobs, State: state, Clock: clock}
 
 	stop := start(t, cfg)
 	due, seq := clock.armed(t, 0)
@@ -239,7 +239,7 @@ func TestSchedulerPicksUpHotReloadedTriggers(t *testing.T) {
 	state := newState()
 	jobs := &fakeJobs{clock: clock, state: state}
 	wss := newWorkspaces(loadWS(t, "ops", reloadBefore))
-	start(t, schedule.Config{Workspaces: wss, Jobs: jobs, State: state, Clock: clock})
+	start(t, scheduler.Config{Workspaces: wss, Jobs: jobs, State: state, Clock: clock})
 
 	due, seq := clock.armed(t, 0)
 	if !due.Equal(at("2025-01-01T10:45:00Z")) {
@@ -296,7 +296,7 @@ func TestSchedulerKeepsGoingWhenAJobCannotBeCreated(t *testing.T) {
 		}
 		return nil
 	}}
-	start(t, schedule.Config{Workspaces: newWorkspaces(loadWS(t, "ops", everyFive)), Jobs: jobs, State: state, Clock: clock})
+	start(t, scheduler.Config{Workspaces: newWorkspaces(loadWS(t, "ops", everyFive)), Jobs: jobs, State: state, Clock: clock})
 
 	due, seq := clock.armed(t, 0)
 	clock.Set(due) // 10:05 fails
@@ -321,7 +321,7 @@ tasks:
 triggers:
   hook: {type: webhook, name: incoming, task: job}
 `))
-	stop := start(t, schedule.Config{Workspaces: wss, Jobs: &fakeJobs{clock: clock}, State: newState(), Clock: clock})
+	stop := start(t, scheduler.Config{Workspaces: wss, Jobs: &fakeJobs{clock: clock}, State: newState(), Clock: clock})
 	eventually(t, func() string { return "workspaces never listed" }, func() bool { return wss.listed() > 0 })
 	stop()
 	if n := clock.created(); n != 0 {
@@ -330,7 +330,7 @@ triggers:
 }
 
 func TestSchedulerRunNeedsItsParts(t *testing.T) {
-	err := schedule.New(schedule.Config{}).Run(t.Context())
+	err := scheduler.New(scheduler.Config{}).Run(t.Context())
 	if err == nil {
 		t.Fatal("Run without workspaces, jobs or state succeeded")
 	}
@@ -350,7 +350,7 @@ triggers:
     concurrency: skip
 `)
 	clock := newClock(at("2025-01-01T00:00:30Z"))
-	start(t, schedule.Config{Workspaces: newWorkspaces(f.WS), Jobs: f.Engine, State: newState(), Clock: clock})
+	start(t, scheduler.Config{Workspaces: newWorkspaces(f.WS), Jobs: f.Engine, State: newState(), Clock: clock})
 
 	seq := 0
 	for range 2 {

@@ -1,16 +1,17 @@
-// Package workers serves the worker protocol over the engine: one Service
+// Package dispatch is the server's side of the worker protocol, over the
+// engine and free of any transport: one Service
 // whose calls both transports make, the HTTP handlers in api for remote
 // workers and the direct adapter in app for the in-process pool, so both
 // answer and refuse alike.
-package workers
+package dispatch
 
 import (
 	"context"
 	"errors"
 	"time"
 
+	"github.com/appliance-sh/appliance/api/workerproto"
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/protocol"
 )
 
 // Engine is what the service needs of the orchestrator; *engine.Engine
@@ -87,11 +88,11 @@ func refusal(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, engine.ErrConflict):
-		return protocol.Refuse(protocol.ErrConflict, err)
+		return workerproto.Refuse(workerproto.ErrConflict, err)
 	case errors.Is(err, engine.ErrNotFound):
-		return protocol.Refuse(protocol.ErrNotFound, err)
+		return workerproto.Refuse(workerproto.ErrNotFound, err)
 	case errors.Is(err, engine.ErrInvalid):
-		return protocol.Refuse(protocol.ErrInvalid, err)
+		return workerproto.Refuse(workerproto.ErrInvalid, err)
 	}
 	return err
 }
@@ -100,22 +101,22 @@ func refusal(err error) error {
 // thing not found is the worker, which registers again.
 func workerRefusal(err error) error {
 	if errors.Is(err, engine.ErrNotFound) {
-		return protocol.Refuse(protocol.ErrUnknownWorker, err)
+		return workerproto.Refuse(workerproto.ErrUnknownWorker, err)
 	}
 	return refusal(err)
 }
 
 // errNoSecret refuses a remote registration without a secret.
-var errNoSecret = protocol.Errorf(protocol.ErrInvalid,
+var errNoSecret = workerproto.Errorf(workerproto.ErrInvalid,
 	"want_secret is required: a worker proves who it is with the secret it gets at registration "+
 		"(appliance's worker asks for one); set worker_protocol: interface on the server to serve workers that send the interface's bodies only")
 
 // Register records a worker. The in-process pool's workers never time
 // out and need no secret; a remote worker gets one when it asks (and must
 // ask, unless InterfaceProtocol).
-func (s *Service) Register(ctx context.Context, who Caller, req protocol.Register) (protocol.Registered, error) {
+func (s *Service) Register(ctx context.Context, who Caller, req workerproto.Register) (workerproto.Registered, error) {
 	if err := req.Validate(); err != nil {
-		return protocol.Registered{}, err
+		return workerproto.Registered{}, err
 	}
 	if req.Tags == nil {
 		req.Tags = []string{}
@@ -126,17 +127,17 @@ func (s *Service) Register(ctx context.Context, who Caller, req protocol.Registe
 	case req.WantSecret:
 		secret, hash = newSecret()
 	case !s.cfg.InterfaceProtocol:
-		return protocol.Registered{}, errNoSecret
+		return workerproto.Registered{}, errNoSecret
 	}
 	id, err := s.eng.RegisterWorker(ctx, req.Name, req.Tags, who.inProcess, hash)
 	if err != nil {
-		return protocol.Registered{}, refusal(err)
+		return workerproto.Registered{}, refusal(err)
 	}
-	return protocol.Registered{WorkerID: id, Secret: secret}, nil
+	return workerproto.Registered{WorkerID: id, Secret: secret}, nil
 }
 
 // Heartbeat marks the worker alive; ErrUnknownWorker when it is forgotten.
-func (s *Service) Heartbeat(ctx context.Context, who Caller, req protocol.Heartbeat) error {
+func (s *Service) Heartbeat(ctx context.Context, who Caller, req workerproto.Heartbeat) error {
 	if err := req.Validate(); err != nil {
 		return err
 	}
@@ -156,7 +157,7 @@ func (s *Service) Heartbeat(ctx context.Context, who Caller, req protocol.Heartb
 // Claim waits up to wait for a step the worker's registered tags reach;
 // nil without error means no work. When ctx ends first (the worker hung
 // up), the engine stops waiting and hands back a step it could not deliver.
-func (s *Service) Claim(ctx context.Context, who Caller, req protocol.Claim, wait time.Duration) (*protocol.Assignment, error) {
+func (s *Service) Claim(ctx context.Context, who Caller, req workerproto.Claim, wait time.Duration) (*workerproto.Assignment, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -168,7 +169,7 @@ func (s *Service) Claim(ctx context.Context, who Caller, req protocol.Claim, wai
 		err error
 	)
 	if req.JobID != "" {
-		if err := protocol.CheckJobID(req.JobID); err != nil {
+		if err := workerproto.CheckJobID(req.JobID); err != nil {
 			return nil, err
 		}
 		c, err = s.eng.ClaimJob(ctx, req.WorkerID, req.JobID, wait)
@@ -183,12 +184,12 @@ func (s *Service) Claim(ctx context.Context, who Caller, req protocol.Claim, wai
 
 // CreateLocalJob creates a job the worker holds whole and runs itself
 // (local execution mode): its steps are offered to that worker only.
-func (s *Service) CreateLocalJob(ctx context.Context, who Caller, req protocol.LocalJob) (protocol.LocalJobCreated, error) {
+func (s *Service) CreateLocalJob(ctx context.Context, who Caller, req workerproto.LocalJob) (workerproto.LocalJobCreated, error) {
 	if err := req.Validate(); err != nil {
-		return protocol.LocalJobCreated{}, err
+		return workerproto.LocalJobCreated{}, err
 	}
 	if err := s.prove(who, req.WorkerID); err != nil {
-		return protocol.LocalJobCreated{}, err
+		return workerproto.LocalJobCreated{}, err
 	}
 	input := req.Input
 	if input == nil {
@@ -201,31 +202,31 @@ func (s *Service) CreateLocalJob(ctx context.Context, who Caller, req protocol.L
 		Strict:    true, // typed by a person on the command line
 	})
 	if err != nil {
-		return protocol.LocalJobCreated{}, workerRefusal(err)
+		return workerproto.LocalJobCreated{}, workerRefusal(err)
 	}
-	return protocol.LocalJobCreated{JobID: job.ID, Revision: job.Revision}, nil
+	return workerproto.LocalJobCreated{JobID: job.ID, Revision: job.Revision}, nil
 }
 
 // CompleteJob ends a local job its holder has run.
-func (s *Service) CompleteJob(ctx context.Context, who Caller, jobID string, req protocol.JobDone) (protocol.JobCompleted, error) {
-	if err := protocol.CheckJobID(jobID); err != nil {
-		return protocol.JobCompleted{}, err
+func (s *Service) CompleteJob(ctx context.Context, who Caller, jobID string, req workerproto.JobDone) (workerproto.JobCompleted, error) {
+	if err := workerproto.CheckJobID(jobID); err != nil {
+		return workerproto.JobCompleted{}, err
 	}
 	if err := req.Validate(); err != nil {
-		return protocol.JobCompleted{}, err
+		return workerproto.JobCompleted{}, err
 	}
 	if err := s.prove(who, req.WorkerID); err != nil {
-		return protocol.JobCompleted{}, err
+		return workerproto.JobCompleted{}, err
 	}
 	job, err := s.eng.CompleteJob(ctx, req.WorkerID, jobID)
 	if err != nil {
-		return protocol.JobCompleted{}, refusal(err)
+		return workerproto.JobCompleted{}, refusal(err)
 	}
-	return protocol.JobCompleted{Status: "ok", JobStatus: job.Status}, nil
+	return workerproto.JobCompleted{Status: "ok", JobStatus: job.Status}, nil
 }
 
 // Start records that the worker started a step it claimed.
-func (s *Service) Start(ctx context.Context, who Caller, jobID, step string, req protocol.WorkerRef) error {
+func (s *Service) Start(ctx context.Context, who Caller, jobID, step string, req workerproto.WorkerRef) error {
 	return s.start(who, jobID, req, func() error { return s.eng.StartStep(ctx, req.WorkerID, jobID, step) })
 }
 
@@ -234,13 +235,13 @@ func (s *Service) Start(ctx context.Context, who Caller, jobID, step string, req
 // checks and refusals, without waiting for an fsync before the step runs
 // (see engine.StartStepApplied). Their steps cannot outlive the server,
 // so a start a crash loses cannot leave a step running twice.
-func (s *Service) StartInProcess(ctx context.Context, jobID, step string, req protocol.WorkerRef) error {
+func (s *Service) StartInProcess(ctx context.Context, jobID, step string, req workerproto.WorkerRef) error {
 	return s.start(InProcess, jobID, req, func() error { return s.eng.StartStepApplied(ctx, req.WorkerID, jobID, step) })
 }
 
 // start checks a start report, then records it with record.
-func (s *Service) start(who Caller, jobID string, req protocol.WorkerRef, record func() error) error {
-	if err := protocol.CheckJobID(jobID); err != nil {
+func (s *Service) start(who Caller, jobID string, req workerproto.WorkerRef, record func() error) error {
+	if err := workerproto.CheckJobID(jobID); err != nil {
 		return err
 	}
 	if err := req.Validate(); err != nil {
@@ -253,7 +254,7 @@ func (s *Service) start(who Caller, jobID string, req protocol.WorkerRef, record
 }
 
 // Complete records the result of a step the worker holds.
-func (s *Service) Complete(ctx context.Context, who Caller, jobID, step string, req protocol.Result) error {
+func (s *Service) Complete(ctx context.Context, who Caller, jobID, step string, req workerproto.Result) error {
 	return s.complete(who, jobID, step, req, func(workerID string, res engine.StepResult) error {
 		return s.eng.CompleteStep(ctx, workerID, jobID, step, res)
 	})
@@ -263,15 +264,15 @@ func (s *Service) Complete(ctx context.Context, who Caller, jobID, step string, 
 // the engine has applied the result (see StartInProcess and
 // engine.CompleteStepApplied): the worker claims its next step without
 // waiting for an fsync.
-func (s *Service) CompleteInProcess(ctx context.Context, jobID, step string, req protocol.Result) error {
+func (s *Service) CompleteInProcess(ctx context.Context, jobID, step string, req workerproto.Result) error {
 	return s.complete(InProcess, jobID, step, req, func(workerID string, res engine.StepResult) error {
 		return s.eng.CompleteStepApplied(ctx, workerID, jobID, step, res)
 	})
 }
 
 // complete checks a result report, then records it with record.
-func (s *Service) complete(who Caller, jobID, step string, req protocol.Result, record func(string, engine.StepResult) error) error {
-	if err := protocol.CheckJobID(jobID); err != nil {
+func (s *Service) complete(who Caller, jobID, step string, req workerproto.Result, record func(string, engine.StepResult) error) error {
+	if err := workerproto.CheckJobID(jobID); err != nil {
 		return err
 	}
 	var err error
@@ -291,54 +292,54 @@ func (s *Service) complete(who Caller, jobID, step string, req protocol.Result, 
 
 // errEventsBusy ends a push that waited EventWait for an event source's
 // room.
-var errEventsBusy = protocol.Errorf(protocol.ErrBusy, "the event source's max_in_flight target jobs are still running: push again")
+var errEventsBusy = workerproto.Errorf(workerproto.ErrBusy, "the event source's max_in_flight target jobs are still running: push again")
 
 // PushLogs appends the lines of a step the worker holds to the job's log
 // (those of a numbered run only once) and tells whether the job was
 // cancelled. An event source's `OUTPUT: ` lines become events first.
-func (s *Service) PushLogs(ctx context.Context, who Caller, jobID string, req protocol.LogPush) (protocol.Pushed, error) {
-	if err := protocol.CheckJobID(jobID); err != nil {
-		return protocol.Pushed{}, err
+func (s *Service) PushLogs(ctx context.Context, who Caller, jobID string, req workerproto.LogPush) (workerproto.Pushed, error) {
+	if err := workerproto.CheckJobID(jobID); err != nil {
+		return workerproto.Pushed{}, err
 	}
 	if req.StepName != "" { // without it, Validate says so
 		var err error
 		if req.WorkerID, err = s.reporter(who, jobID, req.StepName, req.WorkerID); err != nil {
-			return protocol.Pushed{}, err
+			return workerproto.Pushed{}, err
 		}
 	}
 	if err := req.Validate(); err != nil {
-		return protocol.Pushed{}, err
+		return workerproto.Pushed{}, err
 	}
 	// Workers write only the lines of steps they hold (so never `_server`,
 	// the orchestrator's voice); the check reads the engine's holder index
 	// without a turn of its loop.
 	if err := s.eng.CheckHolder(ctx, req.WorkerID, jobID, req.StepName); err != nil {
-		return protocol.Pushed{}, refusal(err)
+		return workerproto.Pushed{}, refusal(err)
 	}
 	// An event source's consumer may have to wait for room among its
 	// trigger's max_in_flight jobs: the wait stays well inside a remote
 	// worker's request timeout, and ErrBusy makes it push again.
 	pushCtx, cancel := context.WithTimeoutCause(ctx, s.cfg.EventWait, errEventsBusy)
 	defer cancel()
-	err := deliverPush(pushCtx, s.eng, jobID, req, func(lines []protocol.LogLine) error {
-		return s.lineSeqs.appendNew(jobID, req.StepName, req.Run, lines, func(lines []protocol.LogLine) error {
+	err := deliverPush(pushCtx, s.eng, jobID, req, func(lines []workerproto.LogLine) error {
+		return s.lineSeqs.appendNew(jobID, req.StepName, req.Run, lines, func(lines []workerproto.LogLine) error {
 			// The engine masks the job's secrets on the way in.
 			return s.eng.AppendLog(jobID, logLinesAt(req.StepName, lines, s.cfg.Now()))
 		})
 	})
 	if err != nil {
-		return protocol.Pushed{}, refusal(err)
+		return workerproto.Pushed{}, refusal(err)
 	}
 	cancelled, err := s.eng.WaitCancelled(ctx, jobID, 0)
 	if err != nil {
-		return protocol.Pushed{}, refusal(err)
+		return workerproto.Pushed{}, refusal(err)
 	}
-	return protocol.Pushed{Status: "ok", Cancelled: cancelled}, nil
+	return workerproto.Pushed{Status: "ok", Cancelled: cancelled}, nil
 }
 
 // Cancelled waits up to wait until the job is cancelled.
 func (s *Service) Cancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error) {
-	if err := protocol.CheckJobID(jobID); err != nil {
+	if err := workerproto.CheckJobID(jobID); err != nil {
 		return false, err
 	}
 	cancelled, err := s.eng.WaitCancelled(ctx, jobID, wait)
@@ -348,7 +349,7 @@ func (s *Service) Cancelled(ctx context.Context, jobID string, wait time.Duratio
 // OnCancelled has f called if the job is cancelled, until stop: the
 // in-process transport's push in place of the Cancelled long-poll.
 func (s *Service) OnCancelled(ctx context.Context, jobID string, f func()) (stop func() bool, err error) {
-	if err := protocol.CheckJobID(jobID); err != nil {
+	if err := workerproto.CheckJobID(jobID); err != nil {
 		return nil, err
 	}
 	stop, err = s.eng.OnCancelled(ctx, jobID, f)
@@ -359,22 +360,22 @@ func (s *Service) OnCancelled(ctx context.Context, jobID string, f func()) (stop
 var errNoStepTokens = errors.New("this server mints no workspace tokens")
 
 // StepToken mints a token bound to a step the worker holds running.
-func (s *Service) StepToken(ctx context.Context, who Caller, jobID, step string, req protocol.WorkerRef) (protocol.StepToken, error) {
-	if err := protocol.CheckJobID(jobID); err != nil {
-		return protocol.StepToken{}, err
+func (s *Service) StepToken(ctx context.Context, who Caller, jobID, step string, req workerproto.WorkerRef) (workerproto.StepToken, error) {
+	if err := workerproto.CheckJobID(jobID); err != nil {
+		return workerproto.StepToken{}, err
 	}
 	if err := req.Validate(); err != nil {
-		return protocol.StepToken{}, err
+		return workerproto.StepToken{}, err
 	}
 	if err := s.prove(who, req.WorkerID); err != nil {
-		return protocol.StepToken{}, err
+		return workerproto.StepToken{}, err
 	}
 	if s.cfg.MintStepToken == nil {
-		return protocol.StepToken{}, errNoStepTokens
+		return workerproto.StepToken{}, errNoStepTokens
 	}
 	tok, exp, err := s.cfg.MintStepToken(ctx, req.WorkerID, jobID, step)
 	if err != nil {
-		return protocol.StepToken{}, refusal(err)
+		return workerproto.StepToken{}, refusal(err)
 	}
-	return protocol.StepToken{Token: tok, ExpiresAt: exp}, nil
+	return workerproto.StepToken{Token: tok, ExpiresAt: exp}, nil
 }

@@ -1,9 +1,10 @@
-// Package cronexpr checks cron expressions field by field, says what is
+// Package cron checks cron expressions field by field, says what is
 // wrong with one in words, and rewrites the forms gronx lacks (L-n, LW,
 // wrap-around name ranges such as SAT-SUN or NOV-FEB, @daily...) into what
-// it reads. The workflow loader and the scheduler share it, so a trigger
-// that loads is one that schedules.
-package cronexpr
+// it reads; NextRuns computes when one fires, in its time zone. The
+// workflow loader, the scheduler and the API share it, so a trigger that
+// loads is one that schedules.
+package cron
 
 import (
 	"errors"

@@ -1,15 +1,15 @@
-package workers
+package dispatch
 
 import (
 	"time"
 
+	"github.com/appliance-sh/appliance/api/workerproto"
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/protocol"
 )
 
 // assignmentOf is the wire form of a claimed step.
-func assignmentOf(c *engine.Claim) *protocol.Assignment {
-	a := &protocol.Assignment{
+func assignmentOf(c *engine.Claim) *workerproto.Assignment {
+	a := &workerproto.Assignment{
 		JobID:       c.JobID,
 		Workspace:   c.Workspace,
 		Revision:    c.Revision,
@@ -31,7 +31,7 @@ func assignmentOf(c *engine.Claim) *protocol.Assignment {
 
 // logLinesAt stamps pushed lines with their step; a line without a
 // timestamp gets the time it arrived, now.
-func logLinesAt(step string, lines []protocol.LogLine, now time.Time) []engine.LogLine {
+func logLinesAt(step string, lines []workerproto.LogLine, now time.Time) []engine.LogLine {
 	out := make([]engine.LogLine, len(lines))
 	for i, l := range lines {
 		ts := l.TS

@@ -1,9 +1,9 @@
-// Package protocol is the worker protocol's wire: the bodies workers send
+// Package workerproto is the worker protocol's wire: the bodies workers send
 // and the answers they get, the rules every report obeys, and the kinds of
 // refusal. Both transports (HTTP for remote workers, direct calls for the
 // in-process pool) speak it; of this module it imports only the workflow
 // model, for the action a claim carries.
-package protocol
+package workerproto
 
 import (
 	"time"
