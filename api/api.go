@@ -18,6 +18,7 @@ import (
 	"github.com/appliance-sh/appliance/app/eventsources"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/engine/workspace"
 )
 
 // Orchestrator is the part of the engine the API drives; *engine.Engine
@@ -62,9 +63,9 @@ type EventSources interface {
 	Running() bool
 }
 
-// Workspaces is the workspace registry; *workflow.Registry implements it.
+// Workspaces is the workspace registry; *workspace.Registry implements it.
 type Workspaces interface {
-	List() []workflow.Status
+	List() []workspace.Status
 	Current(name string) (*workflow.Workspace, bool)
 	Revision(name, revision string) (*workflow.Workspace, bool)
 }

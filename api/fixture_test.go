@@ -23,7 +23,7 @@ import (
 	"github.com/appliance-sh/appliance/api/openapitest"
 	"github.com/appliance-sh/appliance/api/workerproto"
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/engine/workspace"
 	"github.com/appliance-sh/appliance/store"
 )
 
@@ -141,7 +141,7 @@ func newFixture(t *testing.T, opts ...fixtureOption) *fixture {
 func startAPI(t testing.TB, tmp string, dirs map[string]string, opts ...fixtureOption) *fixture {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	reg, err := workflow.NewRegistry(dirs, map[string]string{}, log)
+	reg, err := workspace.NewRegistry(dirs, map[string]string{}, log)
 	if err != nil {
 		t.Fatalf("registry: %v", err)
 	}

@@ -26,7 +26,7 @@ import (
 	"github.com/appliance-sh/appliance/app/metrics"
 	"github.com/appliance-sh/appliance/app/scheduler"
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/engine/workspace"
 	"github.com/appliance-sh/appliance/runners"
 	"github.com/appliance-sh/appliance/store"
 	"github.com/appliance-sh/appliance/ui"
@@ -268,11 +268,11 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	}
 	// With providers configured, a workspace naming another is a load
 	// error; without, agent steps fail when run (the examples load).
-	var loadOpts workflow.LoadOptions
+	var loadOpts workspace.LoadOptions
 	if cfg.Agents.Configured() {
 		loadOpts.Providers = cfg.Agents.IDs()
 	}
-	registry, err := workflow.NewRegistry(dirs, nil, log, loadOpts)
+	registry, err := workspace.NewRegistry(dirs, nil, log, loadOpts)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/appliance-sh/appliance/app/scheduler"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/engine/workspace"
 )
 
 // Consumer states, as GET /api/workspaces/{ws}/triggers shows them.
@@ -51,9 +52,9 @@ const (
 // removed (rather than the server stopping).
 var errReplaced = errors.New("event source trigger changed, disabled or removed")
 
-// Workspaces is the loaded workspaces; *workflow.Registry implements it.
+// Workspaces is the loaded workspaces; *workspace.Registry implements it.
 type Workspaces interface {
-	List() []workflow.Status
+	List() []workspace.Status
 	// Changed returns a channel closed at the next change of any workspace.
 	Changed() <-chan struct{}
 }

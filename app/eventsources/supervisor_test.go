@@ -12,6 +12,7 @@ import (
 	"github.com/appliance-sh/appliance/app/scheduler"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/engine/workspace"
 )
 
 // fakeClock hands out timers that fire only when the test says so, and
@@ -153,13 +154,13 @@ type fakeWorkspaces struct {
 	hold chan struct{}
 }
 
-func (w *fakeWorkspaces) List() []workflow.Status {
+func (w *fakeWorkspaces) List() []workspace.Status {
 	if w.hold != nil {
 		<-w.hold
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return []workflow.Status{{Name: "ws", Workspace: w.ws}}
+	return []workspace.Status{{Name: "ws", Workspace: w.ws}}
 }
 
 func (w *fakeWorkspaces) Changed() <-chan struct{} {

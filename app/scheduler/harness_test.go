@@ -15,6 +15,7 @@ import (
 	"github.com/appliance-sh/appliance/app/scheduler"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/engine/workspace"
 )
 
 // waitFor bounds every poll: the scheduler reacts in microseconds, so
@@ -142,7 +143,7 @@ func (c *fakeClock) pendingCount() int {
 // reload would.
 type fakeWorkspaces struct {
 	mu      sync.Mutex
-	list    []workflow.Status
+	list    []workspace.Status
 	changed chan struct{}
 	lists   int
 }
@@ -158,13 +159,13 @@ func (w *fakeWorkspaces) set(wss ...*workflow.Workspace) {
 	defer w.mu.Unlock()
 	w.list = nil
 	for _, ws := range wss {
-		w.list = append(w.list, workflow.Status{Name: ws.Name, Workspace: ws})
+		w.list = append(w.list, workspace.Status{Name: ws.Name, Workspace: ws})
 	}
 	close(w.changed)
 	w.changed = make(chan struct{})
 }
 
-func (w *fakeWorkspaces) List() []workflow.Status {
+func (w *fakeWorkspaces) List() []workspace.Status {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.lists++
@@ -272,13 +273,13 @@ func (s *memState) written() []string {
 func loadWS(t *testing.T, name, yaml string) *workflow.Workspace {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, workflow.WorkflowDir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, workspace.WorkflowDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, workflow.WorkflowDir, "main.yaml"), []byte(yaml), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, workspace.WorkflowDir, "main.yaml"), []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := workflow.Load(name, dir, map[string]string{})
+	ws, err := workspace.Load(name, dir, map[string]string{})
 	if err != nil {
 		t.Fatalf("load workspace %s: %v", name, err)
 	}

@@ -13,11 +13,12 @@ import (
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/cron"
 	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/engine/workspace"
 )
 
-// Workspaces is the loaded workspaces; *workflow.Registry implements it.
+// Workspaces is the loaded workspaces; *workspace.Registry implements it.
 type Workspaces interface {
-	List() []workflow.Status
+	List() []workspace.Status
 	// Changed returns a channel closed at the next change of any workspace.
 	Changed() <-chan struct{}
 }

@@ -1,4 +1,4 @@
-package workflow
+package workspace
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/appliance-sh/appliance/engine/workflow"
 	"github.com/fsnotify/fsnotify"
 )
 
@@ -28,14 +29,14 @@ const reloadQuiet = 150 * time.Millisecond
 // until one loads cleanly) and the problems of the newest revision on disk.
 type Status struct {
 	Name      string
-	Workspace *Workspace // the last good revision; nil if none ever loaded
-	Errors    Errors     // problems of the newest revision on disk; nil when it is the one in use
+	Workspace *workflow.Workspace // the last good revision; nil if none ever loaded
+	Errors    workflow.Errors     // problems of the newest revision on disk; nil when it is the one in use
 }
 
 // entry is one workspace's state; entries are immutable once published.
 type entry struct {
 	status    Status
-	revisions []*Workspace // newest last, at most keptRevisions
+	revisions []*workflow.Workspace // newest last, at most keptRevisions
 }
 
 // Registry holds the loaded workspaces and the revisions still in use, and
@@ -48,7 +49,7 @@ type Registry struct {
 	mu      sync.Mutex                        // serialises reloads
 	entries atomic.Pointer[map[string]*entry] // replaced, never mutated
 	changed chan struct{}                     // closed and replaced on every change
-	onLoad  func(*Workspace)                  // under mu; see OnLoad
+	onLoad  func(*workflow.Workspace)         // under mu; see OnLoad
 }
 
 // NewRegistry loads every workspace (name -> directory), with the server's
@@ -92,7 +93,7 @@ func (r *Registry) List() []Status {
 }
 
 // Current returns the active revision of a workspace.
-func (r *Registry) Current(name string) (*Workspace, bool) {
+func (r *Registry) Current(name string) (*workflow.Workspace, bool) {
 	e, ok := (*r.entries.Load())[name]
 	if !ok || e.status.Workspace == nil {
 		return nil, false
@@ -101,7 +102,7 @@ func (r *Registry) Current(name string) (*Workspace, bool) {
 }
 
 // Revision returns a revision of a workspace if it is still loaded.
-func (r *Registry) Revision(name, revision string) (*Workspace, bool) {
+func (r *Registry) Revision(name, revision string) (*workflow.Workspace, bool) {
 	e, ok := (*r.entries.Load())[name]
 	if !ok {
 		return nil, false
@@ -118,7 +119,7 @@ func (r *Registry) Revision(name, revision string) (*Workspace, bool) {
 // each new revision before it is published: a job can be created on a
 // revision only once fn has returned for it (the server snapshots the
 // revision's files there).
-func (r *Registry) OnLoad(fn func(*Workspace)) {
+func (r *Registry) OnLoad(fn func(*workflow.Workspace)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.onLoad = fn
@@ -170,7 +171,7 @@ func (r *Registry) reload(name string) {
 			r.onLoad(ws)
 		}
 		next.status.Workspace = ws
-		next.revisions = append(append([]*Workspace(nil), next.revisions...), ws)
+		next.revisions = append(append([]*workflow.Workspace(nil), next.revisions...), ws)
 		if len(next.revisions) > keptRevisions {
 			next.revisions = next.revisions[len(next.revisions)-keptRevisions:]
 		}
@@ -190,13 +191,13 @@ func (r *Registry) reload(name string) {
 
 // problems is a failed load's Errors; an error of another kind (the
 // folder cannot be read) is one problem per line, of no file.
-func problems(err error) Errors {
-	if es, ok := err.(Errors); ok {
+func problems(err error) workflow.Errors {
+	if es, ok := err.(workflow.Errors); ok {
 		return es
 	}
-	var es Errors
+	var es workflow.Errors
 	for _, line := range strings.Split(err.Error(), "\n") {
-		es = append(es, &Error{Msg: line})
+		es = append(es, &workflow.Error{Msg: line})
 	}
 	return es
 }

@@ -1,4 +1,4 @@
-package workflow
+package workspace
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
 // FuzzLoad feeds arbitrary bytes to the loader as a workflow file: it must
@@ -53,7 +55,7 @@ func FuzzLoad(f *testing.F) {
 			}
 			return
 		}
-		var es Errors
+		var es workflow.Errors
 		if !errors.As(err, &es) || len(es) == 0 {
 			t.Fatalf("want Errors, got %T: %v", err, err)
 		}

@@ -1,9 +1,11 @@
-package workflow
+package workspace
 
 import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
 // templateRoots are template variables a step name must not shadow.
@@ -14,7 +16,7 @@ var templateRoots = set("input", "each", "hook", "secret", "secrets", "env")
 func (l *loader) validate() {
 	for _, name := range sortedKeys(l.ws.Actions) {
 		a := l.ws.Actions[name]
-		if a.Type == TypeTask && a.Task != "" {
+		if a.Type == workflow.TypeTask && a.Task != "" {
 			l.checkTaskRef("actions."+name+".task", a.Task)
 		}
 	}
@@ -34,7 +36,7 @@ func (l *loader) validate() {
 		if t.TargetTask != "" {
 			l.checkTaskRef(base+".target_task", t.TargetTask)
 		}
-		if t.Type == TriggerWebhook && t.WebhookName != "" {
+		if t.Type == workflow.TriggerWebhook && t.WebhookName != "" {
 			if prev, dup := webhooks[t.WebhookName]; dup {
 				at := ""
 				if n, ok := l.nodes["triggers."+prev+".name"]; ok {
@@ -48,7 +50,7 @@ func (l *loader) validate() {
 	}
 }
 
-func (l *loader) validateTask(name string, t *Task) {
+func (l *loader) validateTask(name string, t *workflow.Task) {
 	base := "tasks." + name
 	// Templates see `say-hello` as `say_hello`: two names that meet there
 	// would be ambiguous.
@@ -69,14 +71,14 @@ func (l *loader) validateTask(name string, t *Task) {
 				l.errAt(sbase+".action", fmt.Sprintf("unknown action %q%s", s.Action, suggest(s.Action, keysOfMap(l.ws.Actions))))
 			}
 		}
-		if a, ok := l.ws.StepAction(s); ok && noRetryTypes[a.Type] && s.RetrySpec.set() {
+		if a, ok := l.ws.StepAction(s); ok && noRetryTypes[a.Type] && s.RetrySpec.Written() {
 			for _, k := range []string{"retries", "retry_delay", "retry_backoff"} {
 				if _, written := l.nodes[sbase+"."+k]; written {
 					l.errAtHead(sbase+"."+k, fmt.Sprintf("not allowed for %s actions (they do not retry)", a.Type))
 				}
 			}
 		}
-		if s.Inline != nil && s.Inline.Type == TypeTask && s.Inline.Task != "" {
+		if s.Inline != nil && s.Inline.Type == workflow.TypeTask && s.Inline.Task != "" {
 			l.checkTaskRef(sbase+".task", s.Inline.Task)
 		}
 		for i, dep := range s.DependsOn {
@@ -99,7 +101,7 @@ func (l *loader) checkTaskRef(path, task string) {
 
 // cycles finds the dependency cycles of a task's flow, each written from
 // its first step in file order back to it, e.g. [a b a].
-func cycles(t *Task) [][]string {
+func cycles(t *workflow.Task) [][]string {
 	const (
 		unvisited = iota
 		active

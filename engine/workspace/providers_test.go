@@ -1,8 +1,10 @@
-package workflow
+package workspace
 
 import (
 	"errors"
 	"testing"
+
+	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
 func TestAgentProvidersAreCheckedOnlyWhenTheServerKnowsThem(t *testing.T) {
@@ -32,7 +34,7 @@ func TestAgentProvidersAreCheckedOnlyWhenTheServerKnowsThem(t *testing.T) {
 				}
 				return
 			}
-			var es Errors
+			var es workflow.Errors
 			if !errors.As(err, &es) || len(es) != 1 || es[0].Error() != c.want {
 				t.Fatalf("load error:\n%v\nwant\n%s", err, c.want)
 			}
@@ -46,7 +48,7 @@ func TestExamplesAgentActionLoadsWithoutProviders(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, ok := ws.Actions["classify-ticket"]
-	if !ok || a.Type != TypeAgent || a.Provider != "llm" || a.Output["category"] == nil {
+	if !ok || a.Type != workflow.TypeAgent || a.Provider != "llm" || a.Output["category"] == nil {
 		t.Fatalf("classify-ticket = %+v", a)
 	}
 	if _, err := LoadWith("examples", "../../examples", map[string]string{}, LoadOptions{Providers: []string{"claude"}}); err == nil {

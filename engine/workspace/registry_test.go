@@ -1,4 +1,4 @@
-package workflow
+package workspace
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
 const registryTask = `tasks:
@@ -118,7 +120,7 @@ func TestRegistryOnLoadSeesEveryRevisionBeforeItIsPublished(t *testing.T) {
 	}
 	var seen []string
 	var publishedBefore []bool
-	r.OnLoad(func(ws *Workspace) {
+	r.OnLoad(func(ws *workflow.Workspace) {
 		seen = append(seen, ws.Revision)
 		cur, ok := r.Current("main")
 		publishedBefore = append(publishedBefore, ok && cur.Revision == ws.Revision)

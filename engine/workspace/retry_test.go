@@ -1,9 +1,11 @@
-package workflow
+package workspace
 
 import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
 func TestStepRetryLayersStepOverActionOverDefaults(t *testing.T) {
@@ -34,18 +36,18 @@ func TestStepRetryLayersStepOverActionOverDefaults(t *testing.T) {
 		t.Fatal(errs)
 	}
 	flow := ws.Tasks["t"].Flow
-	policy := func(step string) RetryPolicy {
+	policy := func(step string) workflow.RetryPolicy {
 		a, _ := ws.StepAction(flow[step])
-		return StepRetry(flow[step], a)
+		return workflow.StepRetry(flow[step], a)
 	}
 	cases := []struct {
 		step string
-		want RetryPolicy
+		want workflow.RetryPolicy
 	}{
-		{"plain", RetryPolicy{Retries: 0, Delay: 10 * time.Second, Backoff: 2}},
-		{"inherits", RetryPolicy{Retries: 3, Delay: 2 * time.Second, Backoff: 2}},
-		{"overrides", RetryPolicy{Retries: 1, Delay: 2 * time.Second, Backoff: 1}},
-		{"inline", RetryPolicy{Retries: 2, Delay: time.Minute, Backoff: 2}},
+		{"plain", workflow.RetryPolicy{Retries: 0, Delay: 10 * time.Second, Backoff: 2}},
+		{"inherits", workflow.RetryPolicy{Retries: 3, Delay: 2 * time.Second, Backoff: 2}},
+		{"overrides", workflow.RetryPolicy{Retries: 1, Delay: 2 * time.Second, Backoff: 1}},
+		{"inline", workflow.RetryPolicy{Retries: 2, Delay: time.Minute, Backoff: 2}},
 	}
 	for _, c := range cases {
 		if got := policy(c.step); got != c.want {
@@ -55,14 +57,14 @@ func TestStepRetryLayersStepOverActionOverDefaults(t *testing.T) {
 }
 
 func TestRetryDelayGrowsByBackoffUpToFiveMinutes(t *testing.T) {
-	p := RetryPolicy{Retries: 10, Delay: 10 * time.Second, Backoff: 2}
+	p := workflow.RetryPolicy{Retries: 10, Delay: 10 * time.Second, Backoff: 2}
 	want := []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second, 160 * time.Second, 5 * time.Minute, 5 * time.Minute}
 	for i, w := range want {
 		if got := p.DelayAfter(i + 1); got != w {
 			t.Errorf("after attempt %d: got %s, want %s", i+1, got, w)
 		}
 	}
-	constant := RetryPolicy{Retries: 3, Delay: 3 * time.Second, Backoff: 1}
+	constant := workflow.RetryPolicy{Retries: 3, Delay: 3 * time.Second, Backoff: 1}
 	if got := constant.DelayAfter(3); got != 3*time.Second {
 		t.Errorf("constant backoff: got %s", got)
 	}

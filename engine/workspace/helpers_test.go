@@ -1,4 +1,4 @@
-package workflow
+package workspace
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
 // writeWorkspace writes files (relative path -> content) under a new temp
@@ -27,7 +29,7 @@ func writeWorkspace(t *testing.T, files map[string]string) string {
 
 // loadMain loads a workspace made of one workflow file, .workflows/main.yaml,
 // plus any other files given as name, content pairs.
-func loadMain(t *testing.T, src string, more ...string) (*Workspace, Errors) {
+func loadMain(t *testing.T, src string, more ...string) (*workflow.Workspace, workflow.Errors) {
 	t.Helper()
 	files := map[string]string{".workflows/main.yaml": dedent(src)}
 	for i := 0; i+1 < len(more); i += 2 {
@@ -36,13 +38,13 @@ func loadMain(t *testing.T, src string, more ...string) (*Workspace, Errors) {
 	return loadDir(t, writeWorkspace(t, files))
 }
 
-func loadDir(t *testing.T, dir string) (*Workspace, Errors) {
+func loadDir(t *testing.T, dir string) (*workflow.Workspace, workflow.Errors) {
 	t.Helper()
 	ws, err := Load("test", dir, map[string]string{"HOME_REGION": "eu-west-1"})
 	if err == nil {
 		return ws, nil
 	}
-	var es Errors
+	var es workflow.Errors
 	if !errors.As(err, &es) {
 		t.Fatalf("load: want Errors, got %T: %v", err, err)
 	}

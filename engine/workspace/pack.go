@@ -1,4 +1,4 @@
-package workflow
+package workspace
 
 import (
 	"archive/tar"

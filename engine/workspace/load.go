@@ -1,4 +1,7 @@
-package workflow
+// Package workspace loads and validates workspaces: it decodes the YAML
+// workflow format into the engine/workflow model, checks it, packs and
+// watches workspace directories and keeps their revisions (Registry).
+package workspace
 
 import (
 	"crypto/sha256"
@@ -17,6 +20,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 
 	"github.com/appliance-sh/appliance/engine/template"
+	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
 // WorkflowDir is the folder of a workspace that holds its workflow files.
@@ -34,8 +38,8 @@ type LoadOptions struct {
 type loader struct {
 	opts     LoadOptions
 	env      map[string]string
-	ws       *Workspace
-	errs     Errors
+	ws       *workflow.Workspace
+	errs     workflow.Errors
 	reported map[string]bool
 	shipped  map[string]bool
 	// nodes remembers every decoded node by path, so that checks made
@@ -54,7 +58,7 @@ type loader struct {
 // addErr records a problem once: a node read twice (as a value and for its
 // templates) must not report the same problem twice.
 func (l *loader) addErr(p pos, path, msg string) {
-	e := &Error{File: p.file, Line: p.line, Col: p.col, Path: path, Msg: msg}
+	e := &workflow.Error{File: p.file, Line: p.line, Col: p.col, Path: path, Msg: msg}
 	key := e.Error()
 	if l.reported[key] {
 		return
@@ -103,12 +107,12 @@ func displayPath(p string) string {
 // Load reads and validates the workspace in dir. env supplies `env.*` for
 // the secrets block (nil = the process environment). A workspace with
 // problems returns Errors listing all of them.
-func Load(name, dir string, env map[string]string) (*Workspace, error) {
+func Load(name, dir string, env map[string]string) (*workflow.Workspace, error) {
 	return LoadWith(name, dir, env, LoadOptions{})
 }
 
 // LoadWith is Load with the server's checks.
-func LoadWith(name, dir string, env map[string]string, opts LoadOptions) (*Workspace, error) {
+func LoadWith(name, dir string, env map[string]string, opts LoadOptions) (*workflow.Workspace, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("load workspace %s: %w", name, err)
@@ -132,16 +136,16 @@ func LoadWith(name, dir string, env map[string]string, opts LoadOptions) (*Works
 	l := &loader{
 		opts: opts,
 		env:  env,
-		ws: &Workspace{
+		ws: &workflow.Workspace{
 			Name:            name,
 			Dir:             abs,
 			Revision:        rev,
 			Secrets:         map[string]string{},
-			ConnectionTypes: map[string]*ConnectionType{},
-			Connections:     map[string]*Connection{},
-			Actions:         map[string]*Action{},
-			Tasks:           map[string]*Task{},
-			Triggers:        map[string]*Trigger{},
+			ConnectionTypes: map[string]*workflow.ConnectionType{},
+			Connections:     map[string]*workflow.Connection{},
+			Actions:         map[string]*workflow.Action{},
+			Tasks:           map[string]*workflow.Task{},
+			Triggers:        map[string]*workflow.Trigger{},
 			Templates:       template.NewSet(),
 		},
 		reported: map[string]bool{},
@@ -189,7 +193,7 @@ func (l *loader) noteFileTasks() {
 		}
 		path := "" // a task that did not decode has no known folder
 		if t := l.ws.Tasks[name]; t != nil {
-			path = TaskPath(t.Folder, name)
+			path = workflow.TaskPath(t.Folder, name)
 		}
 		tasks[p.file] = append(tasks[p.file], path)
 	}
@@ -217,7 +221,7 @@ func processEnv() map[string]string {
 }
 
 // sortErrors orders problems as a person reads them: by file, then position.
-func sortErrors(es Errors) {
+func sortErrors(es workflow.Errors) {
 	sort.SliceStable(es, func(i, j int) bool {
 		a, b := es[i], es[j]
 		if a.File != b.File {

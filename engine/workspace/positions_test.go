@@ -1,8 +1,10 @@
-package workflow
+package workspace
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
 // Every error points at the line and column of the thing it is about,
@@ -77,7 +79,7 @@ func TestTriggerNamesFollowDeclarationOrder(t *testing.T) {
 		t.Errorf("trigger order %q, want %q", got, want)
 	}
 	// Built by hand, without an order: sorted.
-	hand := &Workspace{Triggers: map[string]*Trigger{"b": {}, "a": {}}}
+	hand := &workflow.Workspace{Triggers: map[string]*workflow.Trigger{"b": {}, "a": {}}}
 	if got := strings.Join(hand.TriggerNames(), " "); got != "a b" {
 		t.Errorf("hand-built trigger order %q, want sorted", got)
 	}

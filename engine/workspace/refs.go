@@ -1,4 +1,4 @@
-package workflow
+package workspace
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/appliance-sh/appliance/engine/template"
+	"github.com/appliance-sh/appliance/engine/workflow"
 	"github.com/goccy/go-yaml/ast"
 )
 
@@ -26,12 +27,12 @@ import (
 type refScope struct {
 	inputs    map[string]bool // declared input names; nil = not known statically
 	inputsOf  string          // who declares them, for messages
-	task      *Task           // nil: step references are not checked
+	task      *workflow.Task  // nil: step references are not checked
 	step      string          // the flow step the template belongs to
 	upstream  map[string]bool // the steps whose outputs it sees
 	forEach   bool            // `each` is set
 	stepNames map[string]string
-	actions   map[string]*Action
+	actions   map[string]*workflow.Action
 }
 
 // checkRefs runs the checks over every template of the workspace.
@@ -102,9 +103,9 @@ func (l *loader) openInputTasks() map[string]bool {
 	open := map[string]bool{}
 	for _, t := range l.ws.Triggers {
 		switch t.Type {
-		case TriggerWebhook:
+		case workflow.TriggerWebhook:
 			open[t.Task] = true
-		case TriggerEventSource:
+		case workflow.TriggerEventSource:
 			open[t.Task] = true
 			open[t.TargetTask] = true
 		}
@@ -127,7 +128,7 @@ func (l *loader) actionInputsGiven() map[string]map[string]bool {
 			out[action][k] = true
 		}
 	}
-	hooks := append(append([]*Hook(nil), l.ws.OnSuccess...), l.ws.OnError...)
+	hooks := append(append([]*workflow.Hook(nil), l.ws.OnSuccess...), l.ws.OnError...)
 	for _, t := range l.ws.Tasks {
 		for _, s := range t.Flow {
 			if s.Inline == nil {
@@ -143,7 +144,7 @@ func (l *loader) actionInputsGiven() map[string]map[string]bool {
 }
 
 // checkActionRefs checks an action's own templated fields.
-func (l *loader) checkActionRefs(base string, a *Action, sc refScope) {
+func (l *loader) checkActionRefs(base string, a *workflow.Action, sc refScope) {
 	for _, f := range []struct {
 		name, s string
 	}{{"script", a.Script}, {"cmd", a.Cmd}, {"prompt", a.Prompt}, {"system_prompt", a.SystemPrompt}, {"message", a.Message}, {"workdir", a.Workdir}} {
@@ -240,7 +241,7 @@ func (sc refScope) outputFields(step string) map[string]bool {
 	if s == nil || s.ForEach != nil {
 		return nil // an array of the instances' outputs
 	}
-	var a *Action
+	var a *workflow.Action
 	if s.Inline != nil {
 		a = s.Inline
 	} else {
@@ -250,13 +251,13 @@ func (sc refScope) outputFields(step string) map[string]bool {
 		return nil
 	}
 	switch {
-	case a.Type == TypeApproval:
+	case a.Type == workflow.TypeApproval:
 		return set("approved", "approved_by", "approved_at", "input")
-	case a.Type == TypeAgent && len(a.Output) == 0:
+	case a.Type == workflow.TypeAgent && len(a.Output) == 0:
 		return set("text", "_meta")
 	case len(a.Output) > 0:
 		f := keySet(a.Output)
-		if a.Type == TypeAgent {
+		if a.Type == workflow.TypeAgent {
 			f["_meta"] = true
 		}
 		return f
@@ -265,7 +266,7 @@ func (sc refScope) outputFields(step string) map[string]bool {
 }
 
 // declaredInputs is the set of declared input names, nil without any.
-func declaredInputs(in *Inputs) map[string]bool {
+func declaredInputs(in *workflow.Inputs) map[string]bool {
 	if in == nil {
 		return nil
 	}
@@ -291,7 +292,7 @@ func declaredList(m map[string]bool) string {
 
 // stepVarNames maps the names templates use for the task's steps (hyphens
 // as underscores too) to the steps.
-func stepVarNames(t *Task) map[string]string {
+func stepVarNames(t *workflow.Task) map[string]string {
 	out := make(map[string]string, len(t.Flow))
 	for sn := range t.Flow {
 		out[sn] = sn
@@ -301,7 +302,7 @@ func stepVarNames(t *Task) map[string]string {
 }
 
 // depsKnown reports whether every step s depends on is in t.
-func depsKnown(t *Task, s *FlowStep) bool {
+func depsKnown(t *workflow.Task, s *workflow.FlowStep) bool {
 	for _, d := range s.DependsOn {
 		if _, ok := t.Flow[d]; !ok {
 			return false
@@ -311,7 +312,7 @@ func depsKnown(t *Task, s *FlowStep) bool {
 }
 
 // upstreamSet is a step's transitive dependencies.
-func upstreamSet(t *Task, step string) map[string]bool {
+func upstreamSet(t *workflow.Task, step string) map[string]bool {
 	seen := map[string]bool{}
 	var walk func(string)
 	walk = func(n string) {

@@ -1,4 +1,4 @@
-package workflow
+package workspace
 
 import (
 	"encoding/json"
@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/engine/template/quote"
+	"github.com/appliance-sh/appliance/engine/workflow"
 	"github.com/goccy/go-yaml"
 )
 
-func mustLoad(t *testing.T, src string) *Workspace {
+func mustLoad(t *testing.T, src string) *workflow.Workspace {
 	t.Helper()
 	ws, errs := loadMain(t, src)
 	if errs != nil {
@@ -50,7 +51,7 @@ func TestScriptActionDefaultsAndLanguageAliases(t *testing.T) {
 // Every language a script may be written in has a quoting splicer: its
 // {{ }} values are data, never plain text pasted into code.
 func TestEveryLanguageQuotesItsValues(t *testing.T) {
-	for lang := range languages {
+	for _, lang := range workflow.Languages() {
 		if problems := quote.Check(quote.Lang(lang), "x", nil); len(problems) > 0 {
 			t.Errorf("language %s: %s", lang, problems[0].Message)
 		}
@@ -85,10 +86,10 @@ func TestTaskDefaultsFlowOrderAndInlineSteps(t *testing.T) {
 		t.Errorf("zeta: want a reference to build, got %+v", s)
 	}
 	inline := task.Flow["alpha"].Inline
-	if inline == nil || inline.Type != TypeScript || inline.Script != "echo {{ zeta.output }}" || inline.Runner != "local" {
+	if inline == nil || inline.Type != workflow.TypeScript || inline.Script != "echo {{ zeta.output }}" || inline.Runner != "local" {
 		t.Errorf("alpha: want an inline script action, got %+v", inline)
 	}
-	if a, ok := ws.StepAction(task.Flow["mid"]); !ok || a.Type != TypeDocker || a.Image != "alpine" {
+	if a, ok := ws.StepAction(task.Flow["mid"]); !ok || a.Type != workflow.TypeDocker || a.Image != "alpine" {
 		t.Errorf("mid: want an inline docker action, got %+v", a)
 	}
 }
@@ -121,7 +122,7 @@ func TestInputsOrderByOrderThenFileOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back Inputs
+	var back workflow.Inputs
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +235,7 @@ func TestDurationParsing(t *testing.T) {
 		{in: "99999999999999999999s", bad: true},
 	}
 	for _, c := range cases {
-		d, err := ParseDuration(c.in)
+		d, err := workflow.ParseDuration(c.in)
 		if c.bad {
 			if err == nil {
 				t.Errorf("ParseDuration(%q) = %v, want an error", c.in, d)
@@ -249,9 +250,9 @@ func TestDurationParsing(t *testing.T) {
 
 func TestDurationJSON(t *testing.T) {
 	type wrap struct {
-		D Duration `json:"d,omitempty"`
+		D workflow.Duration `json:"d,omitempty"`
 	}
-	b, _ := json.Marshal(wrap{D: Duration(90 * time.Minute)})
+	b, _ := json.Marshal(wrap{D: workflow.Duration(90 * time.Minute)})
 	if string(b) != `{"d":"1h30m"}` {
 		t.Errorf("marshal = %s", b)
 	}
@@ -302,8 +303,8 @@ func TestAnchorsAliasesAndMergeKeys(t *testing.T) {
 
 func TestDurationYAML(t *testing.T) {
 	var v struct {
-		A Duration `yaml:"a"`
-		B Duration `yaml:"b"`
+		A workflow.Duration `yaml:"a"`
+		B workflow.Duration `yaml:"b"`
 	}
 	if err := yaml.Unmarshal([]byte("a: 1h30m\nb: 45\n"), &v); err != nil {
 		t.Fatal(err)
@@ -321,10 +322,10 @@ func TestDurationYAML(t *testing.T) {
 }
 
 func TestInlineStepMarshalsItsActionFieldsOnTheStep(t *testing.T) {
-	step := &FlowStep{
+	step := &workflow.FlowStep{
 		DependsOn: []string{"a"},
 		Input:     map[string]any{"x": "{{ a.output.x }}"},
-		Inline:    &Action{Type: TypeScript, Script: "echo hi", Runner: "local", Language: "shell"},
+		Inline:    &workflow.Action{Type: workflow.TypeScript, Script: "echo hi", Runner: "local", Language: "shell"},
 	}
 	raw, err := json.Marshal(step)
 	if err != nil {
@@ -340,7 +341,7 @@ func TestInlineStepMarshalsItsActionFieldsOnTheStep(t *testing.T) {
 	if in, _ := got["input"].(map[string]any); in["x"] != "{{ a.output.x }}" {
 		t.Fatalf("the step's own input was lost: %s", raw)
 	}
-	named, _ := json.Marshal(&FlowStep{Action: "build"})
+	named, _ := json.Marshal(&workflow.FlowStep{Action: "build"})
 	if string(named) != `{"action":"build"}` {
 		t.Fatalf("named step: %s", named)
 	}

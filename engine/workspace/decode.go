@@ -1,4 +1,4 @@
-package workflow
+package workspace
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 	"github.com/goccy/go-yaml/token"
 
 	"github.com/appliance-sh/appliance/engine/template"
+	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
 // decodeSections decodes what every file contributed, in dependency order:
@@ -223,12 +224,12 @@ var primitiveTypes = set("string", "text", "integer", "number", "boolean", "date
 var inputFieldKeys = set("type", "name", "description", "required", "secret", "default", "options", "allow_custom", "order")
 
 // inputs reads input field definitions; Order follows `order`, then file order.
-func (l *loader) inputs(n node) *Inputs {
+func (l *loader) inputs(n node) *workflow.Inputs {
 	es, ok := n.mapping()
 	if !ok {
 		return nil
 	}
-	in := &Inputs{Fields: map[string]*InputField{}}
+	in := &workflow.Inputs{Fields: map[string]*workflow.InputField{}}
 	var keys []string
 	for _, e := range es {
 		if f := l.inputField(e.key, e.v, inputFieldKeys, true); f != nil {
@@ -236,18 +237,18 @@ func (l *loader) inputs(n node) *Inputs {
 			keys = append(keys, e.key)
 		}
 	}
-	in.Order = orderInputs(in.Fields, keys)
+	in.Order = workflow.OrderInputs(in.Fields, keys)
 	return in
 }
 
 // inputField reads one field definition. Connection-type properties use the
 // same shape with fewer keys and primitive types only.
-func (l *loader) inputField(key string, n node, allowed map[string]bool, connRefs bool) *InputField {
+func (l *loader) inputField(key string, n node, allowed map[string]bool, connRefs bool) *workflow.InputField {
 	o, ok := n.object(allowed)
 	if !ok {
 		return nil
 	}
-	f := &InputField{Name: key}
+	f := &workflow.InputField{Name: key}
 	if o.require("type") {
 		f.Type = o.str("type")
 		tn, _ := o.get("type")
@@ -272,7 +273,7 @@ func (l *loader) inputField(key string, n node, allowed map[string]bool, connRef
 	if dv, ok := o.get("default"); ok && len(f.Options) > 0 && !f.AllowCustom && f.Default != nil {
 		// A templated default is known only when it renders.
 		if s, isStr := f.Default.(string); !isStr || !template.IsTemplate(s) {
-			if err := checkOption(f.Default, f.Options); err != nil {
+			if err := workflow.CheckOption(f.Default, f.Options); err != nil {
 				dv.errorf("default %v (add it to options, or set allow_custom: true)", err)
 			}
 		}
@@ -317,18 +318,18 @@ func keysOfMap[V any](m map[string]V) []string {
 var outputFieldKeys = set("type", "description", "required", "default", "options")
 var outputTypes = set("string", "integer", "number", "boolean", "array", "object")
 
-func (l *loader) outputs(n node) map[string]*OutputField {
+func (l *loader) outputs(n node) map[string]*workflow.OutputField {
 	es, ok := n.mapping()
 	if !ok || len(es) == 0 {
 		return nil
 	}
-	out := map[string]*OutputField{}
+	out := map[string]*workflow.OutputField{}
 	for _, e := range es {
 		o, ok := e.v.object(outputFieldKeys)
 		if !ok {
 			continue
 		}
-		f := &OutputField{Description: o.str("description"), Required: o.boolean("required")}
+		f := &workflow.OutputField{Description: o.str("description"), Required: o.boolean("required")}
 		if o.require("type") {
 			f.Type = o.str("type")
 			if tn, _ := o.get("type"); f.Type != "" && !outputTypes[f.Type] {
@@ -353,15 +354,15 @@ func (l *loader) outputs(n node) map[string]*OutputField {
 var hookKeys = set("action", "input")
 
 // hookList reads a list of hooks; action references are checked later.
-func (l *loader) hookList(n node) []*Hook {
+func (l *loader) hookList(n node) []*workflow.Hook {
 	items, _ := n.list()
-	var out []*Hook
+	var out []*workflow.Hook
 	for _, it := range items {
 		o, ok := it.object(hookKeys)
 		if !ok {
 			continue
 		}
-		h := &Hook{}
+		h := &workflow.Hook{}
 		if o.require("action") {
 			h.Action = o.str("action")
 			// Actions are all decoded before any hook list is.
@@ -380,12 +381,12 @@ func (l *loader) hookList(n node) []*Hook {
 
 var connPropKeys = set("type", "name", "description", "required", "default", "secret")
 
-func (l *loader) connectionType(n node) *ConnectionType {
+func (l *loader) connectionType(n node) *workflow.ConnectionType {
 	es, ok := n.mapping()
 	if !ok {
 		return nil
 	}
-	ct := &ConnectionType{Properties: map[string]*InputField{}}
+	ct := &workflow.ConnectionType{Properties: map[string]*workflow.InputField{}}
 	for _, e := range es {
 		if f := l.inputField(e.key, e.v, connPropKeys, false); f != nil {
 			ct.Properties[e.key] = f
@@ -397,12 +398,12 @@ func (l *loader) connectionType(n node) *ConnectionType {
 // connection reads a connection, renders its values with secrets and checks
 // them against its type: required properties, defaults, unknown
 // properties and value types.
-func (l *loader) connection(n node) *Connection {
+func (l *loader) connection(n node) *workflow.Connection {
 	es, ok := n.mapping()
 	if !ok {
 		return nil
 	}
-	c := &Connection{Values: map[string]any{}}
+	c := &workflow.Connection{Values: map[string]any{}}
 	valueNodes := map[string]node{}
 	var typeNode node
 	for _, e := range es {

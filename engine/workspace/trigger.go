@@ -1,27 +1,29 @@
-package workflow
+package workspace
 
 import (
 	"regexp"
 	"strings"
 	"time"
+
 	// Zone names must validate the same on every machine, with or without
 	// a system zoneinfo database.
 	_ "time/tzdata"
 
 	"github.com/appliance-sh/appliance/engine/cron"
 	"github.com/appliance-sh/appliance/engine/template"
+	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
 var commonTriggerKeys = set("type", "task", "input", "enabled")
 
 var typeTriggerKeys = map[string]map[string]bool{
-	TriggerScheduler:   set("cron", "timezone", "concurrency"),
-	TriggerWebhook:     set("name", "secret", "mode", "timeout_secs"),
-	TriggerEventSource: set("target_task", "env", "restart_policy", "backoff_secs", "max_in_flight"),
+	workflow.TriggerScheduler:   set("cron", "timezone", "concurrency"),
+	workflow.TriggerWebhook:     set("name", "secret", "mode", "timeout_secs"),
+	workflow.TriggerEventSource: set("target_task", "env", "restart_policy", "backoff_secs", "max_in_flight"),
 }
 
-var allTriggerKeys = union(commonTriggerKeys, typeTriggerKeys[TriggerScheduler],
-	typeTriggerKeys[TriggerWebhook], typeTriggerKeys[TriggerEventSource])
+var allTriggerKeys = union(commonTriggerKeys, typeTriggerKeys[workflow.TriggerScheduler],
+	typeTriggerKeys[workflow.TriggerWebhook], typeTriggerKeys[workflow.TriggerEventSource])
 
 // Value sets of trigger fields.
 var (
@@ -31,12 +33,12 @@ var (
 	webhookNameRe   = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 )
 
-func (l *loader) trigger(key string, n node) *Trigger {
+func (l *loader) trigger(key string, n node) *workflow.Trigger {
 	o, ok := n.object(allTriggerKeys)
 	if !ok {
 		return nil
 	}
-	t := &Trigger{Name: key, Enabled: true}
+	t := &workflow.Trigger{Name: key, Enabled: true}
 	if !o.require("type") {
 		return nil
 	}
@@ -68,17 +70,17 @@ func (l *loader) trigger(key string, n node) *Trigger {
 		}
 	}
 	switch t.Type {
-	case TriggerScheduler:
+	case workflow.TriggerScheduler:
 		l.scheduler(o, t)
-	case TriggerWebhook:
+	case workflow.TriggerWebhook:
 		l.webhook(o, t)
-	case TriggerEventSource:
+	case workflow.TriggerEventSource:
 		l.eventSource(o, t)
 	}
 	return t
 }
 
-func (l *loader) scheduler(o obj, t *Trigger) {
+func (l *loader) scheduler(o obj, t *workflow.Trigger) {
 	o.require("cron")
 	if v, ok := o.get("cron"); ok {
 		t.Cron, _ = v.text()
@@ -107,7 +109,7 @@ func cronProblem(expr string) string {
 	return ""
 }
 
-func (l *loader) webhook(o obj, t *Trigger) {
+func (l *loader) webhook(o obj, t *workflow.Trigger) {
 	o.require("name")
 	if v, ok := o.get("name"); ok {
 		t.WebhookName, _ = v.text()
@@ -138,7 +140,7 @@ func (l *loader) webhook(o obj, t *Trigger) {
 	}
 }
 
-func (l *loader) eventSource(o obj, t *Trigger) {
+func (l *loader) eventSource(o obj, t *workflow.Trigger) {
 	o.require("target_task")
 	t.TargetTask = o.str("target_task")
 	if v, ok := o.get("env"); ok {

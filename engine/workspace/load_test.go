@@ -1,4 +1,4 @@
-package workflow
+package workspace
 
 import (
 	"os"
@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
 const oneTask = "tasks:\n  %s:\n    flow:\n      s: {script: echo}\n"
@@ -78,7 +80,7 @@ func TestErrorsFromSeveralFilesAreAllCollected(t *testing.T) {
 	}
 }
 
-func mustErrs(t *testing.T, dir string) Errors {
+func mustErrs(t *testing.T, dir string) workflow.Errors {
 	t.Helper()
 	_, errs := loadDir(t, dir)
 	if errs == nil {
@@ -87,7 +89,7 @@ func mustErrs(t *testing.T, dir string) Errors {
 	return errs
 }
 
-func errStrings(es Errors) []string {
+func errStrings(es workflow.Errors) []string {
 	out := make([]string, len(es))
 	for i, e := range es {
 		out[i] = e.Error()
