@@ -38,11 +38,11 @@ type Orchestrator interface {
 	StepsPage(ctx context.Context, jobID string, q engine.StepQuery) ([]*engine.Step, error)
 	HasStep(ctx context.Context, jobID, name string) (bool, error)
 	JobDone(ctx context.Context, jobID string) (<-chan struct{}, error)
-	// SubscribeJobs streams committed job creations and status changes
+	// SubscribeFeed streams committed job creations and status changes
 	// (GET /api/events).
-	SubscribeJobs(buffer int) *engine.JobSubscription
-	// SubscribeJob follows one job: its job and step events.
-	SubscribeJob(jobID string, buffer int) *engine.JobSubscription
+	SubscribeFeed(buffer int) *engine.FeedSubscription
+	// SubscribeJobFeed follows one job: its job and step events.
+	SubscribeJobFeed(jobID string, buffer int) *engine.FeedSubscription
 	// dispatch.Engine serves the worker protocol; its AppendLog is how
 	// lines reach a job's log, the job's secrets masked: the engine owns
 	// masking, so the API never writes the log store itself.
@@ -252,7 +252,7 @@ func New(cfg Config) *echo.Echo {
 	a.GET("/jobs/:id/logs", s.jobLogs)
 	a.GET("/jobs/:id/steps/:step/logs", s.stepLogs)
 	a.GET("/jobs/:id/logs/stream", s.streamLogs)
-	a.GET("/events", s.streamEvents)
+	a.GET("/events", s.streamFeed)
 	a.GET("/workers", s.listWorkers)
 	a.GET("/workers/:id", s.getWorker)
 

@@ -11,20 +11,20 @@ import (
 	"github.com/appliance-sh/appliance/engine"
 )
 
-// eventsRoute is the job event stream; like the log stream it may carry
+// eventsRoute is the job feed's SSE stream; like the log stream it may carry
 // its token as ?token=, since a browser's EventSource cannot set headers.
 const eventsRoute = "/api/events"
 
-// jobEvent is the data of a `job` event: the job's list fields (as in GET
+// feedItem is the data of a `job` event: the job's list fields (as in GET
 // /api/jobs) and what changed.
-type jobEvent struct {
+type feedItem struct {
 	Change string `json:"change"`
 	jobItem
 }
 
-// stepEvent is the data of a `step` event: a step of the followed job
+// feedStep is the data of a `step` event: a step of the followed job
 // changed status, attempt or retry time.
-type stepEvent struct {
+type feedStep struct {
 	JobID       string     `json:"job_id"`
 	Workspace   string     `json:"workspace"`
 	TaskName    string     `json:"task_name"`
@@ -37,7 +37,7 @@ type stepEvent struct {
 	RetryAt     *time.Time `json:"retry_at,omitempty"`
 }
 
-// streamEvents serves GET /api/events, a Server-Sent Events stream of job
+// streamFeed serves GET /api/events, a Server-Sent Events stream of job
 // changes once committed: `ready` when subscribed, then a `job` event per
 // job created ("change": "created") or changed status ("status"), only of
 // the jobs the caller may view. With ?job_id= it follows that one job:
@@ -47,7 +47,7 @@ type stepEvent struct {
 // stream re-checks its caller (revocation.go): it filters by their groups
 // and the ACL in force, and ends with `revoked` when their credential is
 // gone (status 401) or the followed job is no longer theirs to view (403).
-func (s *server) streamEvents(c echo.Context) error {
+func (s *server) streamFeed(c echo.Context) error {
 	if !headerHasToken(c.Request().Header, "Accept", "text/event-stream") {
 		return echo.NewHTTPError(http.StatusNotAcceptable,
 			"this endpoint is a Server-Sent Events stream: send Accept: text/event-stream (an EventSource does)")
@@ -56,7 +56,7 @@ func (s *server) streamEvents(c echo.Context) error {
 	// open and a vanished client is noticed.
 	visible := s.jobVisibility(c)
 	ctx := c.Request().Context()
-	subscribe := func() *engine.JobSubscription { return s.cfg.Engine.SubscribeJobs(0) }
+	subscribe := func() *engine.FeedSubscription { return s.cfg.Engine.SubscribeFeed(0) }
 	// followable tells whether the caller may still view the followed job.
 	followable := func() error { return nil }
 	if id := c.QueryParam("job_id"); id != "" {
@@ -79,7 +79,7 @@ func (s *server) streamEvents(c echo.Context) error {
 		// A big for_each job's instances change by the thousand: a
 		// roomier buffer, and a follower that still falls behind gets
 		// `resync` (refetch the job) as any other.
-		subscribe = func() *engine.JobSubscription { return s.cfg.Engine.SubscribeJob(id, 4*engine.DefaultJobEventBuffer) }
+		subscribe = func() *engine.FeedSubscription { return s.cfg.Engine.SubscribeJobFeed(id, 4*engine.DefaultFeedBuffer) }
 	}
 	sub := subscribe()
 	defer func() { sub.Close() }()
@@ -141,7 +141,7 @@ func (s *server) streamEvents(c echo.Context) error {
 			if !send(": ping\n\n") {
 				return nil
 			}
-		case ev, ok := <-sub.Events():
+		case ev, ok := <-sub.Items():
 			if !ok {
 				if !sub.Lost() {
 					return nil
@@ -162,13 +162,13 @@ func (s *server) streamEvents(c echo.Context) error {
 			name, data, err := "job", []byte(nil), error(nil)
 			if st := ev.Step; st != nil {
 				name = "step"
-				data, err = json.Marshal(stepEvent{
+				data, err = json.Marshal(feedStep{
 					JobID: ev.Job.ID, Workspace: ev.Job.Workspace, TaskName: ev.Job.TaskName,
 					StepName: st.Name, Status: st.Status, WorkerID: st.WorkerID,
 					StartedAt: st.StartedAt, CompletedAt: st.CompletedAt, Attempt: st.Attempt, RetryAt: st.RetryAt,
 				})
 			} else {
-				data, err = json.Marshal(jobEvent{Change: ev.Change, jobItem: jobItemOf(&ev.Job)})
+				data, err = json.Marshal(feedItem{Change: ev.Change, jobItem: jobItemOf(&ev.Job)})
 			}
 			if err != nil {
 				s.log.Error("encode job event", "job", ev.Job.ID, "err", err)

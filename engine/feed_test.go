@@ -12,11 +12,11 @@ import (
 
 // A job's life reaches a subscriber as created, running, then its end,
 // each once, in order; a status-neutral change sends nothing.
-func TestJobEventsReportCreationAndEachStatusOnce(t *testing.T) {
+func TestFeedReportCreationAndEachStatusOnce(t *testing.T) {
 	f := enginetest.New(t, flowYAML(`
 a: {action: ok}
 b: {action: ok, depends_on: [a]}`))
-	sub := f.Engine.SubscribeJobs(0)
+	sub := f.Engine.SubscribeFeed(0)
 	defer sub.Close()
 	job := f.Execute("t", nil)
 	f.RunStep("a", enginetest.Ok(nil))
@@ -26,7 +26,7 @@ b: {action: ok, depends_on: [a]}`))
 	var got []string
 	for len(got) < 3 {
 		select {
-		case ev := <-sub.Events():
+		case ev := <-sub.Items():
 			if ev.Job.ID != job {
 				t.Fatalf("event of job %s, want %s", ev.Job.ID, job)
 			}
@@ -43,7 +43,7 @@ b: {action: ok, depends_on: [a]}`))
 		t.Fatalf("events %v, want %s", got, want)
 	}
 	select {
-	case ev := <-sub.Events():
+	case ev := <-sub.Items():
 		t.Fatalf("extra event %s:%s", ev.Change, ev.Job.Status)
 	default:
 	}
@@ -53,10 +53,10 @@ b: {action: ok, depends_on: [a]}`))
 	// A stopping engine ends its subscriptions (an HTTP server shutting
 	// down then has no stream left to wait for), not as lost.
 	f.Stop()
-	if _, open := <-sub.Events(); open || sub.Lost() {
+	if _, open := <-sub.Items(); open || sub.Lost() {
 		t.Fatalf("after Stop: events open %v, lost %v", open, sub.Lost())
 	}
-	if _, open := <-f.Engine.SubscribeJobs(0).Events(); open {
+	if _, open := <-f.Engine.SubscribeFeed(0).Items(); open {
 		t.Fatal("a subscription to a stopped engine is open")
 	}
 }
@@ -66,9 +66,9 @@ b: {action: ok, depends_on: [a]}`))
 // reading subscriber gets every event.
 func TestSlowJobSubscriberDoesNotStallJobs(t *testing.T) {
 	f := enginetest.New(t, flowYAML(`only: {action: ok}`))
-	stalled := f.Engine.SubscribeJobs(4)
+	stalled := f.Engine.SubscribeFeed(4)
 	defer stalled.Close()
-	reader := f.Engine.SubscribeJobs(2000)
+	reader := f.Engine.SubscribeFeed(2000)
 	defer reader.Close()
 
 	const n = 200
@@ -87,7 +87,7 @@ func TestSlowJobSubscriberDoesNotStallJobs(t *testing.T) {
 		t.Fatal("the stalled subscriber is not marked lost")
 	}
 	held := 0
-	for range stalled.Events() { // closed: drains what it held, then ends
+	for range stalled.Items() { // closed: drains what it held, then ends
 		held++
 	}
 	if held > 4 {
@@ -96,7 +96,7 @@ func TestSlowJobSubscriberDoesNotStallJobs(t *testing.T) {
 	ended := 0
 	for ended < n {
 		select {
-		case ev, ok := <-reader.Events():
+		case ev, ok := <-reader.Items():
 			if !ok {
 				t.Fatalf("reader's events closed after %d ended jobs (lost %v)", ended, reader.Lost())
 			}
@@ -111,17 +111,17 @@ func TestSlowJobSubscriberDoesNotStallJobs(t *testing.T) {
 
 // A subscriber following one job gets its step changes in commit order
 // (each step ready or later, running, completed; a's end before b's run)
-// and its job events, and nothing of another job; a list subscriber gets
-// job events only, never a step event.
+// and its feed items, and nothing of another job; a list subscriber gets
+// feed items only, never a step item.
 func TestStepEventsReachOnlyTheJobsFollowers(t *testing.T) {
 	f := enginetest.New(t, flowYAML(`
 a: {action: ok}
 b: {action: ok, depends_on: [a]}`))
-	list := f.Engine.SubscribeJobs(0)
+	list := f.Engine.SubscribeFeed(0)
 	defer list.Close()
 	job := f.Execute("t", nil)
 	other := f.Execute("t", nil)
-	follower := f.Engine.SubscribeJob(job, 0)
+	follower := f.Engine.SubscribeJobFeed(job, 0)
 	defer follower.Close()
 	f.RunJobStep(job, "a", enginetest.Ok(nil))
 	f.RunJobStep(other, "a", enginetest.Ok(nil))
@@ -131,7 +131,7 @@ b: {action: ok, depends_on: [a]}`))
 	var got []string
 	for done := false; !done; {
 		select {
-		case ev, ok := <-follower.Events():
+		case ev, ok := <-follower.Items():
 			if !ok {
 				t.Fatalf("follower's events closed (lost %v) after %v", follower.Lost(), got)
 			}
@@ -181,7 +181,7 @@ b: {action: ok, depends_on: [a]}`))
 	jobs := 0
 	for jobs < 4 { // both created, job running and completed
 		select {
-		case ev := <-list.Events():
+		case ev := <-list.Items():
 			if ev.Change == engine.StepChanged || ev.Step != nil {
 				t.Fatalf("list subscriber got a step event: %+v", ev)
 			}
@@ -192,7 +192,7 @@ b: {action: ok, depends_on: [a]}`))
 	}
 	for {
 		select {
-		case ev := <-list.Events():
+		case ev := <-list.Items():
 			if ev.Change == engine.StepChanged || ev.Step != nil {
 				t.Fatalf("list subscriber got a step event: %+v", ev)
 			}
@@ -206,7 +206,7 @@ b: {action: ok, depends_on: [a]}`))
 // the instances' changes, and one that fell behind (a commit of more
 // changes than its buffer) subscribes again, as the API does (resync),
 // and still sees the job end; a stalled follower is dropped without
-// holding the job up; a list subscriber gets no step event.
+// holding the job up; a list subscriber gets no step item.
 func TestStepEventsOfABigForEach(t *testing.T) {
 	n := 2000
 	if testing.Short() {
@@ -218,27 +218,27 @@ func TestStepEventsOfABigForEach(t *testing.T) {
 	}
 	f := enginetest.New(t, flowYAML(fmt.Sprintf(`
 fan: {action: ok, for_each: [%s]}`, strings.Join(items, ", "))))
-	list := f.Engine.SubscribeJobs(0)
+	list := f.Engine.SubscribeFeed(0)
 	defer list.Close()
 	start := time.Now()
 	job := f.Execute("t", nil)
-	stalled := f.Engine.SubscribeJob(job, 4)
+	stalled := f.Engine.SubscribeJobFeed(job, 4)
 	defer stalled.Close()
 	type tally struct{ steps, resyncs int }
 	got := make(chan tally, 1)
 	stop := make(chan struct{})
-	reader := f.Engine.SubscribeJob(job, 0)
+	reader := f.Engine.SubscribeJobFeed(job, 0)
 	go func() {
 		var c tally
 		defer func() { reader.Close(); got <- c }()
 		for {
 			select {
-			case ev, ok := <-reader.Events():
+			case ev, ok := <-reader.Items():
 				if !ok {
 					// As a page does on resync: subscribe again, then
 					// refetch the job, which may have ended meanwhile.
 					c.resyncs++
-					reader = f.Engine.SubscribeJob(job, 0)
+					reader = f.Engine.SubscribeJobFeed(job, 0)
 					if j, _, err := f.Engine.Job(t.Context(), job); err == nil && j.Status == engine.JobCompleted {
 						return
 					}
@@ -280,7 +280,7 @@ fan: {action: ok, for_each: [%s]}`, strings.Join(items, ", "))))
 	}
 	for {
 		select {
-		case ev := <-list.Events():
+		case ev := <-list.Items():
 			if ev.Step != nil {
 				t.Fatalf("list subscriber got a step event: %+v", ev)
 			}

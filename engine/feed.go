@@ -7,38 +7,39 @@ import (
 	"time"
 )
 
-// Job events tell live lists (the UI's dashboard, jobs and task pages)
-// that a job was created or changed status, once the change is committed.
-// The loop publishes them without ever waiting: each subscriber has a
+// The job feed tells live lists (the UI's dashboard, jobs and task pages)
+// that a job was created or changed status, once the change is committed:
+// one FeedItem per change.
+// The loop publishes the items without ever waiting: each subscriber has a
 // bounded buffer, and one that falls behind is dropped and told so (it
 // reloads its list and subscribes again).
 
 //
-// A subscriber may follow one job (SubscribeJob): it then receives that
-// job's events and its step events (a step record changed status,
-// attempt or retry time), and no other job's. Step events are made only
+// A subscriber may follow one job (SubscribeJobFeed): it then receives that
+// job's items and its step items (a step record changed status,
+// attempt or retry time), and no other job's. Step items are made only
 // for jobs someone follows, so a big for_each job costs nothing more
 // while no page shows it, and list subscribers never see them.
 
-// Job changes an event reports.
+// Job changes a feed item reports.
 const (
 	JobCreated       = "created"
 	JobStatusChanged = "status"
 	StepChanged      = "step" // to subscribers of the step's job only
 )
 
-// JobEvent is one committed change of a job: the job's list fields, never
-// its input or output. A StepChanged event's Job holds only the job's ID,
+// FeedItem is one committed change of a job: the job's list fields, never
+// its input or output. A StepChanged item's Job holds only the job's ID,
 // Workspace, TaskName and AccessPath, and Step says what the step now is.
-type JobEvent struct {
-	Change string     // JobCreated, JobStatusChanged or StepChanged
-	Job    Job        // a copy; Input and Output are nil
-	Step   *StepEvent // StepChanged only
+type FeedItem struct {
+	Change string    // JobCreated, JobStatusChanged or StepChanged
+	Job    Job       // a copy; Input and Output are nil
+	Step   *FeedStep // StepChanged only
 }
 
-// StepEvent is a step record's list fields: no input, output or error
+// FeedStep is a step record's list fields: no input, output or error
 // text (a page that wants them fetches the job).
-type StepEvent struct {
+type FeedStep struct {
 	Name        string
 	Status      string
 	WorkerID    *string
@@ -48,41 +49,41 @@ type StepEvent struct {
 	RetryAt     *time.Time
 }
 
-// stepSig is what a step event reports a change of.
+// stepSig is what a step item reports a change of.
 type stepSig struct {
 	status  string
 	attempt int
 	retryAt time.Time
 }
 
-// DefaultJobEventBuffer is how many events a subscriber may have waiting.
-const DefaultJobEventBuffer = 256
+// DefaultFeedBuffer is how many items a subscriber may have waiting.
+const DefaultFeedBuffer = 256
 
-// JobSubscription receives job events until Close, or until it fell behind.
-type JobSubscription struct {
-	job  string // the job followed; "" for every job's job events
-	ch   chan JobEvent
+// FeedSubscription receives feed items until Close, or until it fell behind.
+type FeedSubscription struct {
+	job  string // the job followed; "" for every job's feed items
+	ch   chan FeedItem
 	feed *jobFeed
 	lost atomic.Bool
 }
 
-// Events delivers the events in commit order. It is closed by Close, or
-// when the subscriber fell behind (Lost): events were dropped since.
-func (s *JobSubscription) Events() <-chan JobEvent { return s.ch }
+// Items delivers the feed in commit order. It is closed by Close, or
+// when the subscriber fell behind (Lost): items were dropped since.
+func (s *FeedSubscription) Items() <-chan FeedItem { return s.ch }
 
-// Lost reports whether Events was closed because the subscriber fell
+// Lost reports whether Items was closed because the subscriber fell
 // behind: its list may be stale and should be reloaded.
-func (s *JobSubscription) Lost() bool { return s.lost.Load() }
+func (s *FeedSubscription) Lost() bool { return s.lost.Load() }
 
 // Close ends the subscription; it may be called more than once.
-func (s *JobSubscription) Close() { s.feed.remove(s, false) }
+func (s *FeedSubscription) Close() { s.feed.remove(s, false) }
 
 // jobFeed fans committed job changes out to subscribers.
 type jobFeed struct {
 	mu     sync.Mutex
-	subs   map[*JobSubscription]struct{}            // of every job's job events
-	byJob  map[string]map[*JobSubscription]struct{} // following one job
-	closed bool                                     // the engine stopped: subscriptions end at once
+	subs   map[*FeedSubscription]struct{}            // of every job's feed items
+	byJob  map[string]map[*FeedSubscription]struct{} // following one job
+	closed bool                                      // the engine stopped: subscriptions end at once
 	// last is the status last published of each live job; only the loop
 	// reads and writes it.
 	last map[string]string
@@ -93,47 +94,47 @@ type jobFeed struct {
 
 func newJobFeed() *jobFeed {
 	return &jobFeed{
-		subs:  map[*JobSubscription]struct{}{},
-		byJob: map[string]map[*JobSubscription]struct{}{},
+		subs:  map[*FeedSubscription]struct{}{},
+		byJob: map[string]map[*FeedSubscription]struct{}{},
 		last:  map[string]string{},
 		steps: map[string]map[string]stepSig{},
 	}
 }
 
-// SubscribeJobs starts receiving job events, buffer of them at most
-// waiting (0 = DefaultJobEventBuffer). Close the subscription when done.
-// Once the engine has stopped, Events is closed (and not Lost).
-func (e *Engine) SubscribeJobs(buffer int) *JobSubscription {
+// SubscribeFeed starts receiving feed items, buffer of them at most
+// waiting (0 = DefaultFeedBuffer). Close the subscription when done.
+// Once the engine has stopped, Items is closed (and not Lost).
+func (e *Engine) SubscribeFeed(buffer int) *FeedSubscription {
 	return e.subscribe("", buffer)
 }
 
-// SubscribeJob is SubscribeJobs for one job: its job events and its step
-// events (StepChanged), in commit order; of one commit, the jobs created
+// SubscribeJobFeed is SubscribeFeed for one job: its feed items and its step
+// items (StepChanged), in commit order; of one commit, the jobs created
 // come first and the jobs' status changes last. The first change of each step after subscribing is
 // reported even if its status is the one it had.
-func (e *Engine) SubscribeJob(jobID string, buffer int) *JobSubscription {
+func (e *Engine) SubscribeJobFeed(jobID string, buffer int) *FeedSubscription {
 	return e.subscribe(jobID, buffer)
 }
 
 // subscribe registers the subscription in the loop, and returns once the
 // batch it joined is durable: every batch the loop had taken before it is
 // durable too, so what the subscriber reads from the store next is at
-// least as new as the first event it can miss (events are taken from a
+// least as new as the first item it can miss (items are taken from a
 // batch when it goes to the store, see collect).
-func (e *Engine) subscribe(jobID string, buffer int) *JobSubscription {
+func (e *Engine) subscribe(jobID string, buffer int) *FeedSubscription {
 	v, err := e.do(context.Background(), func(*batch) (any, error) { return e.feed.subscribe(jobID, buffer), nil })
 	if err != nil {
 		// The engine stopped: the subscription ends at once.
 		return e.feed.subscribe(jobID, buffer)
 	}
-	return v.(*JobSubscription)
+	return v.(*FeedSubscription)
 }
 
-func (f *jobFeed) subscribe(job string, buffer int) *JobSubscription {
+func (f *jobFeed) subscribe(job string, buffer int) *FeedSubscription {
 	if buffer <= 0 {
-		buffer = DefaultJobEventBuffer
+		buffer = DefaultFeedBuffer
 	}
-	s := &JobSubscription{job: job, ch: make(chan JobEvent, buffer), feed: f}
+	s := &FeedSubscription{job: job, ch: make(chan FeedItem, buffer), feed: f}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -145,7 +146,7 @@ func (f *jobFeed) subscribe(job string, buffer int) *JobSubscription {
 		return s
 	}
 	if f.byJob[job] == nil {
-		f.byJob[job] = map[*JobSubscription]struct{}{}
+		f.byJob[job] = map[*FeedSubscription]struct{}{}
 	}
 	f.byJob[job][s] = struct{}{}
 	return s
@@ -168,14 +169,14 @@ func (f *jobFeed) close() {
 	}
 }
 
-func (f *jobFeed) remove(s *JobSubscription, lost bool) {
+func (f *jobFeed) remove(s *FeedSubscription, lost bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.drop(s, lost)
 }
 
 // drop ends s, if it is still subscribed; f.mu is held.
-func (f *jobFeed) drop(s *JobSubscription, lost bool) {
+func (f *jobFeed) drop(s *FeedSubscription, lost bool) {
 	if s.job == "" {
 		if _, ok := f.subs[s]; !ok {
 			return
@@ -197,14 +198,14 @@ func (f *jobFeed) drop(s *JobSubscription, lost bool) {
 	close(s.ch)
 }
 
-// feedBatch is one batch's events, taken when the batch goes to the store
+// feedBatch is one batch's feed items, taken when the batch goes to the store
 // (its records change again as the loop goes on) and sent once durable.
 type feedBatch struct {
-	jobEvents []JobEvent            // for every job's subscribers
-	perJob    map[string][]JobEvent // for the subscribers of each followed job
+	listItems []FeedItem            // for every job's subscribers
+	perJob    map[string][]FeedItem // for the subscribers of each followed job
 }
 
-// collect takes the events of a batch: the jobs that were created or
+// collect takes the feed items of a batch: the jobs that were created or
 // changed status, and the changed steps of followed jobs; jobOf is a live
 // job by ID (nil if unknown). Called by the loop only, in commit order;
 // nil when there is nothing to send.
@@ -234,7 +235,7 @@ func (f *jobFeed) collect(b *batch, jobOf func(id string) *Job) *feedBatch {
 	}
 	// Jobs created, then the steps changed, then jobs changed status: a
 	// job's end comes after its last step's.
-	var events, changed []JobEvent
+	var items, changed []FeedItem
 	for _, j := range b.jobList {
 		change := JobStatusChanged
 		if created[j] {
@@ -251,9 +252,9 @@ func (f *jobFeed) collect(b *batch, jobOf func(id string) *Job) *feedBatch {
 			continue
 		}
 		if change == JobCreated {
-			events = append(events, JobEvent{Change: change, Job: listCopy(j)})
+			items = append(items, FeedItem{Change: change, Job: listCopy(j)})
 		} else {
-			changed = append(changed, JobEvent{Change: change, Job: listCopy(j)})
+			changed = append(changed, FeedItem{Change: change, Job: listCopy(j)})
 		}
 	}
 	if followed != nil {
@@ -278,7 +279,7 @@ func (f *jobFeed) collect(b *batch, jobOf func(id string) *Job) *feedBatch {
 			if j := jobOf(st.JobID); j != nil {
 				ref.Workspace, ref.TaskName, ref.AccessPath = j.Workspace, j.TaskName, j.AccessPath
 			}
-			events = append(events, JobEvent{Change: StepChanged, Job: ref, Step: &StepEvent{
+			items = append(items, FeedItem{Change: StepChanged, Job: ref, Step: &FeedStep{
 				Name:        st.Name,
 				Status:      st.Status,
 				WorkerID:    copyString(st.WorkerID),
@@ -289,22 +290,22 @@ func (f *jobFeed) collect(b *batch, jobOf func(id string) *Job) *feedBatch {
 			}})
 		}
 	}
-	events = append(events, changed...)
-	if len(events) == 0 {
+	items = append(items, changed...)
+	if len(items) == 0 {
 		return nil
 	}
 	fb := &feedBatch{}
 	if listening {
-		for _, ev := range events {
+		for _, ev := range items {
 			if ev.Change != StepChanged {
-				fb.jobEvents = append(fb.jobEvents, ev)
+				fb.listItems = append(fb.listItems, ev)
 			}
 		}
 	}
-	// Each followed job's events, in order, for its subscribers.
+	// Each followed job's items, in order, for its subscribers.
 	if followed != nil {
-		fb.perJob = map[string][]JobEvent{}
-		for _, ev := range events {
+		fb.perJob = map[string][]FeedItem{}
+		for _, ev := range items {
 			if followed[ev.Job.ID] {
 				fb.perJob[ev.Job.ID] = append(fb.perJob[ev.Job.ID], ev)
 			}
@@ -313,16 +314,16 @@ func (f *jobFeed) collect(b *batch, jobOf func(id string) *Job) *feedBatch {
 	return fb
 }
 
-// send delivers a committed batch's events; it never blocks.
+// send delivers a committed batch's items; it never blocks.
 func (f *jobFeed) send(fb *feedBatch) {
 	if fb == nil {
 		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(fb.jobEvents) > 0 {
+	if len(fb.listItems) > 0 {
 		for s := range f.subs {
-			f.sendTo(s, fb.jobEvents)
+			f.sendTo(s, fb.listItems)
 		}
 	}
 	for job, evs := range fb.perJob {
@@ -332,10 +333,10 @@ func (f *jobFeed) send(fb *feedBatch) {
 	}
 }
 
-// sendTo gives s the events, or drops it if its buffer is full rather than
+// sendTo gives s the items, or drops it if its buffer is full rather than
 // wait for it; f.mu is held.
-func (f *jobFeed) sendTo(s *JobSubscription, events []JobEvent) {
-	for _, ev := range events {
+func (f *jobFeed) sendTo(s *FeedSubscription, items []FeedItem) {
+	for _, ev := range items {
 		select {
 		case s.ch <- ev:
 		default:

@@ -101,7 +101,7 @@ func nextJob(t *testing.T, events <-chan sseEvent) sseEvent {
 // The event stream filters each event by the ACL: the viewer gets the
 // jobs of hello and nothing of other, the denied user nothing at all,
 // the admin everything; and no event carries input.
-func TestJobEventsHideDeniedTasks(t *testing.T) {
+func TestFeedHideDeniedTasks(t *testing.T) {
 	f := newACLFixture(t, func(c *fixtureConfig) { c.EventsPing = 50 * time.Millisecond })
 	adminEv := openEvents(t, f.url, f.tokens[roleAdmin])
 	viewEv := openEvents(t, f.url, f.tokens[roleView])
@@ -118,7 +118,7 @@ func TestJobEventsHideDeniedTasks(t *testing.T) {
 		if ev.name != "job" || ev.data["job_id"] != want || ev.data["change"] != "created" {
 			t.Fatalf("admin event %d: %s %v; want job %s created", i, ev.name, ev.data, want)
 		}
-		// Small messages: the list fields of a job (JobEvent), no input
+		// Small messages: the list fields of a job (FeedItem), no input
 		// or output.
 		assertKeys(t, "job event", ev.data, "change", "job_id", "workspace", "task_name", "mode", "status",
 			"source_type", "source_id", "revision", "created_at", "started_at", "completed_at")
@@ -142,7 +142,7 @@ func TestJobEventsHideDeniedTasks(t *testing.T) {
 
 // Without Accept: text/event-stream the stream refuses with 406 (as JSON),
 // and without a token with 401.
-func TestJobEventsNeedsEventStreamAccept(t *testing.T) {
+func TestFeedNeedsEventStreamAccept(t *testing.T) {
 	f := newFixture(t)
 	r := f.do("GET", "/api/events", nil, nil)
 	if r.status != http.StatusNotAcceptable || !strings.Contains(string(r.body), "text/event-stream") {
@@ -157,8 +157,8 @@ func TestJobEventsNeedsEventStreamAccept(t *testing.T) {
 
 // ?job_id= follows one job: a job the caller may not view is unknown
 // (404, as the job's detail), and a viewer of it gets its step changes
-// and its own job events, in order, and nothing of another job.
-func TestJobEventsFollowOneJobUnderTheACL(t *testing.T) {
+// and its own feed items, in order, and nothing of another job.
+func TestFeedFollowOneJobUnderTheACL(t *testing.T) {
 	f := newACLFixture(t, func(c *fixtureConfig) { c.EventsPing = 50 * time.Millisecond })
 	other := f.run("other")
 	hello := f.run("hello")
