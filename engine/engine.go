@@ -172,7 +172,7 @@ func (e *Engine) CancelJob(ctx context.Context, jobID string) error {
 		if err != nil {
 			return nil, err
 		}
-		e.cancelJob(b, js, "job cancelled")
+		e.stopJob(b, js, JobCancelled, "job cancelled")
 		return nil, nil
 	})
 	return err
