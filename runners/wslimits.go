@@ -190,15 +190,12 @@ func (f *fileWriter) Write(p []byte) (int, error) {
 	return w, err
 }
 
-// limitText writes a byte limit the way the config reads it (1MB, 64KB), or as
-// "100 bytes" when it is no whole unit.
+// limitText writes a byte limit the way the config reads it (1MB, 64KB), or
+// as "100 bytes" when it is no whole unit.
 func limitText(n int64) string {
-	for _, u := range []struct {
-		size int64
-		name string
-	}{{units.GiB, "GB"}, {units.MiB, "MB"}, {units.KiB, "KB"}} {
-		if n >= u.size && n%u.size == 0 {
-			return fmt.Sprintf("%d%s", n/u.size, u.name)
+	for i, u := range []int64{units.GiB, units.MiB, units.KiB} {
+		if n >= u && n%u == 0 {
+			return fmt.Sprintf("%d%s", n/u, []string{"GB", "MB", "KB"}[i])
 		}
 	}
 	return fmt.Sprintf("%d bytes", n)
