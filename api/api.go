@@ -15,7 +15,6 @@ import (
 
 	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/api/dispatch"
-	"github.com/appliance-sh/appliance/app/eventsources"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
 	"github.com/appliance-sh/appliance/engine/workspace"
@@ -57,7 +56,7 @@ type Orchestrator interface {
 // EventSources is the event sources' supervisor; *eventsources.Supervisor
 // implements it.
 type EventSources interface {
-	Status(ws, trigger string) (eventsources.Status, bool)
+	Status(ws, trigger string) (engine.ConsumerStatus, bool)
 	// Running reports whether the supervisor runs (an enabled event source
 	// it does not know yet is then starting).
 	Running() bool

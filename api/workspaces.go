@@ -12,7 +12,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/accounts"
-	"github.com/appliance-sh/appliance/app/eventsources"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/cron"
 	"github.com/appliance-sh/appliance/engine/workflow"
@@ -338,12 +337,12 @@ func (s *server) visibleTriggerCount(c echo.Context, ws *workflow.Workspace) int
 // eventSourceView adds an event source's consumer: its job, state and
 // restarts (stopped, with no job, when the supervisor does not run it).
 func (s *server) eventSourceView(workspace, name string, v *triggerView) {
-	st := eventsources.Status{State: eventsources.StateStopped}
+	st := engine.ConsumerStatus{State: engine.ConsumerStopped}
 	if s.cfg.EventSources != nil {
 		if got, ok := s.cfg.EventSources.Status(workspace, name); ok {
 			st = got
 		} else if v.Enabled && s.cfg.EventSources.Running() {
-			st.State = eventsources.StateStarting
+			st.State = engine.ConsumerStarting
 		}
 	}
 	v.ConsumerJobID = json.RawMessage("null")

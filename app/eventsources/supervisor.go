@@ -20,17 +20,6 @@ import (
 	"github.com/appliance-sh/appliance/engine/workspace"
 )
 
-// Consumer states, as GET /api/workspaces/{ws}/triggers shows them.
-const (
-	StateRunning = "running"
-	StateBackoff = "backoff"
-	StateStopped = "stopped"
-	// StateStarting: an enabled event source the supervisor, running,
-	// has not taken up yet (it is just starting, or the trigger just
-	// appeared in a hot reload); never a Status, only what the API shows.
-	StateStarting = "starting"
-)
-
 // Restart policies.
 const (
 	RestartAlways    = "always"
@@ -72,15 +61,8 @@ type Jobs interface {
 type Config struct {
 	Workspaces Workspaces
 	Jobs       Jobs
-	Clock      scheduler.Clock // nil = schedule.RealClock
+	Clock      scheduler.Clock // nil = scheduler.RealClock
 	Logger     *slog.Logger    // nil = slog.Default()
-}
-
-// Status is an event source's consumer, as the triggers list shows it.
-type Status struct {
-	ConsumerJobID string // "" before the first start
-	State         string
-	Restarts      int
 }
 
 // Supervisor keeps one consumer job running per enabled event source.
@@ -90,7 +72,7 @@ type Supervisor struct {
 	log   *slog.Logger
 
 	mu      sync.Mutex
-	status  map[key]*Status
+	status  map[key]*engine.ConsumerStatus
 	running bool // Run has begun (see Running)
 
 	consumers map[key]*consumer // owned by Run
@@ -116,18 +98,18 @@ func New(cfg Config) *Supervisor {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Supervisor{cfg: cfg, clock: cfg.Clock, log: cfg.Logger, status: map[key]*Status{}, consumers: map[key]*consumer{}}
+	return &Supervisor{cfg: cfg, clock: cfg.Clock, log: cfg.Logger, status: map[key]*engine.ConsumerStatus{}, consumers: map[key]*consumer{}}
 }
 
 // Status returns the consumer of a workspace's event source, false when it
 // is not one the supervisor knows (yet: an enabled one is then starting,
 // if the supervisor runs).
-func (s *Supervisor) Status(ws, trigger string) (Status, bool) {
+func (s *Supervisor) Status(ws, trigger string) (engine.ConsumerStatus, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, ok := s.status[key{ws, trigger}]
 	if !ok {
-		return Status{}, false
+		return engine.ConsumerStatus{}, false
 	}
 	return *st, true
 }
@@ -198,7 +180,7 @@ func (s *Supervisor) sync(ctx context.Context) {
 		<-c.done
 		delete(s.consumers, k)
 		s.mu.Lock()
-		s.status[k].State = StateStopped
+		s.status[k].State = engine.ConsumerStopped
 		s.mu.Unlock()
 		s.log.Info("event source consumer stopped", "workspace", k.ws, "trigger", k.name, "reason", map[bool]string{true: "trigger changed", false: "trigger disabled or removed"}[ok])
 	}
@@ -211,7 +193,7 @@ func (s *Supervisor) sync(ctx context.Context) {
 		c := &consumer{key: k, trigger: t, print: fingerprint(t), stop: stop, done: make(chan struct{})}
 		s.consumers[k] = c
 		s.mu.Lock()
-		s.status[k] = &Status{State: StateRunning}
+		s.status[k] = &engine.ConsumerStatus{State: engine.ConsumerRunning}
 		s.mu.Unlock()
 		s.wg.Add(1)
 		go func() {
@@ -225,7 +207,7 @@ func (s *Supervisor) sync(ctx context.Context) {
 	s.mu.Lock()
 	for k := range exists {
 		if _, ok := s.status[k]; !ok {
-			s.status[k] = &Status{State: StateStopped}
+			s.status[k] = &engine.ConsumerStatus{State: engine.ConsumerStopped}
 		}
 	}
 	for k := range s.status {
@@ -241,7 +223,7 @@ func fingerprint(t *workflow.Trigger) string {
 	return string(b)
 }
 
-func (s *Supervisor) set(k key, f func(*Status)) {
+func (s *Supervisor) set(k key, f func(*engine.ConsumerStatus)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st, ok := s.status[k]; ok {
@@ -273,7 +255,7 @@ func (s *Supervisor) run(ctx context.Context, c *consumer) {
 					break
 				}
 				log.Error("event source consumer not started; retrying after backoff", "err", err, "delay", delay)
-				s.set(k, func(st *Status) { st.State = StateBackoff })
+				s.set(k, func(st *engine.ConsumerStatus) { st.State = engine.ConsumerBackoff })
 				if !s.sleep(ctx, delay) {
 					break
 				}
@@ -285,8 +267,8 @@ func (s *Supervisor) run(ctx context.Context, c *consumer) {
 		}
 		id, again := jobID, restarting
 		restarting = false
-		s.set(k, func(st *Status) {
-			st.ConsumerJobID, st.State = id, StateRunning
+		s.set(k, func(st *engine.ConsumerStatus) {
+			st.ConsumerJobID, st.State = id, engine.ConsumerRunning
 			if again {
 				st.Restarts++
 			}
@@ -306,21 +288,21 @@ func (s *Supervisor) run(ctx context.Context, c *consumer) {
 			t.RestartPolicy == RestartOnFailure && status == engine.JobFailed
 		if !restart {
 			log.Info("event source consumer ended; not restarted", "job_id", jobID, "status", status, "restart_policy", t.RestartPolicy)
-			s.set(k, func(st *Status) { st.State = StateStopped })
+			s.set(k, func(st *engine.ConsumerStatus) { st.State = engine.ConsumerStopped })
 			return
 		}
 		if s.clock.Now().Sub(started) >= ResetAfter {
 			delay = base
 		}
 		log.Info("event source consumer ended; restarting after backoff", "job_id", jobID, "status", status, "delay", delay)
-		s.set(k, func(st *Status) { st.State = StateBackoff })
+		s.set(k, func(st *engine.ConsumerStatus) { st.State = engine.ConsumerBackoff })
 		if !s.sleep(ctx, delay) {
 			break
 		}
 		delay = min(delay*2, MaxBackoff)
 		jobID, restarting = "", true
 	}
-	s.set(k, func(st *Status) { st.State = StateStopped })
+	s.set(k, func(st *engine.ConsumerStatus) { st.State = engine.ConsumerStopped })
 }
 
 // adopt finds the trigger's consumer job still live from before (a server

@@ -239,7 +239,7 @@ func TestRestartBackoffDoublesUpToFiveMinutesAndResetsAfterAMinuteOfRunning(t *t
 		if st, _ := s.Status("ws", "src"); st.ConsumerJobID != id || st.Restarts != i-1 {
 			eventually(t, "status of "+id, func() bool {
 				st, _ := s.Status("ws", "src")
-				return st.ConsumerJobID == id && st.State == StateRunning && st.Restarts == i-1
+				return st.ConsumerJobID == id && st.State == engine.ConsumerRunning && st.Restarts == i-1
 			})
 		}
 		if i == 8 {
@@ -247,7 +247,7 @@ func TestRestartBackoffDoublesUpToFiveMinutesAndResetsAfterAMinuteOfRunning(t *t
 		}
 		jobs.end(id, engine.JobCompleted)
 		eventually(t, "backoff", func() bool { return clock.count() == i })
-		if st, _ := s.Status("ws", "src"); st.State != StateBackoff {
+		if st, _ := s.Status("ws", "src"); st.State != engine.ConsumerBackoff {
 			t.Fatalf("after consumer %d ended, state %q, want backoff", i, st.State)
 		}
 		delays = append(delays, clock.fire())
@@ -276,14 +276,17 @@ func TestRestartPolicyDecidesOnTheConsumersStatus(t *testing.T) {
 			s, clock, _ := start(t, jobs, map[string]*workflow.Trigger{"src": source(tc.policy, 1)})
 			eventually(t, "consumer", func() bool { return jobs.n() == 1 })
 			jobs.end("job-1", tc.status)
-			want := StateStopped
+			want := engine.ConsumerStopped
 			if tc.restart {
-				want = StateBackoff
+				want = engine.ConsumerBackoff
 			}
 			eventually(t, "state "+want, func() bool { st, _ := s.Status("ws", "src"); return st.State == want })
 			if tc.restart {
 				clock.fire()
-				eventually(t, "restart", func() bool { st, _ := s.Status("ws", "src"); return st.Restarts == 1 && st.State == StateRunning })
+				eventually(t, "restart", func() bool {
+					st, _ := s.Status("ws", "src")
+					return st.Restarts == 1 && st.State == engine.ConsumerRunning
+				})
 			} else if clock.count() != 0 || jobs.n() != 1 {
 				t.Fatalf("%d timers and %d jobs, want no restart", clock.count(), jobs.n())
 			}
@@ -316,7 +319,7 @@ func TestSupervisorAdoptsALiveConsumerAndReplacesItWhenTheTriggerChanges(t *test
 	disabled := source(RestartAlways, 2)
 	disabled.Enabled = false
 	ws.set(map[string]*workflow.Trigger{"src": disabled})
-	eventually(t, "stopped", func() bool { st, _ := s.Status("ws", "src"); return st.State == StateStopped })
+	eventually(t, "stopped", func() bool { st, _ := s.Status("ws", "src"); return st.State == engine.ConsumerStopped })
 	if j, _, _ := jobs.Job(context.Background(), "job-2"); j.Status != engine.JobCancelled {
 		t.Fatalf("consumer of a disabled trigger %s, want cancelled", j.Status)
 	}
