@@ -1,8 +1,8 @@
 // Package dispatch is the server's side of the worker protocol, over the
-// engine and free of any transport: one Service
-// whose calls both transports make, the HTTP handlers in api for remote
-// workers and the direct adapter in app for the in-process pool, so both
-// answer and refuse alike.
+// engine and free of any transport: one Service whose calls both
+// transports make, the HTTP handlers in api for remote workers and the
+// direct adapter in app for the in-process pool, so both answer and refuse
+// alike.
 package dispatch
 
 import (
