@@ -156,7 +156,7 @@ var aclRouteTable = map[string]routeCase{
 	"GET /api/jobs/{id}/steps":                       {onNewJob("/steps", nil), readJob},
 	"GET /api/jobs/{id}/steps/{step}/logs":           {onNewJob("/steps/say/logs", nil), readJob},
 	"GET /api/jobs/{id}/logs/stream":                 {onNewJob("/logs/stream", nil), [roleCount]int{426, 426, 426, 404}},
-	// The event stream filters each event (TestJobEventsHideDeniedTasks);
+	// The event stream filters each event (TestFeedHideDeniedTasks);
 	// without Accept: text/event-stream it answers 406 to everyone.
 	"GET /api/events":  {fixed("/api/events", nil), [roleCount]int{406, 406, 406, 406}},
 	"GET /api/workers": {fixed("/api/workers", nil), all200},

@@ -15,11 +15,11 @@ import (
 
 	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/api/auth"
+	"github.com/appliance-sh/appliance/api/dispatch"
 	"github.com/appliance-sh/appliance/api/wire"
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/engine/events"
 	"github.com/appliance-sh/appliance/engine/workflow"
-	"github.com/appliance-sh/appliance/workers"
+	"github.com/appliance-sh/appliance/engine/workspace"
 )
 
 // Orchestrator is the part of the engine the API drives; *engine.Engine
@@ -39,15 +39,15 @@ type Orchestrator interface {
 	StepsPage(ctx context.Context, jobID string, q engine.StepQuery) ([]*engine.Step, error)
 	HasStep(ctx context.Context, jobID, name string) (bool, error)
 	JobDone(ctx context.Context, jobID string) (<-chan struct{}, error)
-	// SubscribeJobs streams committed job creations and status changes
+	// SubscribeFeed streams committed job creations and status changes
 	// (GET /api/events).
-	SubscribeJobs(buffer int) *engine.JobSubscription
-	// SubscribeJob follows one job: its job and step events.
-	SubscribeJob(jobID string, buffer int) *engine.JobSubscription
-	// workers.Engine serves the worker protocol; its AppendLog is how
+	SubscribeFeed(buffer int) *engine.FeedSubscription
+	// SubscribeJobFeed follows one job: its job and step events.
+	SubscribeJobFeed(jobID string, buffer int) *engine.FeedSubscription
+	// dispatch.Engine serves the worker protocol; its AppendLog is how
 	// lines reach a job's log, the job's secrets masked: the engine owns
 	// masking, so the API never writes the log store itself.
-	workers.Engine
+	dispatch.Engine
 
 	Workers(ctx context.Context, limit, offset int) ([]*engine.Worker, int, error)
 	// WorkerFor is a worker with its recent steps and their total, as a
@@ -55,18 +55,18 @@ type Orchestrator interface {
 	WorkerFor(ctx context.Context, id string, visible func(workspace, task string) bool) (*engine.Worker, []*engine.WorkerStep, int, error)
 }
 
-// EventSources is the event sources' supervisor; *events.Supervisor
+// EventSources is the event sources' supervisor; *eventsources.Supervisor
 // implements it.
 type EventSources interface {
-	Status(ws, trigger string) (events.Status, bool)
+	Status(ws, trigger string) (engine.ConsumerStatus, bool)
 	// Running reports whether the supervisor runs (an enabled event source
 	// it does not know yet is then starting).
 	Running() bool
 }
 
-// Workspaces is the workspace registry; *workflow.Registry implements it.
+// Workspaces is the workspace registry; *workspace.Registry implements it.
 type Workspaces interface {
-	List() []workflow.Status
+	List() []workspace.Status
 	Current(name string) (*workflow.Workspace, bool)
 	Revision(name, revision string) (*workflow.Workspace, bool)
 }
@@ -164,7 +164,7 @@ type Config struct {
 	StepTokens *StepTokens
 	// Workers serves the worker protocol (default one over Engine with
 	// StepTokens; the in-process pool shares the server's).
-	Workers *workers.Service
+	Workers *dispatch.Service
 }
 
 // server holds the handlers' dependencies.
@@ -175,7 +175,7 @@ type server struct {
 	auth     *auth.Service // nil when auth is off
 	guard    *browserGuard
 	// workers serves the worker endpoints' reports.
-	workers *workers.Service
+	workers *dispatch.Service
 	// stepTokens mints the step-bound workspace tokens of pods.
 	stepTokens *StepTokens
 }
@@ -217,7 +217,7 @@ func New(cfg Config) *echo.Echo {
 		cfg.StepTokens = NewStepTokens(0, cfg.Now)
 	}
 	if cfg.Workers == nil {
-		cfg.Workers = workers.New(cfg.Engine, workers.Config{Now: cfg.Now, MintStepToken: cfg.StepTokens.MintFor(cfg.Engine)})
+		cfg.Workers = dispatch.New(cfg.Engine, dispatch.Config{Now: cfg.Now, MintStepToken: cfg.StepTokens.MintFor(cfg.Engine)})
 	}
 	s := &server{cfg: cfg, log: cfg.Logger, stepTokens: cfg.StepTokens, tarballs: newTarballCache(tarballsKept), workers: cfg.Workers,
 		guard: newBrowserGuard(cfg.ListenAddr, cfg.AllowedHosts, cfg.AllowedOrigins)}
@@ -254,7 +254,7 @@ func New(cfg Config) *echo.Echo {
 	a.GET("/jobs/:id/logs", s.jobLogs)
 	a.GET("/jobs/:id/steps/:step/logs", s.stepLogs)
 	a.GET("/jobs/:id/logs/stream", s.streamLogs)
-	a.GET("/events", s.streamEvents)
+	a.GET("/events", s.streamFeed)
 	a.GET("/workers", s.listWorkers)
 	a.GET("/workers/:id", s.getWorker)
 

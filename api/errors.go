@@ -13,8 +13,8 @@ import (
 	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/appliance-sh/appliance/api/wire"
+	"github.com/appliance-sh/appliance/api/workerproto"
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/protocol"
 )
 
 // handleError is the one place errors become HTTP statuses: the engine's
@@ -83,15 +83,15 @@ func (s *server) classify(err error) (int, string) {
 		return later.Status, later.Msg
 	// The worker protocol's refusals that no engine error causes (its
 	// validation, a busy event source).
-	case errors.Is(err, protocol.ErrInvalid):
+	case errors.Is(err, workerproto.ErrInvalid):
 		return http.StatusBadRequest, err.Error()
-	case errors.Is(err, protocol.ErrNotFound), errors.Is(err, protocol.ErrUnknownWorker):
+	case errors.Is(err, workerproto.ErrNotFound), errors.Is(err, workerproto.ErrUnknownWorker):
 		return http.StatusNotFound, err.Error()
-	case errors.Is(err, protocol.ErrConflict):
+	case errors.Is(err, workerproto.ErrConflict):
 		return http.StatusConflict, err.Error()
-	case errors.Is(err, protocol.ErrForbidden):
+	case errors.Is(err, workerproto.ErrForbidden):
 		return http.StatusForbidden, err.Error()
-	case errors.Is(err, protocol.ErrBusy):
+	case errors.Is(err, workerproto.ErrBusy):
 		return http.StatusServiceUnavailable, err.Error()
 	case errors.As(err, &he):
 		return he.Code, httpErrorMessage(he)

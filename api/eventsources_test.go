@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/appliance-sh/appliance/api"
-	"github.com/appliance-sh/appliance/engine/events"
+	"github.com/appliance-sh/appliance/engine"
 )
 
 const eventSourceWorkflow = `
@@ -35,11 +35,11 @@ triggers:
 // supervisorState is an event-source supervisor that knows "known" only.
 type supervisorState struct{ running bool }
 
-func (s supervisorState) Status(_, trigger string) (events.Status, bool) {
+func (s supervisorState) Status(_, trigger string) (engine.ConsumerStatus, bool) {
 	if trigger == "known" {
-		return events.Status{State: events.StateRunning, ConsumerJobID: "0190d7a4-0000-7000-8000-000000000001"}, true
+		return engine.ConsumerStatus{State: engine.ConsumerRunning, ConsumerJobID: "0190d7a4-0000-7000-8000-000000000001"}, true
 	}
-	return events.Status{}, false
+	return engine.ConsumerStatus{}, false
 }
 
 func (s supervisorState) Running() bool { return s.running }

@@ -21,9 +21,9 @@ import (
 
 	"github.com/appliance-sh/appliance/api"
 	"github.com/appliance-sh/appliance/api/openapitest"
+	"github.com/appliance-sh/appliance/api/workerproto"
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/engine/workflow"
-	"github.com/appliance-sh/appliance/protocol"
+	"github.com/appliance-sh/appliance/engine/workspace"
 	"github.com/appliance-sh/appliance/store"
 )
 
@@ -141,7 +141,7 @@ func newFixture(t *testing.T, opts ...fixtureOption) *fixture {
 func startAPI(t testing.TB, tmp string, dirs map[string]string, opts ...fixtureOption) *fixture {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	reg, err := workflow.NewRegistry(dirs, map[string]string{}, log)
+	reg, err := workspace.NewRegistry(dirs, map[string]string{}, log)
 	if err != nil {
 		t.Fatalf("registry: %v", err)
 	}
@@ -299,7 +299,7 @@ func (f *fixture) worker(method, path string, body any) response {
 		_ = json.Unmarshal(b, &named)
 	}
 	if secret, ok := f.secrets.Load(named.WorkerID); ok {
-		header[protocol.SecretHeader] = secret.(string)
+		header[workerproto.SecretHeader] = secret.(string)
 	}
 	return f.do(method, path, body, header)
 }

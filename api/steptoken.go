@@ -14,9 +14,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/appliance-sh/appliance/api/dispatch"
 	"github.com/appliance-sh/appliance/api/httpx"
-	"github.com/appliance-sh/appliance/protocol"
-	"github.com/appliance-sh/appliance/workers"
+	"github.com/appliance-sh/appliance/api/workerproto"
 )
 
 // stepTokenPrefix marks a step-bound workspace token.
@@ -82,7 +82,7 @@ func (t *StepTokens) Mint(ctx context.Context, eng Orchestrator, workerID, jobID
 }
 
 // MintFor is Mint over eng, as the worker service takes it.
-func (t *StepTokens) MintFor(eng Orchestrator) workers.MintFunc {
+func (t *StepTokens) MintFor(eng Orchestrator) dispatch.MintFunc {
 	return func(ctx context.Context, workerID, jobID, step string) (string, time.Time, error) {
 		return t.Mint(ctx, eng, workerID, jobID, step)
 	}
@@ -130,7 +130,7 @@ func (s *server) mintStepToken(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req protocol.WorkerRef
+	var req workerproto.WorkerRef
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/engine/workspace"
 )
 
 // tarballsKept bounds the cache: the current revision of a few workspaces,
@@ -72,8 +73,8 @@ func etagMatches(header, rev string) bool {
 // the tarball is built in memory.
 func buildTarball(ws *workflow.Workspace, max int64) ([]byte, error) {
 	var buf bytes.Buffer
-	if _, err := workflow.Pack(&buf, ws.Dir, max); err != nil {
-		if errors.Is(err, workflow.ErrTooBig) {
+	if _, err := workspace.Pack(&buf, ws.Dir, max); err != nil {
+		if errors.Is(err, workspace.ErrTooBig) {
 			return nil, fmt.Errorf("workspace %q: its files add up to more than limits.workspace_size (%s) of the server config, "+
 				"so no worker would take it; ship less or raise the limit here and workspace_limits.total_size on the workers: %w",
 				ws.Name, units.BytesSize(float64(max)), engine.ErrConflict)

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/engine/workspace"
 )
 
 func TestWorkspaceTarballHoldsExactlyTheShippedFiles(t *testing.T) {
@@ -27,7 +27,7 @@ func TestWorkspaceTarballHoldsExactlyTheShippedFiles(t *testing.T) {
 		}
 	}
 
-	want, err := workflow.ShippedFiles(f.wsDir)
+	want, err := workspace.ShippedFiles(f.wsDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestOlderRevisionTarballIsServedFromCacheAfterReload(t *testing.T) {
 
 func TestWorkspaceTarballOverTheSizeLimitIsRefused(t *testing.T) {
 	size := func(f *fixture) (n int64) {
-		files, err := workflow.ShippedFiles(f.wsDir)
+		files, err := workspace.ShippedFiles(f.wsDir)
 		if err != nil {
 			t.Fatal(err)
 		}

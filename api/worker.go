@@ -8,9 +8,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/appliance-sh/appliance/api/dispatch"
 	"github.com/appliance-sh/appliance/api/httpx"
-	"github.com/appliance-sh/appliance/protocol"
-	"github.com/appliance-sh/appliance/workers"
+	"github.com/appliance-sh/appliance/api/workerproto"
 )
 
 // Long-poll bounds of the worker endpoints.
@@ -52,12 +52,12 @@ func sameSecret(got, want string) bool {
 
 // remoteWorker is the caller of a worker endpoint: a remote worker, with
 // the secret it sent, if any.
-func remoteWorker(c echo.Context) workers.Caller {
-	return workers.Remote(c.Request().Header.Get(protocol.SecretHeader))
+func remoteWorker(c echo.Context) dispatch.Caller {
+	return dispatch.Remote(c.Request().Header.Get(workerproto.SecretHeader))
 }
 
 func (s *server) registerWorker(c echo.Context) error {
-	var req protocol.Register
+	var req workerproto.Register
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
@@ -69,14 +69,14 @@ func (s *server) registerWorker(c echo.Context) error {
 }
 
 func (s *server) heartbeat(c echo.Context) error {
-	var req protocol.Heartbeat
+	var req workerproto.Heartbeat
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	if err := s.workers.Heartbeat(c.Request().Context(), remoteWorker(c), req); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, protocol.OK)
+	return c.JSON(http.StatusOK, workerproto.OK)
 }
 
 // noWork is the claim answer when nothing is ready, as the interface fixes it.
@@ -87,7 +87,7 @@ func (s *server) claim(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req protocol.Claim
+	var req workerproto.Claim
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
@@ -108,14 +108,14 @@ func (s *server) startStep(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req protocol.WorkerRef
+	var req workerproto.WorkerRef
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	if err := s.workers.Start(c.Request().Context(), remoteWorker(c), jobID, c.Param("step"), req); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, protocol.OK)
+	return c.JSON(http.StatusOK, workerproto.OK)
 }
 
 func (s *server) completeStep(c echo.Context) error {
@@ -123,14 +123,14 @@ func (s *server) completeStep(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req protocol.Result
+	var req workerproto.Result
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	if err := s.workers.Complete(c.Request().Context(), remoteWorker(c), jobID, c.Param("step"), req); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, protocol.OK)
+	return c.JSON(http.StatusOK, workerproto.OK)
 }
 
 func (s *server) pushLogs(c echo.Context) error {
@@ -138,7 +138,7 @@ func (s *server) pushLogs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req protocol.LogPush
+	var req workerproto.LogPush
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
@@ -162,5 +162,5 @@ func (s *server) waitCancelled(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, protocol.Cancelled{Cancelled: cancelled})
+	return c.JSON(http.StatusOK, workerproto.Cancelled{Cancelled: cancelled})
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/appliance-sh/appliance/protocol"
+	"github.com/appliance-sh/appliance/api/workerproto"
 )
 
 // TestWorkersProveWhoTheyAre is the attack of a holder of the worker
@@ -34,9 +34,9 @@ tasks:
 	// shows it to every user), and its own secret or none.
 	as := map[string]map[string]string{
 		"no secret":             {"Authorization": "Bearer " + workerToken},
-		"another worker's":      {"Authorization": "Bearer " + workerToken, protocol.SecretHeader: f.secret(forger)},
-		"a made-up secret":      {"Authorization": "Bearer " + workerToken, protocol.SecretHeader: strings.Repeat("A", 43)},
-		"an empty secret field": {"Authorization": "Bearer " + workerToken, protocol.SecretHeader: ""},
+		"another worker's":      {"Authorization": "Bearer " + workerToken, workerproto.SecretHeader: f.secret(forger)},
+		"a made-up secret":      {"Authorization": "Bearer " + workerToken, workerproto.SecretHeader: strings.Repeat("A", 43)},
+		"an empty secret field": {"Authorization": "Bearer " + workerToken, workerproto.SecretHeader: ""},
 	}
 	step := "/worker/jobs/" + id + "/steps/fit/"
 	type report func(f *fixture, header map[string]string) response
@@ -120,7 +120,7 @@ func TestInProcessWorkersCannotBeNamedOverHTTP(t *testing.T) {
 	step := "/worker/jobs/" + id + "/steps/" + c.StepName + "/"
 	for how, header := range map[string]map[string]string{
 		"no secret":      {"Authorization": "Bearer " + workerToken},
-		"another secret": {"Authorization": "Bearer " + workerToken, protocol.SecretHeader: f.secret(other)},
+		"another secret": {"Authorization": "Bearer " + workerToken, workerproto.SecretHeader: f.secret(other)},
 	} {
 		t.Run(how, func(t *testing.T) {
 			f := f.in(t)

@@ -15,8 +15,7 @@ import (
 	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/appliance-sh/appliance/api/wire"
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/engine/events"
-	"github.com/appliance-sh/appliance/engine/schedule"
+	"github.com/appliance-sh/appliance/engine/cron"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
@@ -248,7 +247,7 @@ func (s *server) triggerViewOf(workspace, name string, tr *workflow.Trigger, now
 	if !tr.Enabled {
 		return v
 	}
-	runs, err := schedule.NextRuns(tr.Cron, tr.Timezone, now, nextRunsShown)
+	runs, err := cron.NextRuns(tr.Cron, tr.Timezone, now, nextRunsShown)
 	if err != nil {
 		// Loading validates cron expressions, so this is a bug worth a log
 		// line, not a failed listing.
@@ -272,12 +271,12 @@ func (s *server) visibleTriggerCount(c echo.Context, ws *workflow.Workspace) int
 // eventSourceView adds an event source's consumer: its job, state and
 // restarts (stopped, with no job, when the supervisor does not run it).
 func (s *server) eventSourceView(workspace, name string, v *wire.Trigger) {
-	st := events.Status{State: events.StateStopped}
+	st := engine.ConsumerStatus{State: engine.ConsumerStopped}
 	if s.cfg.EventSources != nil {
 		if got, ok := s.cfg.EventSources.Status(workspace, name); ok {
 			st = got
 		} else if v.Enabled && s.cfg.EventSources.Running() {
-			st.State = events.StateStarting
+			st.State = engine.ConsumerStarting
 		}
 	}
 	v.ConsumerJobID = json.RawMessage("null")

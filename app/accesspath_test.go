@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/engine/workspace"
 )
 
 // The store's migration asks where an old job's task was: in the revision
@@ -17,12 +17,12 @@ func TestTaskPathComesFromTheJobsRevisionSnapshot(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dir, data := t.TempDir(), t.TempDir()
 	writeWorkspace(t, dir, "tasks:\n  release:\n    folder: vault\n    flow:\n      s: {type: script, script: \"true\"}\n")
-	open := func() (*workflow.Registry, *revisions) {
-		reg, err := workflow.NewRegistry(map[string]string{"main": dir}, map[string]string{}, log)
+	open := func() (*workspace.Registry, *revisions) {
+		reg, err := workspace.NewRegistry(map[string]string{"main": dir}, map[string]string{}, log)
 		if err != nil {
 			t.Fatal(err)
 		}
-		revs, err := openRevisions(data, 1<<20, reg, workflow.LoadOptions{}, log)
+		revs, err := openRevisions(data, 1<<20, reg, workspace.LoadOptions{}, log)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/appliance-sh/appliance/api/dispatch"
+	"github.com/appliance-sh/appliance/api/workerproto"
 	"github.com/appliance-sh/appliance/engine/workflow"
-	"github.com/appliance-sh/appliance/protocol"
 	"github.com/appliance-sh/appliance/runners"
-	"github.com/appliance-sh/appliance/workers"
 )
 
 // inProcessClaimWait is how long an in-process claim long-polls; it only
@@ -27,7 +27,7 @@ type workspaceLookup interface {
 // calls go to the same service as the HTTP handlers', without HTTP, so
 // they are answered and refused alike.
 type inProcessServer struct {
-	service    *workers.Service
+	service    *dispatch.Service
 	workspaces workspaceLookup
 	// files, if set, extracts each job's revision snapshot.
 	files *runners.SnapshotWorkspaces
@@ -36,46 +36,46 @@ type inProcessServer struct {
 	claimWait  time.Duration // how long a claim long-polls
 }
 
-func newInProcessServer(svc *workers.Service, ws workspaceLookup) *inProcessServer {
+func newInProcessServer(svc *dispatch.Service, ws workspaceLookup) *inProcessServer {
 	return &inProcessServer{service: svc, workspaces: ws, claimWait: inProcessClaimWait}
 }
 
 var _ runners.Server = (*inProcessServer)(nil)
 
 func (s *inProcessServer) Register(ctx context.Context, name string, tags []string) (string, error) {
-	ans, err := s.service.Register(ctx, workers.InProcess, protocol.Register{Name: name, Tags: tags})
+	ans, err := s.service.Register(ctx, dispatch.InProcess, workerproto.Register{Name: name, Tags: tags})
 	if err == nil && s.registered != nil {
 		s.registered()
 	}
 	return ans.WorkerID, err
 }
 
-func (s *inProcessServer) Heartbeat(ctx context.Context, workerID string, running []protocol.StepRef) error {
-	return s.service.Heartbeat(ctx, workers.InProcess, protocol.Heartbeat{WorkerID: workerID, Running: running})
+func (s *inProcessServer) Heartbeat(ctx context.Context, workerID string, running []workerproto.StepRef) error {
+	return s.service.Heartbeat(ctx, dispatch.InProcess, workerproto.Heartbeat{WorkerID: workerID, Running: running})
 }
 
 // Claim passes tags on, and the service ignores them: the engine matches
 // the tags the worker registered with.
-func (s *inProcessServer) Claim(ctx context.Context, workerID string, tags []string) (*protocol.Assignment, error) {
-	return s.service.Claim(ctx, workers.InProcess, protocol.Claim{WorkerID: workerID, Tags: tags}, s.claimWait)
+func (s *inProcessServer) Claim(ctx context.Context, workerID string, tags []string) (*workerproto.Assignment, error) {
+	return s.service.Claim(ctx, dispatch.InProcess, workerproto.Claim{WorkerID: workerID, Tags: tags}, s.claimWait)
 }
 
 func (s *inProcessServer) Start(ctx context.Context, workerID, jobID, step string) error {
-	return s.service.StartInProcess(ctx, jobID, step, protocol.WorkerRef{WorkerID: workerID})
+	return s.service.StartInProcess(ctx, jobID, step, workerproto.WorkerRef{WorkerID: workerID})
 }
 
-func (s *inProcessServer) Complete(ctx context.Context, workerID, jobID, step string, res protocol.Result) error {
+func (s *inProcessServer) Complete(ctx context.Context, workerID, jobID, step string, res workerproto.Result) error {
 	res.WorkerID = workerID
 	return s.service.CompleteInProcess(ctx, jobID, step, res)
 }
 
-func (s *inProcessServer) PushLogs(ctx context.Context, jobID string, push protocol.LogPush) (bool, error) {
-	ans, err := s.service.PushLogs(ctx, workers.InProcess, jobID, push)
+func (s *inProcessServer) PushLogs(ctx context.Context, jobID string, push workerproto.LogPush) (bool, error) {
+	ans, err := s.service.PushLogs(ctx, dispatch.InProcess, jobID, push)
 	return ans.Cancelled, err
 }
 
 func (s *inProcessServer) StepToken(ctx context.Context, workerID, jobID, step string) (string, error) {
-	ans, err := s.service.StepToken(ctx, workers.InProcess, jobID, step, protocol.WorkerRef{WorkerID: workerID})
+	ans, err := s.service.StepToken(ctx, dispatch.InProcess, jobID, step, workerproto.WorkerRef{WorkerID: workerID})
 	return ans.Token, err
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/engine/workspace"
 	"github.com/appliance-sh/appliance/runners"
 	"github.com/appliance-sh/appliance/store"
 )
@@ -33,7 +34,7 @@ const (
 // revisions keeps the snapshots and sweeps the ones no live job needs.
 type revisions struct {
 	snaps      *store.Snapshots
-	registry   *workflow.Registry
+	registry   *workspace.Registry
 	live       func(context.Context) (map[string]map[string]bool, error)
 	log        *slog.Logger
 	interval   time.Duration
@@ -42,7 +43,7 @@ type revisions struct {
 	// files extracts snapshots for the in-process workers and for loading
 	// a revision the registry no longer holds.
 	files    *runners.SnapshotWorkspaces
-	loadOpts workflow.LoadOptions
+	loadOpts workspace.LoadOptions
 
 	mu     sync.Mutex
 	loaded map[string]*workflow.Workspace // by workspace + "\x00" + revision
@@ -50,7 +51,7 @@ type revisions struct {
 
 // openRevisions opens data_dir/revisions and snapshots each revision the
 // registry loads from now on, starting with the current ones.
-func openRevisions(dataDir string, max int64, registry *workflow.Registry, loadOpts workflow.LoadOptions, log *slog.Logger) (*revisions, error) {
+func openRevisions(dataDir string, max int64, registry *workspace.Registry, loadOpts workspace.LoadOptions, log *slog.Logger) (*revisions, error) {
 	snaps, err := store.OpenSnapshots(filepath.Join(dataDir, "revisions"), max)
 	if err != nil {
 		return nil, err
@@ -154,7 +155,7 @@ func (r *revisions) Revision(name, revision string) (*workflow.Workspace, bool) 
 		r.loaded[key] = nil
 		return nil, false
 	}
-	ws, err := workflow.LoadWith(name, dir, nil, r.loadOpts)
+	ws, err := workspace.LoadWith(name, dir, nil, r.loadOpts)
 	if err != nil || ws.Revision != revision {
 		r.log.Warn("cannot load a revision snapshot", "workspace", name, "revision", revision, "err", err)
 		r.loaded[key] = nil

@@ -21,16 +21,16 @@ import (
 
 	"github.com/appliance-sh/appliance/agents"
 	"github.com/appliance-sh/appliance/api"
+	"github.com/appliance-sh/appliance/api/dispatch"
 	"github.com/appliance-sh/appliance/app/config"
+	"github.com/appliance-sh/appliance/app/eventsources"
 	"github.com/appliance-sh/appliance/app/metrics"
+	"github.com/appliance-sh/appliance/app/scheduler"
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/engine/events"
-	"github.com/appliance-sh/appliance/engine/schedule"
-	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/engine/workspace"
 	"github.com/appliance-sh/appliance/runners"
 	"github.com/appliance-sh/appliance/store"
 	"github.com/appliance-sh/appliance/ui"
-	"github.com/appliance-sh/appliance/workers"
 )
 
 // Version is the server version reported by /api/config; set at build time
@@ -209,7 +209,7 @@ type Server struct {
 	engine   *engine.Engine
 	// protocol serves the worker protocol to both transports: the HTTP
 	// handlers and the in-process pool.
-	protocol *workers.Service
+	protocol *dispatch.Service
 	metrics  *metrics.Registry
 	ready    *readiness
 	// workerTags are the in-process workers' tags: worker_tags plus the
@@ -271,11 +271,11 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 	}
 	// With providers configured, a workspace naming another is a load
 	// error; without, agent steps fail when run (the examples load).
-	var loadOpts workflow.LoadOptions
+	var loadOpts workspace.LoadOptions
 	if cfg.Agents.Configured() {
 		loadOpts.Providers = cfg.Agents.IDs()
 	}
-	registry, err := workflow.NewRegistry(dirs, nil, log, loadOpts)
+	registry, err := workspace.NewRegistry(dirs, nil, log, loadOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -363,10 +363,10 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 	health := &healthCheck{loop: eng.Ready, write: db.CheckWrite}
 
 	s.orchestrator = s.sup.start("orchestrator", eng.Run)
-	sched := schedule.New(schedule.Config{Workspaces: registry, Jobs: eng, State: db, Clock: schedule.RealClock{},
+	sched := scheduler.New(scheduler.Config{Workspaces: registry, Jobs: eng, State: db, Clock: scheduler.RealClock{},
 		Logger: log.With("component", "scheduler"), Late: reg.SchedulerLate})
 	s.scheduler = s.sup.start("scheduler", sched.Run)
-	consumers := events.New(events.Config{Workspaces: registry, Jobs: eng, Clock: schedule.RealClock{},
+	consumers := eventsources.New(eventsources.Config{Workspaces: registry, Jobs: eng, Clock: scheduler.RealClock{},
 		Logger: log.With("component", "event sources")})
 	if !cfg.Test.NoEventSources {
 		s.eventSources = s.sup.start("event sources", consumers.Run)
@@ -383,7 +383,7 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 	// the API checks, so both share one minter.
 	stepTokens := api.NewStepTokens(0, nil)
 	// One worker service answers remote and in-process workers alike.
-	s.protocol = workers.New(eng, workers.Config{MintStepToken: stepTokens.MintFor(eng),
+	s.protocol = dispatch.New(eng, dispatch.Config{MintStepToken: stepTokens.MintFor(eng),
 		InterfaceProtocol: cfg.WorkerProtocol == config.WorkerProtocolInterface})
 	headerTimeout := cfg.Test.HeaderTimeout
 	if headerTimeout == 0 {

@@ -63,7 +63,7 @@ func (e *Engine) cancelChildren(b *batch, js *jobState) {
 			return
 		}
 		if child, ok := e.st.jobs[ss.rec.ChildJobID]; ok && !child.job.Terminal() {
-			e.cancelJob(b, child, fmt.Sprintf("parent job %s cancelled", js.job.ID))
+			e.stopJob(b, child, JobCancelled, fmt.Sprintf("parent job %s cancelled", js.job.ID))
 		}
 	})
 }

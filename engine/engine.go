@@ -68,7 +68,7 @@ type Engine struct {
 	held    atomic.Int64
 	metrics Metrics
 	notify  *notifier
-	feed    *jobFeed        // job events for live lists
+	feed    *jobFeed        // the job feed of live lists
 	holders *holderIndex    // read by log pushes outside the loop
 	secrets *secretRegistry // live jobs' secrets, read by log pushes
 	pool    *renderPool
@@ -172,7 +172,7 @@ func (e *Engine) CancelJob(ctx context.Context, jobID string) error {
 		if err != nil {
 			return nil, err
 		}
-		e.cancelJob(b, js, "job cancelled")
+		e.stopJob(b, js, JobCancelled, "job cancelled")
 		return nil, nil
 	})
 	return err

@@ -354,3 +354,24 @@ func (e *Engine) LiveFromSource(ctx context.Context, sourceType, sourceID string
 	}
 	return v.([]*Job), nil
 }
+
+// States of an event source's consumer (ConsumerStatus.State), as GET
+// /api/workspaces/{ws}/triggers shows them.
+const (
+	ConsumerRunning = "running"
+	ConsumerBackoff = "backoff"
+	ConsumerStopped = "stopped"
+	// ConsumerStarting: an enabled event source the supervisor, running,
+	// has not taken up yet (it is just starting, or the trigger just
+	// appeared in a hot reload); the supervisor never reports it, only the
+	// API shows it.
+	ConsumerStarting = "starting"
+)
+
+// ConsumerStatus is an event source's consumer, as the triggers list shows
+// it: the supervisor (app/eventsources) keeps it, the API shows it.
+type ConsumerStatus struct {
+	ConsumerJobID string // "" before the first start
+	State         string
+	Restarts      int
+}

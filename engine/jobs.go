@@ -304,9 +304,11 @@ func (e *Engine) liveStep(ctx context.Context, jobID, name string) (*jobState, *
 	return js, ss, nil
 }
 
-// cancelJob ends a job as cancelled: every unfinished step is cancelled,
-// and workers running its steps learn it through WaitCancelled.
-func (e *Engine) cancelJob(b *batch, js *jobState, reason string) {
+// stopJob ends a job before its steps did, with status: cancelled, or
+// failed for a local job whose holder gave up or was lost. Every unfinished
+// step is cancelled, and workers running its steps learn it through
+// WaitCancelled.
+func (e *Engine) stopJob(b *batch, js *jobState, status, reason string) {
 	js.each(func(ss *stepState) {
 		if ss.terminal() {
 			return
@@ -315,14 +317,27 @@ func (e *Engine) cancelJob(b *batch, js *jobState, reason string) {
 		e.st.ready.remove(ss)
 		e.finishStep(b, ss, StepCancelled, nil)
 	})
+	e.endJob(b, js, status, reason)
+}
+
+// endJob is the end of every job: it takes its final status, the batch
+// commits it, and the loop lets it go (jobEnded: its local holder's claims
+// answered, its hooks fired, its parent step moved on). A job stopped
+// (reason not "") says why in its server log and cancels its live
+// children; one that ended by itself (checkJobDone) does neither.
+func (e *Engine) endJob(b *batch, js *jobState, status, reason string) {
 	now := b.now
-	js.job.Status = JobCancelled
+	js.job.Status = status
 	js.job.CompletedAt = &now
 	b.dirtyJob(js.job)
-	b.serverLog(js.job.ID, reason)
+	if reason != "" {
+		b.serverLog(js.job.ID, reason)
+	}
 	b.finished = append(b.finished, js)
 	b.endedJobs = append(b.endedJobs, js.job)
-	e.cancelChildren(b, js)
+	if reason != "" {
+		e.cancelChildren(b, js)
+	}
 	e.jobEnded(b, js)
 }
 
@@ -352,17 +367,12 @@ func (e *Engine) checkJobDone(b *batch, js *jobState) {
 			out[ss.rec.Name] = ss.rec.Output
 		}
 	}
-	now := b.now
-	js.job.Status = JobCompleted
+	status := JobCompleted
 	if failed {
-		js.job.Status = JobFailed
+		status = JobFailed
 	}
 	js.job.Output = out
-	js.job.CompletedAt = &now
-	b.dirtyJob(js.job)
-	b.finished = append(b.finished, js)
-	b.endedJobs = append(b.endedJobs, js.job)
-	e.jobEnded(b, js)
+	e.endJob(b, js, status, "")
 }
 
 // markJobStarted moves a pending job to running when its first step starts.

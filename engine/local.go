@@ -202,7 +202,7 @@ func (e *Engine) CompleteJob(ctx context.Context, workerID, jobID string) (*Job,
 			}
 		})
 		sort.Strings(left)
-		e.failLocalJob(b, js, fmt.Sprintf("the local worker completed the job with steps not run: %s", strings.Join(left, ", ")))
+		e.stopJob(b, js, JobFailed, fmt.Sprintf("the local worker completed the job with steps not run: %s", strings.Join(left, ", ")))
 		c := *js.job
 		return &c, nil
 	})
@@ -210,27 +210,6 @@ func (e *Engine) CompleteJob(ctx context.Context, workerID, jobID string) (*Job,
 		return nil, err
 	}
 	return v.(*Job), nil
-}
-
-// failLocalJob ends a local job that can no longer run (its holder gave
-// up or was lost): its unfinished steps are cancelled and it fails.
-func (e *Engine) failLocalJob(b *batch, js *jobState, reason string) {
-	js.each(func(ss *stepState) {
-		if ss.terminal() {
-			return
-		}
-		e.unhold(ss)
-		e.finishStep(b, ss, StepCancelled, nil)
-	})
-	now := b.now
-	js.job.Status = JobFailed
-	js.job.CompletedAt = &now
-	b.dirtyJob(js.job)
-	b.serverLog(js.job.ID, reason)
-	b.finished = append(b.finished, js)
-	b.endedJobs = append(b.endedJobs, js.job)
-	e.cancelChildren(b, js)
-	e.jobEnded(b, js)
 }
 
 // loseLocalJobs fails the local jobs a lost worker held: nobody else may
@@ -244,6 +223,6 @@ func (e *Engine) loseLocalJobs(b *batch, wk *workerState) {
 	}
 	sort.Slice(lost, func(i, j int) bool { return lost[i].job.ID < lost[j].job.ID })
 	for _, js := range lost {
-		e.failLocalJob(b, js, fmt.Sprintf("local worker %s was lost (no heartbeat)", wk.rec.Name))
+		e.stopJob(b, js, JobFailed, fmt.Sprintf("local worker %s was lost (no heartbeat)", wk.rec.Name))
 	}
 }

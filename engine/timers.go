@@ -28,7 +28,7 @@ func (e *Engine) jobTimedOut(b *batch, id string) {
 		return
 	}
 	e.log.Info("job timed out", "job", id)
-	e.cancelJob(b, js, fmt.Sprintf("job timed out after %s; cancelled", secs(js.job.Deadline.Sub(js.job.CreatedAt))))
+	e.stopJob(b, js, JobCancelled, fmt.Sprintf("job timed out after %s; cancelled", secs(js.job.Deadline.Sub(js.job.CreatedAt))))
 }
 
 // armStepTimer enforces a step timeout on the server; the worker enforces

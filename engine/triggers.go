@@ -62,7 +62,7 @@ func (e *Engine) CreateTriggered(ctx context.Context, req CreateJob, concurrency
 			return e.insertSkipped(b, js, live[0]), nil
 		}
 		for _, prev := range live {
-			e.cancelJob(b, prev, fmt.Sprintf("cancelled by a newer run of trigger %s (job %s)", source, js.job.ID))
+			e.stopJob(b, prev, JobCancelled, fmt.Sprintf("cancelled by a newer run of trigger %s (job %s)", source, js.job.ID))
 		}
 		return e.insertJob(b, js), nil
 	})

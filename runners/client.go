@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/appliance-sh/appliance/protocol"
+	"github.com/appliance-sh/appliance/api/workerproto"
 )
 
 // Time limits of the client's requests. Long-polls get their wait plus
@@ -106,9 +106,9 @@ func (c *Client) Register(ctx context.Context, name string, tags []string) (stri
 	if tags == nil {
 		tags = []string{}
 	}
-	var out protocol.Registered
+	var out workerproto.Registered
 	err := c.call(ctx, "", "register", http.MethodPost, "/worker/register", nil, requestTimeout,
-		protocol.Register{Name: name, Tags: tags, WantSecret: true}, &out)
+		workerproto.Register{Name: name, Tags: tags, WantSecret: true}, &out)
 	if err != nil {
 		return "", err
 	}
@@ -140,7 +140,7 @@ func (c *Client) Remember(workerID, secret string) {
 	c.secrets[workerID] = secret
 }
 
-// secretOf is what a call as workerID carries in protocol.SecretHeader:
+// secretOf is what a call as workerID carries in workerproto.SecretHeader:
 // that worker's secret, or the last registered one's for a call that
 // names no worker ("").
 func (c *Client) secretOf(workerID string) string {
@@ -153,23 +153,23 @@ func (c *Client) secretOf(workerID string) string {
 }
 
 // Heartbeat implements Server.
-func (c *Client) Heartbeat(ctx context.Context, workerID string, running []protocol.StepRef) error {
+func (c *Client) Heartbeat(ctx context.Context, workerID string, running []workerproto.StepRef) error {
 	if running == nil {
-		running = []protocol.StepRef{}
+		running = []workerproto.StepRef{}
 	}
 	return c.call(ctx, workerID, "heartbeat", http.MethodPost, "/worker/heartbeat", nil, requestTimeout,
-		protocol.Heartbeat{WorkerID: workerID, Running: running}, nil)
+		workerproto.Heartbeat{WorkerID: workerID, Running: running}, nil)
 }
 
 // Claim implements Server.
-func (c *Client) Claim(ctx context.Context, workerID string, tags []string) (*protocol.Assignment, error) {
+func (c *Client) Claim(ctx context.Context, workerID string, tags []string) (*workerproto.Assignment, error) {
 	if tags == nil {
 		tags = []string{}
 	}
 	q := url.Values{"wait": {strconv.Itoa(int(claimWait / time.Second))}}
-	var a protocol.Assignment
+	var a workerproto.Assignment
 	err := c.call(ctx, workerID, "claim", http.MethodPost, "/worker/jobs/claim", q, claimWait+requestTimeout,
-		protocol.Claim{WorkerID: workerID, Tags: tags}, &a)
+		workerproto.Claim{WorkerID: workerID, Tags: tags}, &a)
 	if err != nil {
 		return nil, err
 	}
@@ -182,29 +182,29 @@ func (c *Client) Claim(ctx context.Context, workerID string, tags []string) (*pr
 // Start implements Server.
 func (c *Client) Start(ctx context.Context, workerID, jobID, step string) error {
 	return c.call(ctx, workerID, "start step", http.MethodPost, stepPath(jobID, step, "start"), nil, requestTimeout,
-		protocol.WorkerRef{WorkerID: workerID}, nil)
+		workerproto.WorkerRef{WorkerID: workerID}, nil)
 }
 
 // Complete implements Server.
-func (c *Client) Complete(ctx context.Context, workerID, jobID, step string, res protocol.Result) error {
+func (c *Client) Complete(ctx context.Context, workerID, jobID, step string, res workerproto.Result) error {
 	res.WorkerID = workerID
 	return c.call(ctx, workerID, "complete step", http.MethodPost, stepPath(jobID, step, "complete"), nil, requestTimeout, res, nil)
 }
 
 // StepToken implements Server.
 func (c *Client) StepToken(ctx context.Context, workerID, jobID, step string) (string, error) {
-	var out protocol.StepToken
+	var out workerproto.StepToken
 	err := c.call(ctx, workerID, "mint workspace token", http.MethodPost, stepPath(jobID, step, "workspace-token"), nil, requestTimeout,
-		protocol.WorkerRef{WorkerID: workerID}, &out)
+		workerproto.WorkerRef{WorkerID: workerID}, &out)
 	return out.Token, err
 }
 
 // PushLogs implements Server.
-func (c *Client) PushLogs(ctx context.Context, jobID string, push protocol.LogPush) (bool, error) {
+func (c *Client) PushLogs(ctx context.Context, jobID string, push workerproto.LogPush) (bool, error) {
 	if push.Lines == nil {
-		push.Lines = []protocol.LogLine{}
+		push.Lines = []workerproto.LogLine{}
 	}
-	var out protocol.Pushed
+	var out workerproto.Pushed
 	err := c.call(ctx, push.WorkerID, "push logs", http.MethodPost, "/worker/jobs/"+url.PathEscape(jobID)+"/logs", nil, requestTimeout,
 		push, &out)
 	return out.Cancelled, err
@@ -213,7 +213,7 @@ func (c *Client) PushLogs(ctx context.Context, jobID string, push protocol.LogPu
 // Cancelled implements Server.
 func (c *Client) Cancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error) {
 	q := url.Values{"wait": {strconv.Itoa(int(wait.Round(time.Second) / time.Second))}}
-	var out protocol.Cancelled
+	var out workerproto.Cancelled
 	err := c.call(ctx, "", "poll cancellation", http.MethodGet, "/worker/jobs/"+url.PathEscape(jobID)+"/cancelled", q,
 		wait+requestTimeout, nil, &out)
 	return out.Cancelled, err
@@ -286,7 +286,7 @@ func (c *Client) url(path string, q url.Values) string {
 func (c *Client) do(req *http.Request, workerID string) (*http.Response, error) {
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	if secret := c.secretOf(workerID); secret != "" {
-		req.Header.Set(protocol.SecretHeader, secret)
+		req.Header.Set(workerproto.SecretHeader, secret)
 	}
 	req.Header.Set("User-Agent", "appliance-worker")
 	return c.http.Do(req)

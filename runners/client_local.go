@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/appliance-sh/appliance/protocol"
+	"github.com/appliance-sh/appliance/api/workerproto"
 )
 
 // Local execution mode: the worker creates a job it holds whole, claims
@@ -18,9 +18,9 @@ func (c *Client) CreateLocalJob(ctx context.Context, workerID, workspace, task s
 	if input == nil {
 		input = map[string]any{}
 	}
-	var out protocol.LocalJobCreated
+	var out workerproto.LocalJobCreated
 	err := c.call(ctx, workerID, "create local job", http.MethodPost, "/worker/jobs", nil, requestTimeout,
-		protocol.LocalJob{WorkerID: workerID, Workspace: workspace, Task: task, Input: input}, &out)
+		workerproto.LocalJob{WorkerID: workerID, Workspace: workspace, Task: task, Input: input}, &out)
 	return out.JobID, err
 }
 
@@ -30,7 +30,7 @@ func (c *Client) ClaimJob(ctx context.Context, workerID, jobID string) (*Assignm
 	q := url.Values{"wait": {strconv.Itoa(int(claimWait / time.Second))}}
 	var a Assignment
 	err := c.call(ctx, workerID, "claim", http.MethodPost, "/worker/jobs/claim", q, claimWait+requestTimeout,
-		protocol.Claim{WorkerID: workerID, Tags: []string{}, JobID: jobID}, &a)
+		workerproto.Claim{WorkerID: workerID, Tags: []string{}, JobID: jobID}, &a)
 	if err != nil {
 		return nil, err
 	}
@@ -42,8 +42,8 @@ func (c *Client) ClaimJob(ctx context.Context, workerID, jobID string) (*Assignm
 
 // CompleteJob ends a local job the worker holds and returns its status.
 func (c *Client) CompleteJob(ctx context.Context, workerID, jobID string) (string, error) {
-	var out protocol.JobCompleted
+	var out workerproto.JobCompleted
 	err := c.call(ctx, workerID, "complete job", http.MethodPost, "/worker/jobs/"+url.PathEscape(jobID)+"/complete", nil, requestTimeout,
-		protocol.JobDone{WorkerID: workerID}, &out)
+		workerproto.JobDone{WorkerID: workerID}, &out)
 	return out.JobStatus, err
 }

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/appliance-sh/appliance/protocol"
+	"github.com/appliance-sh/appliance/api/workerproto"
 )
 
 // request is one call the test server saw.
@@ -40,7 +40,7 @@ func newWireServer(t *testing.T, handler func(w http.ResponseWriter, r *request)
 	ws := &wireServer{}
 	ws.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req := request{Method: r.Method, Path: r.URL.Path, RawPath: r.URL.EscapedPath(), Query: r.URL.RawQuery,
-			Auth: r.Header.Get("Authorization"), IfNoneMatch: r.Header.Get("If-None-Match"), Secret: r.Header.Get(protocol.SecretHeader)}
+			Auth: r.Header.Get("Authorization"), IfNoneMatch: r.Header.Get("If-None-Match"), Secret: r.Header.Get(workerproto.SecretHeader)}
 		if r.Body != nil {
 			raw, _ := io.ReadAll(r.Body)
 			if len(raw) > 0 {
@@ -148,7 +148,7 @@ func TestClientSpeaksTheWorkerEndpointsWireFormat(t *testing.T) {
 		// Every call after the registration proves the worker, those that
 		// name none (the cancellation long-poll) too.
 		if wantSecret := map[bool]string{true: "", false: "s3cr3t"}[i == 0]; g.Secret != wantSecret {
-			t.Errorf("%s: %s %q, want %q", g.Path, protocol.SecretHeader, g.Secret, wantSecret)
+			t.Errorf("%s: %s %q, want %q", g.Path, workerproto.SecretHeader, g.Secret, wantSecret)
 		}
 		if w.RawPath == "" {
 			w.RawPath = w.Path

@@ -5,18 +5,18 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/appliance-sh/appliance/protocol"
+	"github.com/appliance-sh/appliance/api/workerproto"
 )
 
 // Sentinel errors of the worker protocol, whatever the transport: see
 // package protocol.
 var (
-	ErrInvalid       = protocol.ErrInvalid
-	ErrUnknownWorker = protocol.ErrUnknownWorker
-	ErrConflict      = protocol.ErrConflict
-	ErrNotFound      = protocol.ErrNotFound
-	ErrUnauthorized  = protocol.ErrUnauthorized
-	ErrForbidden     = protocol.ErrForbidden
+	ErrInvalid       = workerproto.ErrInvalid
+	ErrUnknownWorker = workerproto.ErrUnknownWorker
+	ErrConflict      = workerproto.ErrConflict
+	ErrNotFound      = workerproto.ErrNotFound
+	ErrUnauthorized  = workerproto.ErrUnauthorized
+	ErrForbidden     = workerproto.ErrForbidden
 )
 
 // StatusError is a non-2xx answer of the server: its status and the text of

@@ -7,7 +7,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/appliance-sh/appliance/protocol"
+	"github.com/appliance-sh/appliance/api/workerproto"
 )
 
 // Server is what a worker needs from the server. Two transports implement
@@ -18,15 +18,15 @@ type Server interface {
 	// Heartbeat says the worker is alive and lists the steps it runs, from
 	// each claim's arrival until its completion is acknowledged (never nil).
 	// ErrUnknownWorker when the server forgot the worker.
-	Heartbeat(ctx context.Context, workerID string, running []protocol.StepRef) error
+	Heartbeat(ctx context.Context, workerID string, running []workerproto.StepRef) error
 	// Claim long-polls for a step; nil without error means no work.
-	Claim(ctx context.Context, workerID string, tags []string) (*protocol.Assignment, error)
+	Claim(ctx context.Context, workerID string, tags []string) (*workerproto.Assignment, error)
 	Start(ctx context.Context, workerID, jobID, step string) error
-	Complete(ctx context.Context, workerID, jobID, step string, res protocol.Result) error
+	Complete(ctx context.Context, workerID, jobID, step string, res workerproto.Result) error
 	// PushLogs appends lines of a step the worker (push.WorkerID) holds to
 	// the job's log and reports whether the job was cancelled; ErrConflict
 	// when the step is no longer this worker's.
-	PushLogs(ctx context.Context, jobID string, push protocol.LogPush) (cancelled bool, err error)
+	PushLogs(ctx context.Context, jobID string, push workerproto.LogPush) (cancelled bool, err error)
 	// Cancelled long-polls until the job is cancelled or wait ends.
 	Cancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error)
 	// StepToken mints a short-lived token that downloads the workspace
@@ -64,9 +64,9 @@ type CancelNotifier interface {
 
 // The worker protocol's wire types, as this package names them.
 type (
-	Assignment = protocol.Assignment
-	StepRef    = protocol.StepRef
-	Result     = protocol.Result
-	LogPush    = protocol.LogPush
-	LogLine    = protocol.LogLine
+	Assignment = workerproto.Assignment
+	StepRef    = workerproto.StepRef
+	Result     = workerproto.Result
+	LogPush    = workerproto.LogPush
+	LogLine    = workerproto.LogLine
 )

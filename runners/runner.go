@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/appliance-sh/appliance/api/workerproto"
 	"github.com/appliance-sh/appliance/engine/workflow"
-	"github.com/appliance-sh/appliance/protocol"
 )
 
 // Runner executes one step: a local process, a container or a pod. Runners
@@ -38,8 +38,8 @@ type Step struct {
 
 // Stream names of log lines.
 const (
-	Stdout = protocol.Stdout
-	Stderr = protocol.Stderr
+	Stdout = workerproto.Stdout
+	Stderr = workerproto.Stderr
 )
 
 // errNoLog guards against a Step without a log sink.

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/appliance-sh/appliance/engine/template"
+	"github.com/docker/go-units"
 )
 
 // WorkspaceLimits bound what one workspace tarball may unpack to, so a
@@ -128,10 +128,10 @@ func (m *meter) entry(name string, typ byte, size int64) error {
 		return nil
 	}
 	if size > m.lim.FileSize {
-		return m.trip("file_size", template.FormatBytes(int(m.lim.FileSize)))
+		return m.trip("file_size", limitText(m.lim.FileSize))
 	}
 	if size > m.lim.TotalSize-m.written {
-		return m.trip("total_size", template.FormatBytes(int(m.lim.TotalSize)))
+		return m.trip("total_size", limitText(m.lim.TotalSize))
 	}
 	return nil
 }
@@ -179,13 +179,24 @@ type fileWriter struct {
 func (f *fileWriter) Write(p []byte) (int, error) {
 	m, n := f.m, int64(len(p))
 	if f.size+n > m.lim.FileSize {
-		return 0, m.trip("file_size", template.FormatBytes(int(m.lim.FileSize)))
+		return 0, m.trip("file_size", limitText(m.lim.FileSize))
 	}
 	if m.written+n > m.lim.TotalSize {
-		return 0, m.trip("total_size", template.FormatBytes(int(m.lim.TotalSize)))
+		return 0, m.trip("total_size", limitText(m.lim.TotalSize))
 	}
 	w, err := f.w.Write(p)
 	f.size += int64(w)
 	m.written += int64(w)
 	return w, err
+}
+
+// limitText writes a byte limit the way the config reads it (1MB, 64KB), or
+// as "100 bytes" when it is no whole unit.
+func limitText(n int64) string {
+	for i, u := range []int64{units.GiB, units.MiB, units.KiB} {
+		if n >= u && n%u == 0 {
+			return fmt.Sprintf("%d%s", n/u, []string{"GB", "MB", "KB"}[i])
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

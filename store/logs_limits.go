@@ -16,7 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/engine/template"
+	"github.com/docker/go-units"
 )
 
 // Default log limits (server config `limits.step_log`, `limits.log_line`).
@@ -144,7 +144,7 @@ const capWarningPrefix = "log of step "
 
 func capWarning(step string, limit int64, s *stepCount) string {
 	return fmt.Sprintf("%s%s cut at the step_log limit of %s: %d bytes kept, %d bytes in %d lines dropped (raise limits.step_log in the server config to keep more)",
-		capWarningPrefix, strconv.Quote(step), template.FormatBytes(int(limit)), s.bytes, s.droppedBytes, s.droppedLines)
+		capWarningPrefix, strconv.Quote(step), limitText(limit), s.bytes, s.droppedBytes, s.droppedLines)
 }
 
 // cappedStepOf returns the step a cap warning line names.
@@ -249,7 +249,7 @@ func cutLine(line string, max int) string {
 	for cut > 0 && !utf8.RuneStart(line[cut]) {
 		cut--
 	}
-	return fmt.Sprintf("%s… [line cut at %s limit, %d bytes dropped]", line[:cut], template.FormatBytes(max), len(line)-cut)
+	return fmt.Sprintf("%s… [line cut at %s limit, %d bytes dropped]", line[:cut], limitText(int64(max)), len(line)-cut)
 }
 
 // eachLine calls f for every line of r: first is the line, or its first
@@ -282,4 +282,15 @@ func eachLine(r *bufio.Reader, f func(first []byte, whole bool, size int64)) err
 			return err
 		}
 	}
+}
+
+// limitText writes a byte limit the way the config reads it (1MB, 64KB), or
+// as "100 bytes" when it is no whole unit.
+func limitText(n int64) string {
+	for i, u := range []int64{units.GiB, units.MiB, units.KiB} {
+		if n >= u && n%u == 0 {
+			return fmt.Sprintf("%d%s", n/u, []string{"GB", "MB", "KB"}[i])
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

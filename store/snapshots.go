@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/engine/workspace"
 )
 
 // snapshotExt ends every snapshot file.
@@ -89,7 +90,7 @@ func (s *Snapshots) Save(ws *workflow.Workspace) error {
 		return fmt.Errorf("snapshot workspace %q: %w", ws.Name, err)
 	}
 	defer os.Remove(tmp.Name()) // a no-op once renamed
-	rev, err := workflow.Pack(tmp, ws.Dir, s.max)
+	rev, err := workspace.Pack(tmp, ws.Dir, s.max)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}

@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/engine/workspace"
 )
 
 func loadTestWorkspace(t *testing.T, dir string) *workflow.Workspace {
 	t.Helper()
-	ws, err := workflow.Load("main", dir, nil)
+	ws, err := workspace.Load("main", dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

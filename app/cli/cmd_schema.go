@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/engine/workspace"
 )
 
 func init() { Commands["schema"] = cmdSchema }
@@ -15,7 +15,7 @@ func cmdSchema(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: appliance schema")
 		return 2
 	}
-	if _, err := stdout.Write(workflow.JSONSchema()); err != nil {
+	if _, err := stdout.Write(workspace.JSONSchema()); err != nil {
 		fmt.Fprintf(stderr, "appliance schema: %v\n", err)
 		return 1
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/engine/workspace"
 )
 
 func init() { Commands["validate"] = cmdValidate }
@@ -21,7 +22,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	dir := args[0]
-	ws, err := workflow.Load(filepath.Base(filepath.Clean(dir)), dir, nil)
+	ws, err := workspace.Load(filepath.Base(filepath.Clean(dir)), dir, nil)
 	var problems workflow.Errors
 	switch {
 	case errors.As(err, &problems):

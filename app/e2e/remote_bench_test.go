@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appliance-sh/appliance/api/workerproto"
 	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/protocol"
 )
 
 // rawWorker speaks the worker protocol over HTTP itself, so a benchmark
@@ -49,7 +49,7 @@ func (w *rawWorker) post(path string, body, out any) error {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+workerToken)
 	if w.secret != "" {
-		req.Header.Set(protocol.SecretHeader, w.secret)
+		req.Header.Set(workerproto.SecretHeader, w.secret)
 	}
 	resp, err := w.http.Do(req)
 	if err != nil {

@@ -25,8 +25,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/appliance-sh/appliance/api/wire"
+	"github.com/appliance-sh/appliance/api/workerproto"
 	"github.com/appliance-sh/appliance/app/config"
-	"github.com/appliance-sh/appliance/protocol"
 )
 
 // These tests prove remote workers end to end: a real server on 127.0.0.1
@@ -800,7 +800,7 @@ func workerCall(t testing.TB, url, token, secret, method, path string, body, out
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
 	if secret != "" {
-		req.Header.Set(protocol.SecretHeader, secret)
+		req.Header.Set(workerproto.SecretHeader, secret)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/appliance-sh/appliance/protocol"
+	"github.com/appliance-sh/appliance/api/workerproto"
 	"github.com/appliance-sh/appliance/runners"
 )
 
@@ -21,7 +21,7 @@ type transportWorld struct {
 	holder   string // holds the job's step "held"
 	intruder string // holds nothing
 	job      string
-	claimed  *protocol.Assignment
+	claimed  *workerproto.Assignment
 }
 
 // normalize replaces the world's own ids in s, so both worlds' answers
@@ -35,12 +35,12 @@ var refusalKinds = []struct {
 	name string
 	err  error
 }{
-	{"invalid", protocol.ErrInvalid},
-	{"unknown worker", protocol.ErrUnknownWorker},
-	{"not found", protocol.ErrNotFound},
-	{"conflict", protocol.ErrConflict},
-	{"busy", protocol.ErrBusy},
-	{"unauthorized", protocol.ErrUnauthorized},
+	{"invalid", workerproto.ErrInvalid},
+	{"unknown worker", workerproto.ErrUnknownWorker},
+	{"not found", workerproto.ErrNotFound},
+	{"conflict", workerproto.ErrConflict},
+	{"busy", workerproto.ErrBusy},
+	{"unauthorized", workerproto.ErrUnauthorized},
 }
 
 // outcome is what a transport answered to one report, ids normalized: the
@@ -94,8 +94,8 @@ tasks:
 		unknownJob = "00000000-0000-4000-8000-0000000b0b0b"
 	)
 	ts := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	line := func(seq int64, stream, text string) protocol.LogLine {
-		return protocol.LogLine{Seq: seq, TS: ts, Stream: stream, Line: text}
+	line := func(seq int64, stream, text string) workerproto.LogLine {
+		return workerproto.LogLine{Seq: seq, TS: ts, Stream: stream, Line: text}
 	}
 
 	worlds := []*transportWorld{
@@ -122,7 +122,7 @@ tasks:
 	}
 
 	type call func(ctx context.Context, w *transportWorld) (any, error)
-	push := func(worker func(*transportWorld) string, job func(*transportWorld) string, p protocol.LogPush) call {
+	push := func(worker func(*transportWorld) string, job func(*transportWorld) string, p workerproto.LogPush) call {
 		return func(ctx context.Context, w *transportWorld) (any, error) {
 			p.WorkerID = worker(w)
 			return w.srv.PushLogs(ctx, job(w), p)
@@ -142,12 +142,12 @@ tasks:
 	}
 	complete := func(worker, job func(*transportWorld) string, step string) call {
 		return func(ctx context.Context, w *transportWorld) (any, error) {
-			return "ok", w.srv.Complete(ctx, worker(w), job(w), step, protocol.Result{Output: map[string]any{"n": 1}})
+			return "ok", w.srv.Complete(ctx, worker(w), job(w), step, workerproto.Result{Output: map[string]any{"n": 1}})
 		}
 	}
 	heartbeat := func(worker func(*transportWorld) string) call {
 		return func(ctx context.Context, w *transportWorld) (any, error) {
-			return "ok", w.srv.Heartbeat(ctx, worker(w), []protocol.StepRef{{JobID: w.job, Step: "held"}})
+			return "ok", w.srv.Heartbeat(ctx, worker(w), []workerproto.StepRef{{JobID: w.job, Step: "held"}})
 		}
 	}
 	claim := func(worker func(*transportWorld) string) call {
@@ -164,11 +164,11 @@ tasks:
 	heldLog := func(ctx context.Context, w *transportWorld) (any, error) {
 		return f.logs(w.job, "held"), nil
 	}
-	lines := func(ls ...protocol.LogLine) protocol.LogPush {
-		return protocol.LogPush{StepName: "held", Lines: ls}
+	lines := func(ls ...workerproto.LogLine) workerproto.LogPush {
+		return workerproto.LogPush{StepName: "held", Lines: ls}
 	}
-	numbered := protocol.LogPush{StepName: "held", Run: "run-1", Lines: []protocol.LogLine{line(1, "stdout", "one"), line(2, "stderr", "two")}}
-	repeated := protocol.LogPush{StepName: "held", Run: "run-1", Lines: []protocol.LogLine{line(1, "stdout", "one"), line(2, "stderr", "two"), line(3, "stdout", "three")}}
+	numbered := workerproto.LogPush{StepName: "held", Run: "run-1", Lines: []workerproto.LogLine{line(1, "stdout", "one"), line(2, "stderr", "two")}}
+	repeated := workerproto.LogPush{StepName: "held", Run: "run-1", Lines: []workerproto.LogLine{line(1, "stdout", "one"), line(2, "stderr", "two"), line(3, "stdout", "three")}}
 
 	// In order: each report sees the state the ones before it left.
 	cases := []struct {
@@ -200,14 +200,14 @@ tasks:
 		{"start: valid", "", "", start(holder, ownJob, "held")},
 
 		{"push: bad stream", "invalid", "lines[1].stream must be stdout or stderr", push(holder, ownJob, lines(line(0, "stdout", "a"), line(0, "stdlog", "b")))},
-		{"push: no step_name", "invalid", "step_name is required", push(holder, ownJob, protocol.LogPush{Lines: []protocol.LogLine{line(0, "stdout", "a")}})},
-		{"push: negative seq", "invalid", "lines[0].seq must not be negative", push(holder, ownJob, protocol.LogPush{StepName: "held", Run: "r", Lines: []protocol.LogLine{line(-1, "stdout", "a")}})},
-		{"push: line too long", "invalid", "lines[0].line is", push(holder, ownJob, lines(line(0, "stdout", strings.Repeat("x", protocol.MaxLineBytes+1))))},
+		{"push: no step_name", "invalid", "step_name is required", push(holder, ownJob, workerproto.LogPush{Lines: []workerproto.LogLine{line(0, "stdout", "a")}})},
+		{"push: negative seq", "invalid", "lines[0].seq must not be negative", push(holder, ownJob, workerproto.LogPush{StepName: "held", Run: "r", Lines: []workerproto.LogLine{line(-1, "stdout", "a")}})},
+		{"push: line too long", "invalid", "lines[0].line is", push(holder, ownJob, lines(line(0, "stdout", strings.Repeat("x", workerproto.MaxLineBytes+1))))},
 		{"push: no worker_id", "invalid", "worker_id is required", push(nobody, ownJob, lines(line(0, "stdout", "forged")))},
 		{"push: wrong holder", "conflict", "held by another worker", push(intruder, ownJob, lines(line(0, "stdout", "forged")))},
 		{"push: unknown worker", "not found", ghost, push(stranger, ownJob, lines(line(0, "stdout", "forged")))},
 		{"push: unknown job", "not found", unknownJob, push(holder, noJob, lines(line(0, "stdout", "forged")))},
-		{"push: step not running", "conflict", "ready", push(holder, ownJob, protocol.LogPush{StepName: "other", Lines: []protocol.LogLine{line(0, "stdout", "forged")}})},
+		{"push: step not running", "conflict", "ready", push(holder, ownJob, workerproto.LogPush{StepName: "other", Lines: []workerproto.LogLine{line(0, "stdout", "forged")}})},
 		{"push: valid numbered", "", "", push(holder, ownJob, numbered)},
 		{"push: numbered duplicate", "", "", push(holder, ownJob, repeated)},
 		{"push: the log has each numbered line once", "", "", heldLog},

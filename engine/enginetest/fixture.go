@@ -12,6 +12,7 @@ import (
 
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
+	"github.com/appliance-sh/appliance/engine/workspace"
 )
 
 // WorkspaceName is the name fixtures load their workspace under.
@@ -72,13 +73,13 @@ func TestRunnerTag(runner string) string {
 func LoadWorkspace(t testing.TB, yaml string) *workflow.Workspace {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, workflow.WorkflowDir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, workspace.WorkflowDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, workflow.WorkflowDir, "main.yaml"), []byte(yaml), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, workspace.WorkflowDir, "main.yaml"), []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := workflow.Load(WorkspaceName, dir, map[string]string{})
+	ws, err := workspace.Load(WorkspaceName, dir, map[string]string{})
 	if err != nil {
 		t.Fatalf("load workspace: %v", err)
 	}

@@ -50,13 +50,12 @@ func TimeLimitError(lim Limits) *LimitError {
 
 // OutputLimitError is the error of a render that produced more than lim.Output.
 func OutputLimitError(lim Limits) *LimitError {
-	return &LimitError{Key: "template_output", Value: FormatBytes(lim.Output)}
+	return &LimitError{Key: "template_output", Value: formatBytes(lim.Output)}
 }
 
-// FormatBytes writes a byte count the way the config reads it (1MB, 64KB),
-// or as "100 bytes" when it is no whole unit. The log store and the
-// workspace extractor name their limits with it too.
-func FormatBytes(n int) string {
+// formatBytes writes a byte count the way the config reads it (1MB, 64KB),
+// or as "100 bytes" when it is no whole unit.
+func formatBytes(n int) string {
 	switch {
 	case n >= 1<<30 && n%(1<<30) == 0:
 		return fmt.Sprintf("%dGB", n>>30)

@@ -172,7 +172,7 @@ func (ws *Workspace) resolveField(ctx context.Context, f *InputField, v any) (an
 	}
 	v, err := ws.coerce(f.Type, v)
 	if err == nil && len(f.Options) > 0 && !f.AllowCustom {
-		err = checkOption(v, f.Options)
+		err = CheckOption(v, f.Options)
 	}
 	if err != nil && rendered {
 		// The message would quote the rendered value: name the template.
@@ -378,7 +378,9 @@ func (ws *Workspace) toConnection(typ string, v any) (any, error) {
 	return out, nil
 }
 
-func checkOption(v any, options []string) error {
+// CheckOption refuses a value that is not one of options, saying which
+// it is and what the options are.
+func CheckOption(v any, options []string) error {
 	s, err := toString(v)
 	if err != nil {
 		return fmt.Errorf("%s is not one of the options", describe(v))

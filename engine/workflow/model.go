@@ -1,5 +1,6 @@
-// Package workflow models, loads and validates workspaces: the YAML workflow
-// format of the interface specification.
+// Package workflow is the model of a workspace (actions, tasks, triggers,
+// inputs, retries) that any package may import; it decodes no YAML and
+// watches no files: engine/workspace loads and validates it.
 package workflow
 
 import (

@@ -103,13 +103,13 @@ func (in *Inputs) UnmarshalJSON(b []byte) error {
 		}
 		fields[k] = &f
 	}
-	*in = Inputs{Fields: fields, Order: orderInputs(fields, keys)}
+	*in = Inputs{Fields: fields, Order: OrderInputs(fields, keys)}
 	return nil
 }
 
-// orderInputs sorts keys (given in file order) by their `order`, stably, with
+// OrderInputs sorts keys (given in file order) by their `order`, stably, with
 // fields without an order after all those with one.
-func orderInputs(fields map[string]*InputField, keys []string) []string {
+func OrderInputs(fields map[string]*InputField, keys []string) []string {
 	out := append([]string(nil), keys...)
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := fields[out[i]].Order, fields[out[j]].Order

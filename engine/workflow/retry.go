@@ -13,9 +13,6 @@ const (
 	MaxRetryDelay       = 5 * time.Minute
 )
 
-// retryKeys are allowed on a flow step and on an action (as its default).
-var retryKeys = set("retries", "retry_delay", "retry_backoff")
-
 // RetrySpec holds the retry fields written on a step or an action; nil
 // fields were not written.
 type RetrySpec struct {
@@ -70,44 +67,7 @@ func StepRetry(s *FlowStep, a *Action) RetryPolicy {
 	return p
 }
 
-// retrySpec reads the retry fields of a step or an action.
-func retrySpec(o obj) RetrySpec {
-	var r RetrySpec
-	if v, ok := o.get("retries"); ok {
-		if n, ok := v.integer(); ok {
-			if n < 0 || n > MaxRetries {
-				v.errorf("retries must be between 0 and %d, got %d", MaxRetries, n)
-			} else {
-				r.Retries = &n
-			}
-		}
-	}
-	if v, ok := o.get("retry_delay"); ok {
-		if s, ok := v.text(); ok {
-			d, err := ParseDuration(s)
-			switch {
-			case err != nil:
-				v.errorf("%v", err)
-			case d.Std() > MaxRetryDelay:
-				v.errorf("retry_delay %s is over the maximum of 5m", s)
-			default:
-				r.RetryDelay = &d
-			}
-		}
-	}
-	if v, ok := o.get("retry_backoff"); ok {
-		if f, ok := v.number(); ok {
-			if f < 1 || f > 10 {
-				v.errorf("retry_backoff must be between 1 (constant delay) and 10, got %v", f)
-			} else {
-				r.RetryBackoff = &f
-			}
-		}
-	}
-	return r
-}
-
-// set reports whether any retry field was written.
-func (r RetrySpec) set() bool {
+// Written reports whether any retry field was written.
+func (r RetrySpec) Written() bool {
 	return r.Retries != nil || r.RetryDelay != nil || r.RetryBackoff != nil
 }
