@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/appliance-sh/appliance/agents"
+	"github.com/appliance-sh/appliance/runners/agent"
 )
 
 // testAPIKey is the providers' key in these tests: it must never show up
@@ -106,12 +106,12 @@ func agentServer(t *testing.T, typ string, fake *fakeLLM, ws string) (*serverFix
 	dir := t.TempDir()
 	writeWorkspace(t, dir, ws)
 	endpoint := fake.srv.URL + "/"
-	if typ == agents.TypeOpenAI {
+	if typ == agent.TypeOpenAI {
 		endpoint = fake.srv.URL + "/v1/"
 	}
 	retries := 2
 	cfg := testServerConfig(t, map[string]string{"ws": dir}, 1, func(c *ServerConfig) {
-		c.Agents = agents.Config{Providers: map[string]agents.ProviderConfig{
+		c.Agents = agent.Config{Providers: map[string]agent.ProviderConfig{
 			"llm": {Type: typ, APIKey: testAPIKey, APIEndpoint: endpoint, Model: "test-model", MaxRetries: &retries},
 		}}
 	})
@@ -198,7 +198,7 @@ func TestAgentStepStructuredOutputDrivesWhen(t *testing.T) {
 		}
 		openAIReply(w, "Here you go:\n```json\n{\"category\": \"bug\", \"urgent\": "+urgent+", \"score\": 3}\n```")
 	})
-	f, serverLog := agentServer(t, agents.TypeOpenAI, fake, classifyWorkspace)
+	f, serverLog := agentServer(t, agent.TypeOpenAI, fake, classifyWorkspace)
 
 	id := f.execute("ws", "triage", map[string]any{"ticket": "checkout is down"})
 	j := f.waitTerminal(id)
@@ -299,7 +299,7 @@ func TestAgentStepAnthropicTextAndStructured(t *testing.T) {
 		}
 		anthropicReply(w, `{"category": "billing", "urgent": false}`)
 	})
-	f, serverLog := agentServer(t, agents.TypeAnthropic, fake, `
+	f, serverLog := agentServer(t, agent.TypeAnthropic, fake, `
 tasks:
   write:
     flow:
@@ -370,7 +370,7 @@ func TestAgentStepSchemaViolationFailsNamingField(t *testing.T) {
 		}
 		openAIReply(w, `{"category": "bug"}`)
 	})
-	f, _ := agentServer(t, agents.TypeOpenAI, fake, classifyWorkspace)
+	f, _ := agentServer(t, agent.TypeOpenAI, fake, classifyWorkspace)
 	for _, want := range []string{`field "category": value must be one of`, `field "urgent" is required but missing`} {
 		id := f.execute("ws", "triage", map[string]any{"ticket": "x"})
 		j := f.waitTerminal(id)
@@ -396,7 +396,7 @@ func TestAgentStepRetriesAfter429(t *testing.T) {
 		}
 		openAIReply(w, "fine")
 	})
-	f, _ := agentServer(t, agents.TypeOpenAI, fake, `
+	f, _ := agentServer(t, agent.TypeOpenAI, fake, `
 tasks:
   ask:
     flow:
@@ -424,7 +424,7 @@ func TestAgentStepErrorsNeverShowTheKey(t *testing.T) {
 		w.WriteHeader(http.StatusUnauthorized)
 		_, _ = io.WriteString(w, `{"error": {"message": "Incorrect API key provided: `+testAPIKey+`", "type": "invalid_request_error"}}`)
 	})
-	f, serverLog := agentServer(t, agents.TypeOpenAI, fake, `
+	f, serverLog := agentServer(t, agent.TypeOpenAI, fake, `
 tasks:
   ask:
     flow:
@@ -446,7 +446,7 @@ tasks:
 // waits for a slow reply: the provider sees its request end.
 func TestAgentStepCancelAbortsTheCall(t *testing.T) {
 	fake := newFakeLLM(t, blockUntilAborted)
-	f, _ := agentServer(t, agents.TypeOpenAI, fake, `
+	f, _ := agentServer(t, agent.TypeOpenAI, fake, `
 tasks:
   ask:
     flow:
@@ -475,7 +475,7 @@ tasks:
 // and ends its HTTP request.
 func TestAgentStepTimeoutAbortsTheCall(t *testing.T) {
 	fake := newFakeLLM(t, blockUntilAborted)
-	f, _ := agentServer(t, agents.TypeAnthropic, fake, `
+	f, _ := agentServer(t, agent.TypeAnthropic, fake, `
 tasks:
   ask:
     flow:
@@ -502,7 +502,7 @@ tasks:
 // workspace naming another does not load, and says where and which exist.
 func TestUnknownAgentProviderIsALoadError(t *testing.T) {
 	fake := newFakeLLM(t, blockUntilAborted)
-	f, _ := agentServer(t, agents.TypeOpenAI, fake, `
+	f, _ := agentServer(t, agent.TypeOpenAI, fake, `
 tasks:
   ask:
     flow:
@@ -516,7 +516,7 @@ tasks:
 		Errors []string `json:"errors"`
 	}
 	do(t, "GET", f.url+"/api/workspaces", nil, &list)
-	want := `.workflows/main.yaml:7:19: tasks.ask.flow.ask.provider: unknown agent provider "gpt" (the server config's agents.providers defines: llm)`
+	want := `.workflows/main.yaml:7:19: tasks.ask.flow.ask.provider: unknown agent provider "gpt" (the server config's agent.providers defines: llm)`
 	if len(list) != 1 || len(list[0].Errors) != 1 || list[0].Errors[0] != want {
 		t.Errorf("workspaces = %+v\nwant the error %q", list, want)
 	}
@@ -535,7 +535,7 @@ func TestExamplesServeWithoutAgentsConfigured(t *testing.T) {
 	f := startFixture(t, map[string]string{"examples": abs}, 1)
 	j := f.waitTerminal(f.execute("examples", "triage-ticket", nil))
 	st := j.step("classify")
-	want := `agent: provider "llm" is not configured: no agent providers are configured (the server config has no agents.providers)`
+	want := `agent: provider "llm" is not configured: no agent providers are configured (the server config has no agent.providers)`
 	if j.Status != "failed" || st.ErrorMessage == nil || *st.ErrorMessage != want {
 		t.Errorf("job %s, classify error %v; want %q", j.Status, deref(st.ErrorMessage), want)
 	}

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/worker"
 )
 
 // localLogPush is how often `run --local` sends (and prints) step output.
@@ -38,8 +38,8 @@ func runLocal(cc *clientCommand, ws, task string, input map[string]any, token st
 
 func localJob(ctx context.Context, cc *clientCommand, ws, task string, input map[string]any, token string) (int, error) {
 	log := slog.New(slog.NewTextHandler(cc.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	client := runners.NewClient(*cc.server, token, nil)
-	wcfg := runners.WorkerConfig{
+	client := worker.NewClient(*cc.server, token, nil)
+	wcfg := worker.WorkerConfig{
 		Name:            hostname() + "-local",
 		Tags:            []string{},
 		MaxConcurrent:   max(2, runtime.NumCPU()),
@@ -52,7 +52,7 @@ func localJob(ctx context.Context, cc *clientCommand, ws, task string, input map
 		return 2, err
 	}
 	workerID, err := client.Register(ctx, wcfg.Name, wcfg.Tags)
-	if errors.Is(err, runners.ErrUnauthorized) {
+	if errors.Is(err, worker.ErrUnauthorized) {
 		return 1, errors.New("worker token rejected by the server: --worker-token must equal the server's worker_token")
 	}
 	if err != nil {
@@ -68,7 +68,7 @@ func localJob(ctx context.Context, cc *clientCommand, ws, task string, input map
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
-	go func() { done <- runners.NewWorker(srv, wcfg, log).Run(runCtx) }()
+	go func() { done <- worker.NewWorker(srv, wcfg, log).Run(runCtx) }()
 	var runErr error
 	select {
 	case <-srv.ended: // the server says the job has ended
@@ -96,7 +96,7 @@ func localJob(ctx context.Context, cc *clientCommand, ws, task string, input map
 // localServer is the worker protocol for one local job: claims ask for its
 // steps only, and the steps' output and failures are printed on the way.
 type localServer struct {
-	*runners.Client
+	*worker.Client
 	workerID, jobID string
 	out             io.Writer
 
@@ -122,7 +122,7 @@ func (s *localServer) Register(ctx context.Context, name string, tags []string) 
 
 // Claim asks for a ready step of the job; once the job has ended it waits
 // for the run to stop.
-func (s *localServer) Claim(ctx context.Context, workerID string, _ []string) (*runners.Assignment, error) {
+func (s *localServer) Claim(ctx context.Context, workerID string, _ []string) (*worker.Assignment, error) {
 	select {
 	case <-s.ended:
 		<-ctx.Done()
@@ -130,7 +130,7 @@ func (s *localServer) Claim(ctx context.Context, workerID string, _ []string) (*
 	default:
 	}
 	a, err := s.ClaimJob(ctx, workerID, s.jobID)
-	if errors.Is(err, runners.ErrConflict) {
+	if errors.Is(err, worker.ErrConflict) {
 		s.once.Do(func() { close(s.ended) })
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -138,7 +138,7 @@ func (s *localServer) Claim(ctx context.Context, workerID string, _ []string) (*
 	return a, err
 }
 
-func (s *localServer) PushLogs(ctx context.Context, jobID string, push runners.LogPush) (bool, error) {
+func (s *localServer) PushLogs(ctx context.Context, jobID string, push worker.LogPush) (bool, error) {
 	cancelled, err := s.Client.PushLogs(ctx, jobID, push)
 	if err == nil {
 		s.mu.Lock()
@@ -150,7 +150,7 @@ func (s *localServer) PushLogs(ctx context.Context, jobID string, push runners.L
 	return cancelled, err
 }
 
-func (s *localServer) Complete(ctx context.Context, workerID, jobID, step string, res runners.Result) error {
+func (s *localServer) Complete(ctx context.Context, workerID, jobID, step string, res worker.Result) error {
 	err := s.Client.Complete(ctx, workerID, jobID, step, res)
 	if err == nil && (res.ExitCode != 0 || res.Error != nil) {
 		msg := fmt.Sprintf("exit code %d", res.ExitCode)

@@ -16,6 +16,7 @@ import (
 	units "github.com/docker/go-units"
 
 	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/worker"
 )
 
 func init() { commands["worker"] = runWorker }
@@ -44,15 +45,15 @@ func workerMain(ctx context.Context, configFile string, stdout, stderr io.Writer
 	printWorkerSettings(stdout, cfg)
 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	spool, err := runners.OpenSpool(cfg.SpoolDir, cfg.SpoolMax, log)
+	spool, err := worker.OpenSpool(cfg.SpoolDir, cfg.SpoolMax, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "appliance worker:", err)
 		return 2
 	}
 	defer spool.Close()
-	client := runners.NewClient(cfg.ServerURL, cfg.Token, nil,
-		runners.WithWorkspaceCache(cfg.WorkspaceCacheDir), runners.WithWorkspaceLimits(cfg.WorkspaceLimits))
-	wcfg := runners.WorkerConfig{
+	client := worker.NewClient(cfg.ServerURL, cfg.Token, nil,
+		worker.WithWorkspaceCache(cfg.WorkspaceCacheDir), worker.WithWorkspaceLimits(cfg.WorkspaceLimits))
+	wcfg := worker.WorkerConfig{
 		Name:              cfg.Name,
 		Tags:              cfg.Tags,
 		MaxConcurrent:     cfg.MaxConcurrent,
@@ -68,9 +69,9 @@ func workerMain(ctx context.Context, configFile string, stdout, stderr io.Writer
 		return 2
 	}
 	fmt.Fprintf(stdout, "  detected tags:       %s (runners: %s)\n", describeTags(wcfg.Tags), strings.Join(runnerNames(wcfg.Runners), ", "))
-	w := runners.NewWorker(client, wcfg, log)
+	w := worker.NewWorker(client, wcfg, log)
 	if err := w.Run(ctx); err != nil {
-		if errors.Is(err, runners.ErrUnauthorized) {
+		if errors.Is(err, worker.ErrUnauthorized) {
 			fmt.Fprintln(stderr, "appliance worker: worker token rejected by server: worker_token must equal the server's worker_token")
 		} else {
 			fmt.Fprintln(stderr, "appliance worker:", err)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/docker"
+	"github.com/appliance-sh/appliance/runners/worker"
 )
 
 // DockerSection is the `docker` section of the server and worker configs:
@@ -15,7 +17,7 @@ import (
 type DockerSection struct {
 	// Endpoint is the daemon address (default $DOCKER_HOST, else the local socket).
 	Endpoint string `yaml:"endpoint"`
-	// Images maps a script language to its image (defaults: runners.DefaultDockerImages).
+	// Images maps a script language to its image (defaults: runners.DefaultImages).
 	Images map[string]string `yaml:"images"`
 	// KillGrace is how long a cancelled step's container has after SIGTERM (default 5s).
 	KillGrace string `yaml:"kill_grace"`
@@ -24,8 +26,8 @@ type DockerSection struct {
 // detectRunners adds the runners this machine can offer (each runner's
 // detection: docker when a daemon answers, pod when the kubernetes section's
 // cluster answers) to a worker's config, with the capability tags they bring.
-func detectRunners(ctx context.Context, sec DockerSection, kube *KubernetesSection, serverURL string, cfg *runners.WorkerConfig, log *slog.Logger) error {
-	dc := runners.DockerConfig{Endpoint: sec.Endpoint, Images: sec.Images, Log: log}
+func detectRunners(ctx context.Context, sec DockerSection, kube *KubernetesSection, serverURL string, cfg *worker.WorkerConfig, log *slog.Logger) error {
+	dc := docker.Config{Endpoint: sec.Endpoint, Images: sec.Images, Log: log}
 	if sec.KillGrace != "" {
 		d, err := time.ParseDuration(sec.KillGrace)
 		if err != nil || d < time.Second {
@@ -37,7 +39,10 @@ func detectRunners(ctx context.Context, sec DockerSection, kube *KubernetesSecti
 	if err != nil {
 		return err
 	}
-	found, tags, err := runners.DetectRunners(ctx, runners.DetectEnv{Worker: cfg.Name, Docker: dc, Kubernetes: kc, Log: log})
+	if kc != nil && len(kc.Images) == 0 {
+		kc.Images = sec.Images // pods run scripts in the docker section's images
+	}
+	found, tags, err := runnerRegistry(dc, kc).Detect(ctx, runners.DetectEnv{Worker: cfg.Name, Log: log})
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/appliance-sh/appliance/runners/kubetest"
+	"github.com/appliance-sh/appliance/runners/pod/kubetest"
 )
 
 // No cluster can run here: kubetest serves the part of the Kubernetes API

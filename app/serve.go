@@ -19,14 +19,14 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/appliance-sh/appliance/agents"
 	"github.com/appliance-sh/appliance/api"
 	"github.com/appliance-sh/appliance/app/metrics"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/events"
 	"github.com/appliance-sh/appliance/engine/schedule"
 	"github.com/appliance-sh/appliance/engine/workflow"
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/agent"
+	"github.com/appliance-sh/appliance/runners/worker"
 	"github.com/appliance-sh/appliance/store"
 	"github.com/appliance-sh/appliance/ui"
 	"github.com/appliance-sh/appliance/workers"
@@ -249,7 +249,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		}
 	}()
 
-	pool := runners.WorkerConfig{
+	pool := worker.WorkerConfig{
 		Name:          hostname() + "-inprocess",
 		Tags:          cfg.WorkerTags,
 		MaxConcurrent: *cfg.Workers,
@@ -280,7 +280,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 	if err != nil {
 		return nil, err
 	}
-	agentCaller, err := agents.New(cfg.Agents, nil)
+	agentCaller, err := agent.New(cfg.Agents, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +324,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		TemplateOutput:   cfg.limits.TemplateOutput,
 		Metrics:          reg,
 		Agents:           agentCaller,
-		RunnerTag:        runners.CapabilityTag,
+		RunnerTag:        runnerTags.CapabilityTag,
 		Clock:            cfg.engineClock,
 	})
 	if err != nil {
@@ -433,7 +433,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		inProcess := newInProcessServer(s.protocol, registry)
 		inProcess.files = revs.files
 		inProcess.registered = func() { s.ready.done(inProcessPart) }
-		inProcessWorkers := runners.NewWorker(inProcess, pool, log.With("worker", "in-process"))
+		inProcessWorkers := worker.NewWorker(inProcess, pool, log.With("worker", "in-process"))
 		s.workers = s.sup.start("in-process workers", inProcessWorkers.Run)
 	}
 	return s, nil

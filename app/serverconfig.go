@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/accounts"
-	"github.com/appliance-sh/appliance/agents"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/agent"
 	"github.com/appliance-sh/appliance/store"
 )
 
@@ -76,7 +76,7 @@ type ServerConfig struct {
 	Retention RetentionSection `yaml:"retention"`
 	// Agents are the language model providers agent steps call
 	// (agents/config.go); none configured = agent steps fail when run.
-	Agents agents.Config `yaml:"agents"`
+	Agents agent.Config `yaml:"agents"`
 
 	heartbeatTimeout time.Duration
 	drainTimeout     time.Duration
@@ -96,7 +96,7 @@ type ServerConfig struct {
 	// headers (10s; tests shorten it).
 	headerTimeout time.Duration
 	// logBuffer bounds the undelivered log lines each in-process step run
-	// holds (runners.DefaultLogBuffer when 0; tests shrink it).
+	// holds (worker.DefaultLogBuffer when 0; tests shrink it).
 	logBuffer int64
 	// noEventSources leaves event_source triggers unstarted (tests of
 	// other features on the examples workspace, whose consumer would hold
