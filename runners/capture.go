@@ -15,6 +15,7 @@ const (
 	TailBytes = 4 << 10
 )
 
+// OutputPrefix begins the stdout line carrying a step's output object.
 const OutputPrefix = "OUTPUT:"
 
 // capture watches a step's output lines for its result: the last valid
@@ -117,6 +118,7 @@ func Execute(ctx context.Context, r Runner, step *Step) Result {
 // on its own (128 + SIGKILL, as shells report it).
 const ExitKilled = 137
 
+// Failed is the result of a step that failed with code and msg.
 func Failed(code int, msg string) Result {
 	return Result{ExitCode: code, Error: &msg}
 }

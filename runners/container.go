@@ -64,7 +64,7 @@ var ContainerInterpreters = map[string]string{
 	"go":         "go",
 }
 
-// DefaultImages are the images script actions with runner docker
+// DefaultImages are the images script actions with runner docker (or pod)
 // run in, per language, unless the worker config names others.
 func DefaultImages() map[string]string {
 	return map[string]string{

@@ -19,7 +19,7 @@ var ScriptExt = map[string]string{
 }
 
 // NormalLanguage maps the language field (with its aliases) to a key of
-// interpreters; empty means shell.
+// ScriptExt; empty means shell.
 func NormalLanguage(lang string) (string, error) {
 	if norm, ok := workflow.NormalLanguage(lang); ok {
 		return norm, nil

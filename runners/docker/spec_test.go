@@ -135,10 +135,3 @@ func TestDockerScriptImagesDefaultPerLanguageAndFollowConfig(t *testing.T) {
 		t.Error("an image for an unknown language was accepted")
 	}
 }
-
-func TestMergeTagsKeepsOrderWithoutDuplicates(t *testing.T) {
-	got := runners.MergeTags([]string{"gpu", "docker"}, []string{"docker", "kubernetes"})
-	if strings.Join(got, ",") != "gpu,docker,kubernetes" {
-		t.Errorf("MergeTags = %v", got)
-	}
-}
