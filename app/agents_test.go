@@ -516,7 +516,7 @@ tasks:
 		Errors []string `json:"errors"`
 	}
 	do(t, "GET", f.url+"/api/workspaces", nil, &list)
-	want := `.workflows/main.yaml:7:19: tasks.ask.flow.ask.provider: unknown agent provider "gpt" (the server config's agent.providers defines: llm)`
+	want := `.workflows/main.yaml:7:19: tasks.ask.flow.ask.provider: unknown agent provider "gpt" (the server config's agents.providers defines: llm)`
 	if len(list) != 1 || len(list[0].Errors) != 1 || list[0].Errors[0] != want {
 		t.Errorf("workspaces = %+v\nwant the error %q", list, want)
 	}
@@ -535,7 +535,7 @@ func TestExamplesServeWithoutAgentsConfigured(t *testing.T) {
 	f := startFixture(t, map[string]string{"examples": abs}, 1)
 	j := f.waitTerminal(f.execute("examples", "triage-ticket", nil))
 	st := j.step("classify")
-	want := `agent: provider "llm" is not configured: no agent providers are configured (the server config has no agent.providers)`
+	want := `agent: provider "llm" is not configured: no agent providers are configured (the server config has no agents.providers)`
 	if j.Status != "failed" || st.ErrorMessage == nil || *st.ErrorMessage != want {
 		t.Errorf("job %s, classify error %v; want %q", j.Status, deref(st.ErrorMessage), want)
 	}

@@ -39,7 +39,7 @@ func runLocal(cc *clientCommand, ws, task string, input map[string]any, token st
 func localJob(ctx context.Context, cc *clientCommand, ws, task string, input map[string]any, token string) (int, error) {
 	log := slog.New(slog.NewTextHandler(cc.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	client := worker.NewClient(*cc.server, token, nil)
-	wcfg := worker.WorkerConfig{
+	wcfg := worker.Config{
 		Name:            hostname() + "-local",
 		Tags:            []string{},
 		MaxConcurrent:   max(2, runtime.NumCPU()),
@@ -68,7 +68,7 @@ func localJob(ctx context.Context, cc *clientCommand, ws, task string, input map
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
-	go func() { done <- worker.NewWorker(srv, wcfg, log).Run(runCtx) }()
+	go func() { done <- worker.New(srv, wcfg, log).Run(runCtx) }()
 	var runErr error
 	select {
 	case <-srv.ended: // the server says the job has ended

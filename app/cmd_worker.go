@@ -53,7 +53,7 @@ func workerMain(ctx context.Context, configFile string, stdout, stderr io.Writer
 	defer spool.Close()
 	client := worker.NewClient(cfg.ServerURL, cfg.Token, nil,
 		worker.WithWorkspaceCache(cfg.WorkspaceCacheDir), worker.WithWorkspaceLimits(cfg.WorkspaceLimits))
-	wcfg := worker.WorkerConfig{
+	wcfg := worker.Config{
 		Name:              cfg.Name,
 		Tags:              cfg.Tags,
 		MaxConcurrent:     cfg.MaxConcurrent,
@@ -69,7 +69,7 @@ func workerMain(ctx context.Context, configFile string, stdout, stderr io.Writer
 		return 2
 	}
 	fmt.Fprintf(stdout, "  detected tags:       %s (runners: %s)\n", describeTags(wcfg.Tags), strings.Join(runnerNames(wcfg.Runners), ", "))
-	w := worker.NewWorker(client, wcfg, log)
+	w := worker.New(client, wcfg, log)
 	if err := w.Run(ctx); err != nil {
 		if errors.Is(err, worker.ErrUnauthorized) {
 			fmt.Fprintln(stderr, "appliance worker: worker token rejected by server: worker_token must equal the server's worker_token")

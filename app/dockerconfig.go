@@ -26,7 +26,7 @@ type DockerSection struct {
 // detectRunners adds the runners this machine can offer (each runner's
 // detection: docker when a daemon answers, pod when the kubernetes section's
 // cluster answers) to a worker's config, with the capability tags they bring.
-func detectRunners(ctx context.Context, sec DockerSection, kube *KubernetesSection, serverURL string, cfg *worker.WorkerConfig, log *slog.Logger) error {
+func detectRunners(ctx context.Context, sec DockerSection, kube *KubernetesSection, serverURL string, cfg *worker.Config, log *slog.Logger) error {
 	dc := docker.Config{Endpoint: sec.Endpoint, Images: sec.Images, Log: log}
 	if sec.KillGrace != "" {
 		d, err := time.ParseDuration(sec.KillGrace)

@@ -15,7 +15,7 @@ import (
 // detection only adds the runners not set yet.
 func TestDetectRunnersKeepsRunnersSetBefore(t *testing.T) {
 	mine := noopRunner{}
-	cfg := worker.WorkerConfig{Name: "w", Runners: map[string]runners.Runner{"local": mine}}
+	cfg := worker.Config{Name: "w", Runners: map[string]runners.Runner{"local": mine}}
 	noDocker := DockerSection{Endpoint: "unix://" + filepath.Join(t.TempDir(), "no-docker.sock")}
 	if err := detectRunners(context.Background(), noDocker, nil, "", &cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
 		t.Fatal(err)

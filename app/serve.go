@@ -249,7 +249,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		}
 	}()
 
-	pool := worker.WorkerConfig{
+	pool := worker.Config{
 		Name:          hostname() + "-inprocess",
 		Tags:          cfg.WorkerTags,
 		MaxConcurrent: *cfg.Workers,
@@ -433,7 +433,7 @@ func startServer(ctx context.Context, cfg *ServerConfig, log *slog.Logger) (_ *S
 		inProcess := newInProcessServer(s.protocol, registry)
 		inProcess.files = revs.files
 		inProcess.registered = func() { s.ready.done(inProcessPart) }
-		inProcessWorkers := worker.NewWorker(inProcess, pool, log.With("worker", "in-process"))
+		inProcessWorkers := worker.New(inProcess, pool, log.With("worker", "in-process"))
 		s.workers = s.sup.start("in-process workers", inProcessWorkers.Run)
 	}
 	return s, nil

@@ -12,7 +12,7 @@ import (
 // ReaderGrace bounds the wait for the output pipes to close once the step's
 // process group is gone: a descendant that left the group (setsid) may hold
 // them open forever. Time the readers spend waiting for room in the step's
-// journal does not count (see OutputReaders.await).
+// journal does not count (see OutputReaders.Await).
 const ReaderGrace = 2 * time.Second
 
 // MaxLine is where a long output line is split: the parts are logged as

@@ -35,12 +35,12 @@ func (l *lockedBuffer) String() string {
 
 // runWorkerWithLog runs a worker logging into the returned buffer until the
 // test ends.
-func runWorkerWithLog(t *testing.T, srv Server, cfg WorkerConfig) *lockedBuffer {
+func runWorkerWithLog(t *testing.T, srv Server, cfg Config) *lockedBuffer {
 	t.Helper()
 	logs := &lockedBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	w := NewWorker(srv, cfg, slog.New(slog.NewTextHandler(logs, nil)))
+	w := New(srv, cfg, slog.New(slog.NewTextHandler(logs, nil)))
 	go func() { defer close(done); _ = w.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()

@@ -13,8 +13,8 @@ import (
 	"github.com/appliance-sh/appliance/runners/local"
 )
 
-// WorkerConfig configures a worker loop. Zero values are defaults.
-type WorkerConfig struct {
+// Config configures a worker loop. Zero values are defaults.
+type Config struct {
 	Name          string
 	Tags          []string
 	MaxConcurrent int // steps run at once (default 1)
@@ -47,7 +47,7 @@ type WorkerConfig struct {
 	LogBuffer int64
 }
 
-func (c *WorkerConfig) defaults() {
+func (c *Config) defaults() {
 	if c.MaxConcurrent <= 0 {
 		c.MaxConcurrent = 1
 	}
@@ -98,7 +98,7 @@ type lifetimes struct {
 // Worker registers with a server, claims steps and runs them.
 type Worker struct {
 	srv Server
-	cfg WorkerConfig
+	cfg Config
 	log *slog.Logger
 
 	regMu   sync.Mutex // serialises (re-)registration
@@ -107,8 +107,8 @@ type Worker struct {
 	running map[StepRef]struct{} // claimed and not yet reported complete
 }
 
-// NewWorker returns a worker claiming steps from srv.
-func NewWorker(srv Server, cfg WorkerConfig, log *slog.Logger) *Worker {
+// New returns a worker claiming steps from srv.
+func New(srv Server, cfg Config, log *slog.Logger) *Worker {
 	cfg.defaults()
 	if log == nil {
 		log = slog.Default()

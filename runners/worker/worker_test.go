@@ -16,8 +16,8 @@ import (
 	"github.com/appliance-sh/appliance/runners/local"
 )
 
-func testWorkerConfig() WorkerConfig {
-	return WorkerConfig{
+func testWorkerConfig() Config {
+	return Config{
 		Name:              "test-worker",
 		Tags:              []string{"linux"},
 		HeartbeatInterval: 50 * time.Millisecond,
@@ -32,11 +32,11 @@ func testWorkerConfig() WorkerConfig {
 
 // startWorker runs a worker until the test ends or stop is called; done
 // receives Run's result.
-func startWorker(t *testing.T, srv Server, cfg WorkerConfig) (stop func(), done <-chan error) {
+func startWorker(t *testing.T, srv Server, cfg Config) (stop func(), done <-chan error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan error, 1)
-	w := NewWorker(srv, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	w := New(srv, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	go func() { ch <- w.Run(ctx); close(ch) }()
 	t.Cleanup(func() {
 		cancel()
