@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -117,17 +116,5 @@ func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// requireNode skips a test that runs node when it is not installed, except
-// under APPLIANCE_REQUIRE_NODE=1 (CI installs it), where that is a failure.
-func requireNode(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("node"); err != nil {
-		if os.Getenv("APPLIANCE_REQUIRE_NODE") == "1" {
-			t.Fatalf("node is required (APPLIANCE_REQUIRE_NODE=1) but not found: %v", err)
-		}
-		t.Skip("node is not installed (set APPLIANCE_REQUIRE_NODE=1 to require it)")
 	}
 }
