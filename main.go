@@ -6,11 +6,11 @@ import (
 	"os"
 
 	"github.com/appliance-sh/appliance/app"
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/local"
 )
 
 func main() {
 	// First of all: this binary may have been started as a step keeper.
-	runners.StepKeeperMain()
+	local.StepKeeperMain()
 	os.Exit(app.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -12,7 +12,8 @@ import (
 
 	"github.com/appliance-sh/appliance/api"
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/pod"
+	"github.com/appliance-sh/appliance/runners/worker"
 )
 
 // movableClock is the API's clock, moved by the test.
@@ -56,7 +57,7 @@ func TestStepTokenDownloadsOnlyItsRevisionWhileTheStepRuns(t *testing.T) {
 	get("/worker/workspace/main.tar.gz?revision="+rev, tok).expect(200)
 
 	// The remote worker's client mints the same kind of token.
-	client := runners.NewClient(f.url, workerToken, nil)
+	client := worker.NewClient(f.url, workerToken, nil)
 	client.Remember(w, f.secret(w))
 	viaClient, err := client.StepToken(context.Background(), w, job, "say")
 	if err != nil || !strings.HasPrefix(viaClient, "apst_") {
@@ -67,9 +68,9 @@ func TestStepTokenDownloadsOnlyItsRevisionWhileTheStepRuns(t *testing.T) {
 	// What the pod's init container (appliance fetch-workspace) does with it.
 	dir := filepath.Join(t.TempDir(), "workspace")
 	files := filepath.Join(t.TempDir(), "files")
-	init := runners.PodInit{FilesDir: files, InputJSON: `{"name":"pod"}`, ScriptFile: "/.appliance/script.sh", Script: "echo hi\n",
+	init := pod.PodInit{FilesDir: files, InputJSON: `{"name":"pod"}`, ScriptFile: "/.appliance/script.sh", Script: "echo hi\n",
 		ServerURL: f.url, Token: tok, Workspace: "main", Revision: rev, Dir: dir}
-	if err := init.Prepare(context.Background(), runners.DefaultWorkspaceLimits); err != nil {
+	if err := init.Prepare(context.Background(), worker.DefaultWorkspaceLimits); err != nil {
 		t.Fatalf("fetch-workspace: %v", err)
 	}
 	for path, want := range map[string]string{

@@ -8,7 +8,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/pod"
+	"github.com/appliance-sh/appliance/runners/worker"
 )
 
 func init() { commands["fetch-workspace"] = cmdFetchWorkspace }
@@ -24,8 +25,8 @@ func cmdFetchWorkspace(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	init := runners.PodInitFromEnv(os.Getenv)
-	if err := init.Prepare(ctx, runners.DefaultWorkspaceLimits); err != nil {
+	init := pod.PodInitFromEnv(os.Getenv)
+	if err := init.Prepare(ctx, worker.DefaultWorkspaceLimits); err != nil {
 		fmt.Fprintln(stderr, "appliance fetch-workspace:", err)
 		return 1
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/worker"
 )
 
 func init() { commands["worker"] = runWorker }
@@ -46,15 +47,15 @@ func WorkerMain(ctx context.Context, configFile string, stdout, stderr io.Writer
 	printWorkerSettings(stdout, cfg)
 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	spool, err := runners.OpenSpool(cfg.SpoolDir, cfg.SpoolMax, log)
+	spool, err := worker.OpenSpool(cfg.SpoolDir, cfg.SpoolMax, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "appliance worker:", err)
 		return 2
 	}
 	defer spool.Close()
-	client := runners.NewClient(cfg.ServerURL, cfg.Token, nil,
-		runners.WithWorkspaceCache(cfg.WorkspaceCacheDir), runners.WithWorkspaceLimits(cfg.WorkspaceLimits))
-	wcfg := runners.WorkerConfig{
+	client := worker.NewClient(cfg.ServerURL, cfg.Token, nil,
+		worker.WithWorkspaceCache(cfg.WorkspaceCacheDir), worker.WithWorkspaceLimits(cfg.WorkspaceLimits))
+	wcfg := worker.Config{
 		Name:              cfg.Name,
 		Tags:              cfg.Tags,
 		MaxConcurrent:     cfg.MaxConcurrent,
@@ -70,9 +71,9 @@ func WorkerMain(ctx context.Context, configFile string, stdout, stderr io.Writer
 		return 2
 	}
 	fmt.Fprintf(stdout, "  detected tags:       %s (runners: %s)\n", describeTags(wcfg.Tags), strings.Join(runnerNames(wcfg.Runners), ", "))
-	w := runners.NewWorker(client, wcfg, log)
+	w := worker.New(client, wcfg, log)
 	if err := w.Run(ctx); err != nil {
-		if errors.Is(err, runners.ErrUnauthorized) {
+		if errors.Is(err, worker.ErrUnauthorized) {
 			fmt.Fprintln(stderr, "appliance worker: worker token rejected by server: worker_token must equal the server's worker_token")
 		} else {
 			fmt.Fprintln(stderr, "appliance worker:", err)

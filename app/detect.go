@@ -8,13 +8,15 @@ import (
 
 	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/docker"
+	"github.com/appliance-sh/appliance/runners/worker"
 )
 
 // detectRunners adds the runners this machine can offer (each runner's
 // detection: docker when a daemon answers, pod when the kubernetes section's
 // cluster answers) to a worker's config, with the capability tags they bring.
-func detectRunners(ctx context.Context, sec config.Docker, kube *config.Kubernetes, serverURL string, cfg *runners.WorkerConfig, log *slog.Logger) error {
-	dc := runners.DockerConfig{Endpoint: sec.Endpoint, Images: sec.Images, Log: log}
+func detectRunners(ctx context.Context, sec config.Docker, kube *config.Kubernetes, serverURL string, cfg *worker.Config, log *slog.Logger) error {
+	dc := docker.Config{Endpoint: sec.Endpoint, Images: sec.Images, Log: log}
 	if sec.KillGrace != "" {
 		d, err := time.ParseDuration(sec.KillGrace)
 		if err != nil || d < time.Second {
@@ -26,7 +28,10 @@ func detectRunners(ctx context.Context, sec config.Docker, kube *config.Kubernet
 	if err != nil {
 		return err
 	}
-	found, tags, err := runners.DetectRunners(ctx, runners.DetectEnv{Worker: cfg.Name, Docker: dc, Kubernetes: kc, Log: log})
+	if kc != nil && len(kc.Images) == 0 {
+		kc.Images = sec.Images // pods run scripts in the docker section's images
+	}
+	found, tags, err := runnerRegistry(dc, kc).Detect(ctx, runners.DetectEnv{Worker: cfg.Name, Log: log})
 	if err != nil {
 		return err
 	}

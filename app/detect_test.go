@@ -9,13 +9,14 @@ import (
 
 	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/worker"
 )
 
 // A runner set before detection (a benchmark's no-op runner, say) stays:
 // detection only adds the runners not set yet.
 func TestDetectRunnersKeepsRunnersSetBefore(t *testing.T) {
 	mine := noopRunner{}
-	cfg := runners.WorkerConfig{Name: "w", Runners: map[string]runners.Runner{"local": mine}}
+	cfg := worker.Config{Name: "w", Runners: map[string]runners.Runner{"local": mine}}
 	noDocker := config.Docker{Endpoint: "unix://" + filepath.Join(t.TempDir(), "no-docker.sock")}
 	if err := detectRunners(context.Background(), noDocker, nil, "", &cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"github.com/appliance-sh/appliance/api/dispatch"
 	"github.com/appliance-sh/appliance/api/workerproto"
 	"github.com/appliance-sh/appliance/engine/workflow"
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/worker"
 )
 
 // inProcessClaimWait is how long an in-process claim long-polls; it only
@@ -30,7 +30,7 @@ type inProcessServer struct {
 	service    *dispatch.Service
 	workspaces workspaceLookup
 	// files, if set, extracts each job's revision snapshot.
-	files *runners.SnapshotWorkspaces
+	files *worker.SnapshotWorkspaces
 	// registered, if set, is called once the pool has registered.
 	registered func()
 	claimWait  time.Duration // how long a claim long-polls
@@ -40,7 +40,7 @@ func newInProcessServer(svc *dispatch.Service, ws workspaceLookup) *inProcessSer
 	return &inProcessServer{service: svc, workspaces: ws, claimWait: inProcessClaimWait}
 }
 
-var _ runners.Server = (*inProcessServer)(nil)
+var _ worker.Server = (*inProcessServer)(nil)
 
 func (s *inProcessServer) Register(ctx context.Context, name string, tags []string) (string, error) {
 	ans, err := s.service.Register(ctx, dispatch.InProcess, workerproto.Register{Name: name, Tags: tags})
@@ -83,7 +83,7 @@ func (s *inProcessServer) Cancelled(ctx context.Context, jobID string, wait time
 	return s.service.Cancelled(ctx, jobID, wait)
 }
 
-var _ runners.CancelNotifier = (*inProcessServer)(nil)
+var _ worker.CancelNotifier = (*inProcessServer)(nil)
 
 func (s *inProcessServer) OnCancelled(ctx context.Context, jobID string, f func()) (func() bool, error) {
 	return s.service.OnCancelled(ctx, jobID, f)
@@ -98,7 +98,7 @@ func (s *inProcessServer) OnCancelled(ctx context.Context, jobID string, f func(
 func (s *inProcessServer) Workspace(ctx context.Context, name, revision string) (string, error) {
 	if s.files != nil {
 		dir, err := s.files.Get(ctx, name, revision)
-		if !errors.Is(err, runners.ErrNotFound) {
+		if !errors.Is(err, worker.ErrNotFound) {
 			return dir, err
 		}
 	}
@@ -108,5 +108,5 @@ func (s *inProcessServer) Workspace(ctx context.Context, name, revision string) 
 	if ws, ok := s.workspaces.Current(name); ok {
 		return ws.Dir, nil
 	}
-	return "", fmt.Errorf("workspace %q: %w", name, runners.ErrNotFound)
+	return "", fmt.Errorf("workspace %q: %w", name, worker.ErrNotFound)
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/worker"
 	"github.com/appliance-sh/appliance/store"
 )
 
@@ -27,7 +27,7 @@ type Internals struct {
 	// InProcessTransport is a new in-process transport to the server's
 	// worker protocol service, as the in-process pool uses; its claims
 	// long-poll for claimWait (the pool's own when 0).
-	InProcessTransport func(claimWait time.Duration) runners.Server
+	InProcessTransport func(claimWait time.Duration) worker.Server
 }
 
 // Internals returns the server's parts for the system tests.
@@ -41,7 +41,7 @@ func (s *Server) Internals() Internals {
 		StopOrchestrator:   s.orchestrator.stop,
 		SweepRevisions:     s.revisions.sweep,
 		RevisionSweepGrace: revisionSweepGrace,
-		InProcessTransport: func(claimWait time.Duration) runners.Server {
+		InProcessTransport: func(claimWait time.Duration) worker.Server {
 			t := newInProcessServer(s.protocol, nil)
 			if claimWait > 0 {
 				t.claimWait = claimWait

@@ -10,7 +10,7 @@ import (
 
 	"github.com/appliance-sh/appliance/app/cli"
 	"github.com/appliance-sh/appliance/app/config"
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/worker"
 )
 
 // Main runs the command named by args[0] and returns the process exit code.
@@ -65,7 +65,7 @@ var commands = map[string]func(args []string, stdout, stderr io.Writer) int{}
 func init() {
 	// `run --local` finds this machine's runners as a worker with no
 	// configuration does.
-	cli.DetectRunners = func(ctx context.Context, serverURL string, cfg *runners.WorkerConfig, log *slog.Logger) error {
+	cli.DetectRunners = func(ctx context.Context, serverURL string, cfg *worker.Config, log *slog.Logger) error {
 		return detectRunners(ctx, config.Docker{}, nil, serverURL, cfg, log)
 	}
 	cli.Hostname = hostname

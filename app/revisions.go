@@ -14,7 +14,7 @@ import (
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
 	"github.com/appliance-sh/appliance/engine/workspace"
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/worker"
 	"github.com/appliance-sh/appliance/store"
 )
 
@@ -42,7 +42,7 @@ type revisions struct {
 	extractDir string
 	// files extracts snapshots for the in-process workers and for loading
 	// a revision the registry no longer holds.
-	files    *runners.SnapshotWorkspaces
+	files    *worker.SnapshotWorkspaces
 	loadOpts workspace.LoadOptions
 
 	mu     sync.Mutex
@@ -59,7 +59,7 @@ func openRevisions(dataDir string, max int64, registry *workspace.Registry, load
 	r := &revisions{snaps: snaps, registry: registry, log: log, interval: revisionSweepInterval,
 		grace: revisionSweepGrace, extractDir: filepath.Join(dataDir, "workspaces"), loadOpts: loadOpts,
 		loaded: map[string]*workflow.Workspace{}}
-	r.files = runners.NewSnapshotWorkspaces(r.extractDir, runners.WorkspaceLimits{TotalSize: max}, r.open)
+	r.files = worker.NewSnapshotWorkspaces(r.extractDir, worker.WorkspaceLimits{TotalSize: max}, r.open)
 	registry.OnLoad(func(ws *workflow.Workspace) {
 		if err := snaps.Save(ws); err != nil {
 			// Jobs on this revision fall back to the workspace's current
@@ -76,13 +76,13 @@ func (r *revisions) open(workspace, revision string) (string, io.ReadCloser, err
 	if revision == "" {
 		ws, ok := r.registry.Current(workspace)
 		if !ok {
-			return "", nil, fmt.Errorf("workspace %q: %w", workspace, runners.ErrNotFound)
+			return "", nil, fmt.Errorf("workspace %q: %w", workspace, worker.ErrNotFound)
 		}
 		revision = ws.Revision
 	}
 	f, err := r.snaps.Open(workspace, revision)
 	if errors.Is(err, os.ErrNotExist) {
-		return "", nil, fmt.Errorf("revision %s of workspace %q: %w", revision, workspace, runners.ErrNotFound)
+		return "", nil, fmt.Errorf("revision %s of workspace %q: %w", revision, workspace, worker.ErrNotFound)
 	}
 	if err != nil {
 		return "", nil, err

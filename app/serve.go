@@ -19,7 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/appliance-sh/appliance/agents"
 	"github.com/appliance-sh/appliance/api"
 	"github.com/appliance-sh/appliance/api/dispatch"
 	"github.com/appliance-sh/appliance/app/config"
@@ -28,7 +27,8 @@ import (
 	"github.com/appliance-sh/appliance/app/scheduler"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workspace"
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/agent"
+	"github.com/appliance-sh/appliance/runners/worker"
 	"github.com/appliance-sh/appliance/store"
 	"github.com/appliance-sh/appliance/ui"
 )
@@ -252,7 +252,7 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 		}
 	}()
 
-	pool := runners.WorkerConfig{
+	pool := worker.Config{
 		Name:          hostname() + "-inprocess",
 		Tags:          cfg.WorkerTags,
 		MaxConcurrent: *cfg.Workers,
@@ -283,7 +283,7 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 	if err != nil {
 		return nil, err
 	}
-	agentCaller, err := agents.New(cfg.Agents, nil)
+	agentCaller, err := agent.New(cfg.Agents, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -327,7 +327,7 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 		TemplateOutput:   cfg.Effective.Limits.TemplateOutput,
 		Metrics:          reg,
 		Agents:           agentCaller,
-		RunnerTag:        runners.CapabilityTag,
+		RunnerTag:        runnerTags.CapabilityTag,
 		Clock:            cfg.Test.EngineClock,
 	})
 	if err != nil {
@@ -440,7 +440,7 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 		inProcess := newInProcessServer(s.protocol, registry)
 		inProcess.files = revs.files
 		inProcess.registered = func() { s.ready.done(inProcessPart) }
-		inProcessWorkers := runners.NewWorker(inProcess, pool, log.With("worker", "in-process"))
+		inProcessWorkers := worker.New(inProcess, pool, log.With("worker", "in-process"))
 		s.workers = s.sup.start("in-process workers", inProcessWorkers.Run)
 	}
 	return s, nil

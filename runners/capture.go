@@ -12,10 +12,11 @@ import (
 // Limits of the stderr tail quoted in a failed step's error.
 const (
 	tailLines = 20
-	tailBytes = 4 << 10
+	TailBytes = 4 << 10
 )
 
-const outputPrefix = "OUTPUT:"
+// OutputPrefix begins the stdout line carrying a step's output object.
+const OutputPrefix = "OUTPUT:"
 
 // capture watches a step's output lines for its result: the last valid
 // OUTPUT: line of stdout and the tail of stderr.
@@ -43,7 +44,7 @@ func (c *capture) line(stream, line string) {
 // parseOutput reads an `OUTPUT: {...}` line; anything that is not a JSON
 // object after the prefix is ordinary output.
 func parseOutput(line string) (map[string]any, bool) {
-	rest, ok := strings.CutPrefix(line, outputPrefix)
+	rest, ok := strings.CutPrefix(line, OutputPrefix)
 	if !ok {
 		return nil, false
 	}
@@ -58,13 +59,13 @@ func parseOutput(line string) (map[string]any, bool) {
 	return out, true
 }
 
-// stderrTail is the captured stderr tail, at most tailBytes long.
+// stderrTail is the captured stderr tail, at most TailBytes long.
 func (c *capture) stderrTail() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := strings.Join(c.tail, "\n")
-	if len(s) > tailBytes {
-		s = s[len(s)-tailBytes:]
+	if len(s) > TailBytes {
+		s = s[len(s)-TailBytes:]
 		// Cut at a line start so the tail does not begin mid-line.
 		if i := strings.IndexByte(s, '\n'); i >= 0 && i < len(s)-1 {
 			s = s[i+1:]
@@ -79,7 +80,7 @@ func (c *capture) stderrTail() string {
 // "Step timed out after 5s" rather than "context canceled".
 func Execute(ctx context.Context, r Runner, step *Step) Result {
 	if step.Log == nil {
-		return failed(1, errNoLog.Error())
+		return Failed(1, ErrNoLog.Error())
 	}
 	c := &capture{}
 	sink := step.Log
@@ -91,33 +92,34 @@ func Execute(ctx context.Context, r Runner, step *Step) Result {
 	code, err := r.Run(ctx, &s)
 	if ctx.Err() != nil {
 		if code == 0 {
-			code = exitKilled
+			code = ExitKilled
 		}
-		return failed(code, context.Cause(ctx).Error())
+		return Failed(code, context.Cause(ctx).Error())
 	}
 	if err != nil {
 		if code == 0 {
 			code = 1
 		}
-		return failed(code, err.Error())
+		return Failed(code, err.Error())
 	}
 	if code != 0 {
 		msg := fmt.Sprintf("Exit code: %d", code)
 		if tail := c.stderrTail(); tail != "" {
 			msg += "\n" + tail
 		}
-		return failed(code, msg)
+		return Failed(code, msg)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return Result{Output: c.output}
 }
 
-// exitKilled is the exit code reported for a step killed before it exited
+// ExitKilled is the exit code reported for a step killed before it exited
 // on its own (128 + SIGKILL, as shells report it).
-const exitKilled = 137
+const ExitKilled = 137
 
-func failed(code int, msg string) Result {
+// Failed is the result of a step that failed with code and msg.
+func Failed(code int, msg string) Result {
 	return Result{ExitCode: code, Error: &msg}
 }
 
@@ -130,8 +132,8 @@ var (
 	ErrConsumerStopped = errors.New("worker shutting down: an event source consumer is stopped at once, the server starts it again")
 )
 
-// timeoutError is the cause of a step killed at its deadline.
-func timeoutError(secs float64) error {
+// TimeoutError is the cause of a step killed at its deadline.
+func TimeoutError(secs float64) error {
 	return fmt.Errorf("Step timed out after %ss", formatSecs(secs))
 }
 

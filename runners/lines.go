@@ -9,14 +9,20 @@ import (
 	"time"
 )
 
-// maxLine is where a long output line is split: the parts are logged as
+// ReaderGrace bounds the wait for the output pipes to close once the step's
+// process group is gone: a descendant that left the group (setsid) may hold
+// them open forever. Time the readers spend waiting for room in the step's
+// journal does not count (see OutputReaders.Await).
+const ReaderGrace = 2 * time.Second
+
+// MaxLine is where a long output line is split: the parts are logged as
 // separate lines rather than dropped or held in memory without bound.
-const maxLine = 64 << 10
+const MaxLine = 64 << 10
 
 // readLines sends each line of r to log until EOF or a read error (the pipe
 // closed under it once the step is over).
 func readLines(r io.Reader, stream string, log func(stream, line string)) {
-	br := bufio.NewReaderSize(r, maxLine)
+	br := bufio.NewReaderSize(r, MaxLine)
 	for {
 		chunk, isPrefix, err := br.ReadLine()
 		if err != nil {
@@ -37,19 +43,19 @@ func readLines(r io.Reader, stream string, log func(stream, line string)) {
 // printing forever.
 const afterExitMax = 4 << 20
 
-// outputReaders read a step's output streams into its log. Their log call
+// OutputReaders read a step's output streams into its log. Their log call
 // may wait for room in a full journal; they tell when one does, so that
 // the wait for the streams to end after the step is not cut short by time
 // the readers spend waiting for delivery.
-type outputReaders struct {
+type OutputReaders struct {
 	wg    sync.WaitGroup
 	inLog atomic.Int32
 	read  atomic.Int64 // bytes read
 }
 
-// start reads r's lines into log as stream until EOF or a read error, then
+// Start reads r's lines into log as stream until EOF or a read error, then
 // closes r.
-func (o *outputReaders) start(r io.ReadCloser, stream string, log func(stream, line string)) {
+func (o *OutputReaders) Start(r io.ReadCloser, stream string, log func(stream, line string)) {
 	o.wg.Add(1)
 	go func() {
 		defer o.wg.Done()
@@ -62,10 +68,10 @@ func (o *outputReaders) start(r io.ReadCloser, stream string, log func(stream, l
 	}()
 }
 
-// await waits, once the step is over, for done; after grace of time with
+// Await waits, once the step is over, for done; after grace of time with
 // no reader waiting for room, or afterExitMax bytes read, it calls stop
 // (which must end the streams) and returns.
-func (o *outputReaders) await(done <-chan struct{}, grace time.Duration, stop func()) {
+func (o *OutputReaders) Await(done <-chan struct{}, grace time.Duration, stop func()) {
 	const steps = 20
 	tick := time.NewTicker(grace / steps)
 	defer tick.Stop()
@@ -87,11 +93,11 @@ func (o *outputReaders) await(done <-chan struct{}, grace time.Duration, stop fu
 	}
 }
 
-// wait waits for the readers to end.
-func (o *outputReaders) wait() { o.wg.Wait() }
+// Wait waits for the readers to end.
+func (o *OutputReaders) Wait() { o.wg.Wait() }
 
-// drained is closed once the readers end.
-func (o *outputReaders) drained() <-chan struct{} {
+// Drained is closed once the readers end.
+func (o *OutputReaders) Drained() <-chan struct{} {
 	ch := make(chan struct{})
 	go func() { o.wg.Wait(); close(ch) }()
 	return ch

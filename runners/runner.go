@@ -42,5 +42,8 @@ const (
 	Stderr = workerproto.Stderr
 )
 
-// errNoLog guards against a Step without a log sink.
-var errNoLog = errors.New("step has no log sink")
+// ErrNoLog guards against a Step without a log sink.
+var ErrNoLog = errors.New("step has no log sink")
+
+// Result is what a step's run comes to, as a worker reports it.
+type Result = workerproto.Result

@@ -8,7 +8,7 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/worker"
 )
 
 // Commands maps a command name to its implementation.
@@ -17,7 +17,7 @@ var Commands = map[string]func(args []string, stdout, stderr io.Writer) int{}
 // DetectRunners fills in the runners `run --local` may use on this machine
 // for the server at serverURL (Docker, pods) as a worker with no
 // configuration does; app sets it.
-var DetectRunners func(ctx context.Context, serverURL string, cfg *runners.WorkerConfig, log *slog.Logger) error
+var DetectRunners func(ctx context.Context, serverURL string, cfg *worker.Config, log *slog.Logger) error
 
 // Hostname names this machine's local worker; app sets it.
 var Hostname func() string

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/api/client"
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/worker"
 )
 
 // localLogPush is how often `run --local` sends (and prints) step output.
@@ -39,8 +39,8 @@ func runLocal(cc *clientCommand, ws, task string, input map[string]any, token st
 
 func localJob(ctx context.Context, cc *clientCommand, ws, task string, input map[string]any, token string) (int, error) {
 	log := slog.New(slog.NewTextHandler(cc.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	client := runners.NewClient(*cc.server, token, nil)
-	wcfg := runners.WorkerConfig{
+	client := worker.NewClient(*cc.server, token, nil)
+	wcfg := worker.Config{
 		Name:            Hostname() + "-local",
 		Tags:            []string{},
 		MaxConcurrent:   max(2, runtime.NumCPU()),
@@ -53,7 +53,7 @@ func localJob(ctx context.Context, cc *clientCommand, ws, task string, input map
 		return 2, err
 	}
 	workerID, err := client.Register(ctx, wcfg.Name, wcfg.Tags)
-	if errors.Is(err, runners.ErrUnauthorized) {
+	if errors.Is(err, worker.ErrUnauthorized) {
 		return 1, errors.New("worker token rejected by the server: --worker-token must equal the server's worker_token")
 	}
 	if err != nil {
@@ -69,7 +69,7 @@ func localJob(ctx context.Context, cc *clientCommand, ws, task string, input map
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
-	go func() { done <- runners.NewWorker(srv, wcfg, log).Run(runCtx) }()
+	go func() { done <- worker.New(srv, wcfg, log).Run(runCtx) }()
 	var runErr error
 	select {
 	case <-srv.ended: // the server says the job has ended
@@ -97,7 +97,7 @@ func localJob(ctx context.Context, cc *clientCommand, ws, task string, input map
 // localServer is the worker protocol for one local job: claims ask for its
 // steps only, and the steps' output and failures are printed on the way.
 type localServer struct {
-	*runners.Client
+	*worker.Client
 	workerID, jobID string
 	out             io.Writer
 
@@ -123,7 +123,7 @@ func (s *localServer) Register(ctx context.Context, name string, tags []string) 
 
 // Claim asks for a ready step of the job; once the job has ended it waits
 // for the run to stop.
-func (s *localServer) Claim(ctx context.Context, workerID string, _ []string) (*runners.Assignment, error) {
+func (s *localServer) Claim(ctx context.Context, workerID string, _ []string) (*worker.Assignment, error) {
 	select {
 	case <-s.ended:
 		<-ctx.Done()
@@ -131,7 +131,7 @@ func (s *localServer) Claim(ctx context.Context, workerID string, _ []string) (*
 	default:
 	}
 	a, err := s.ClaimJob(ctx, workerID, s.jobID)
-	if errors.Is(err, runners.ErrConflict) {
+	if errors.Is(err, worker.ErrConflict) {
 		s.once.Do(func() { close(s.ended) })
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -139,7 +139,7 @@ func (s *localServer) Claim(ctx context.Context, workerID string, _ []string) (*
 	return a, err
 }
 
-func (s *localServer) PushLogs(ctx context.Context, jobID string, push runners.LogPush) (bool, error) {
+func (s *localServer) PushLogs(ctx context.Context, jobID string, push worker.LogPush) (bool, error) {
 	cancelled, err := s.Client.PushLogs(ctx, jobID, push)
 	if err == nil {
 		s.mu.Lock()
@@ -151,7 +151,7 @@ func (s *localServer) PushLogs(ctx context.Context, jobID string, push runners.L
 	return cancelled, err
 }
 
-func (s *localServer) Complete(ctx context.Context, workerID, jobID, step string, res runners.Result) error {
+func (s *localServer) Complete(ctx context.Context, workerID, jobID, step string, res worker.Result) error {
 	err := s.Client.Complete(ctx, workerID, jobID, step, res)
 	if err == nil && (res.ExitCode != 0 || res.Error != nil) {
 		msg := fmt.Sprintf("exit code %d", res.ExitCode)

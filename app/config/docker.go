@@ -6,7 +6,7 @@ package config
 type Docker struct {
 	// Endpoint is the daemon address (default $DOCKER_HOST, else the local socket).
 	Endpoint string `yaml:"endpoint"`
-	// Images maps a script language to its image (defaults: runners.DefaultDockerImages).
+	// Images maps a script language to its image (defaults: runners.DefaultImages).
 	Images map[string]string `yaml:"images"`
 	// KillGrace is how long a cancelled step's container has after SIGTERM (default 5s).
 	KillGrace string `yaml:"kill_grace"`

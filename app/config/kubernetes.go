@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/pod"
+	"github.com/appliance-sh/appliance/runners/worker"
 )
 
 // Kubernetes is the `kubernetes` section of the worker config (and
@@ -19,7 +20,7 @@ type Kubernetes struct {
 	// the worker pod's own).
 	Namespace string `yaml:"namespace"`
 	// InitImage fetches a script pod's workspace (default
-	// runners.DefaultInitImage).
+	// pod.DefaultInitImage).
 	InitImage        string   `yaml:"init_image"`
 	ServiceAccount   string   `yaml:"service_account"`
 	ImagePullSecrets []string `yaml:"image_pull_secrets"`
@@ -34,14 +35,14 @@ type Kubernetes struct {
 
 // RunnerConfig checks the section and gives the pod runner's settings;
 // serverURL is the worker's own.
-func (s *Kubernetes) RunnerConfig(serverURL string) (*runners.KubernetesConfig, error) {
+func (s *Kubernetes) RunnerConfig(serverURL string) (*pod.Config, error) {
 	if s == nil {
 		return nil, nil
 	}
 	if s.InCluster == (s.Kubeconfig != "") {
 		return nil, fmt.Errorf("kubernetes: set exactly one of kubeconfig (a file) and in_cluster: true")
 	}
-	c := &runners.KubernetesConfig{
+	c := &pod.Config{
 		Kubeconfig:       s.Kubeconfig,
 		InCluster:        s.InCluster,
 		Namespace:        s.Namespace,
@@ -52,7 +53,7 @@ func (s *Kubernetes) RunnerConfig(serverURL string) (*runners.KubernetesConfig, 
 	}
 	if c.ServerURL == "" {
 		c.ServerURL = serverURL
-	} else if _, err := runners.ParseServerURL(c.ServerURL); err != nil {
+	} else if _, err := worker.ParseServerURL(c.ServerURL); err != nil {
 		return nil, fmt.Errorf("kubernetes.server_url: %w", err)
 	}
 	for _, d := range []struct {

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/accounts"
-	"github.com/appliance-sh/appliance/agents"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/agent"
 	"github.com/appliance-sh/appliance/store"
 )
 
@@ -76,7 +76,7 @@ type Server struct {
 	Retention RetentionSection `yaml:"retention"`
 	// Agents are the language model providers agent steps call
 	// (agents/config.go); none configured = agent steps fail when run.
-	Agents agents.Config `yaml:"agents"`
+	Agents agent.Config `yaml:"agents"`
 
 	// Effective is what LoadServer derived from the sections above; the
 	// server is wired from these (tests may change them after loading).
@@ -112,7 +112,7 @@ type TestHooks struct {
 	// headers (10s when 0; tests shorten it).
 	HeaderTimeout time.Duration
 	// LogBuffer bounds the undelivered log lines each in-process step run
-	// holds (runners.DefaultLogBuffer when 0; tests shrink it).
+	// holds (worker.DefaultLogBuffer when 0; tests shrink it).
 	LogBuffer int64
 	// NoEventSources leaves event_source triggers unstarted (tests of
 	// other features on the examples workspace, whose consumer would hold

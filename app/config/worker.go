@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/worker"
 )
 
 // workerFile is worker-config.yaml as written.
@@ -33,7 +33,7 @@ type workerFile struct {
 }
 
 // WorkspaceLimitsSection is worker-config.yaml's workspace_limits: as
-// written; each key defaults to runners.DefaultWorkspaceLimits.
+// written; each key defaults to worker.DefaultWorkspaceLimits.
 type WorkspaceLimitsSection struct {
 	TotalSize string `yaml:"total_size"`
 	Files     *int64 `yaml:"files"`
@@ -62,7 +62,7 @@ type Worker struct {
 	SpoolDir string
 	SpoolMax int64
 	// WorkspaceLimits bound what one downloaded workspace may unpack to.
-	WorkspaceLimits runners.WorkspaceLimits
+	WorkspaceLimits worker.WorkspaceLimits
 	Docker          Docker
 	Kubernetes      *Kubernetes
 }
@@ -89,7 +89,7 @@ func LoadWorker(path string) (*Worker, error) {
 	if cfg.ServerURL == "" {
 		return nil, fmt.Errorf("%s: server_url is required (e.g. http://appliance.internal:8080)", path)
 	}
-	if _, err := runners.ParseServerURL(cfg.ServerURL); err != nil {
+	if _, err := worker.ParseServerURL(cfg.ServerURL); err != nil {
 		return nil, fmt.Errorf("%s: server_url: %w", path, err)
 	}
 	if cfg.Token == "" {
@@ -146,7 +146,7 @@ func LoadWorker(path string) (*Worker, error) {
 	if cfg.SpoolDir == "" {
 		cfg.SpoolDir = defaultSpoolDir(cfg.WorkspaceCacheDir, cfg.Name)
 	}
-	cfg.SpoolMax = runners.DefaultSpoolMax
+	cfg.SpoolMax = worker.DefaultSpoolMax
 	if err := parseSize("spool_max", f.SpoolMax, &cfg.SpoolMax); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -162,8 +162,8 @@ func LoadWorker(path string) (*Worker, error) {
 }
 
 // parse checks the section and fills in the defaults.
-func (s WorkspaceLimitsSection) parse() (runners.WorkspaceLimits, error) {
-	l := runners.DefaultWorkspaceLimits
+func (s WorkspaceLimitsSection) parse() (worker.WorkspaceLimits, error) {
+	l := worker.DefaultWorkspaceLimits
 	if err := parseSize("workspace_limits.total_size", s.TotalSize, &l.TotalSize); err != nil {
 		return l, err
 	}

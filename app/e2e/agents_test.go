@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/appliance-sh/appliance/agents"
 	"github.com/appliance-sh/appliance/app/config"
+	"github.com/appliance-sh/appliance/runners/agent"
 )
 
 // testAPIKey is the providers' key in these tests: it must never show up
@@ -107,12 +107,12 @@ func agentServer(t *testing.T, typ string, fake *fakeLLM, ws string) (*serverFix
 	dir := t.TempDir()
 	writeWorkspace(t, dir, ws)
 	endpoint := fake.srv.URL + "/"
-	if typ == agents.TypeOpenAI {
+	if typ == agent.TypeOpenAI {
 		endpoint = fake.srv.URL + "/v1/"
 	}
 	retries := 2
 	cfg := testServerConfig(t, map[string]string{"ws": dir}, 1, func(c *config.Server) {
-		c.Agents = agents.Config{Providers: map[string]agents.ProviderConfig{
+		c.Agents = agent.Config{Providers: map[string]agent.ProviderConfig{
 			"llm": {Type: typ, APIKey: testAPIKey, APIEndpoint: endpoint, Model: "test-model", MaxRetries: &retries},
 		}}
 	})
@@ -199,7 +199,7 @@ func TestAgentStepStructuredOutputDrivesWhen(t *testing.T) {
 		}
 		openAIReply(w, "Here you go:\n```json\n{\"category\": \"bug\", \"urgent\": "+urgent+", \"score\": 3}\n```")
 	})
-	f, serverLog := agentServer(t, agents.TypeOpenAI, fake, classifyWorkspace)
+	f, serverLog := agentServer(t, agent.TypeOpenAI, fake, classifyWorkspace)
 
 	id := f.execute("ws", "triage", map[string]any{"ticket": "checkout is down"})
 	j := f.waitTerminal(id)
@@ -300,7 +300,7 @@ func TestAgentStepAnthropicTextAndStructured(t *testing.T) {
 		}
 		anthropicReply(w, `{"category": "billing", "urgent": false}`)
 	})
-	f, serverLog := agentServer(t, agents.TypeAnthropic, fake, `
+	f, serverLog := agentServer(t, agent.TypeAnthropic, fake, `
 tasks:
   write:
     flow:
@@ -371,7 +371,7 @@ func TestAgentStepSchemaViolationFailsNamingField(t *testing.T) {
 		}
 		openAIReply(w, `{"category": "bug"}`)
 	})
-	f, _ := agentServer(t, agents.TypeOpenAI, fake, classifyWorkspace)
+	f, _ := agentServer(t, agent.TypeOpenAI, fake, classifyWorkspace)
 	for _, want := range []string{`field "category": value must be one of`, `field "urgent" is required but missing`} {
 		id := f.execute("ws", "triage", map[string]any{"ticket": "x"})
 		j := f.waitTerminal(id)
@@ -397,7 +397,7 @@ func TestAgentStepRetriesAfter429(t *testing.T) {
 		}
 		openAIReply(w, "fine")
 	})
-	f, _ := agentServer(t, agents.TypeOpenAI, fake, `
+	f, _ := agentServer(t, agent.TypeOpenAI, fake, `
 tasks:
   ask:
     flow:
@@ -425,7 +425,7 @@ func TestAgentStepErrorsNeverShowTheKey(t *testing.T) {
 		w.WriteHeader(http.StatusUnauthorized)
 		_, _ = io.WriteString(w, `{"error": {"message": "Incorrect API key provided: `+testAPIKey+`", "type": "invalid_request_error"}}`)
 	})
-	f, serverLog := agentServer(t, agents.TypeOpenAI, fake, `
+	f, serverLog := agentServer(t, agent.TypeOpenAI, fake, `
 tasks:
   ask:
     flow:
@@ -447,7 +447,7 @@ tasks:
 // waits for a slow reply: the provider sees its request end.
 func TestAgentStepCancelAbortsTheCall(t *testing.T) {
 	fake := newFakeLLM(t, blockUntilAborted)
-	f, _ := agentServer(t, agents.TypeOpenAI, fake, `
+	f, _ := agentServer(t, agent.TypeOpenAI, fake, `
 tasks:
   ask:
     flow:
@@ -476,7 +476,7 @@ tasks:
 // and ends its HTTP request.
 func TestAgentStepTimeoutAbortsTheCall(t *testing.T) {
 	fake := newFakeLLM(t, blockUntilAborted)
-	f, _ := agentServer(t, agents.TypeAnthropic, fake, `
+	f, _ := agentServer(t, agent.TypeAnthropic, fake, `
 tasks:
   ask:
     flow:
@@ -503,7 +503,7 @@ tasks:
 // workspace naming another does not load, and says where and which exist.
 func TestUnknownAgentProviderIsALoadError(t *testing.T) {
 	fake := newFakeLLM(t, blockUntilAborted)
-	f, _ := agentServer(t, agents.TypeOpenAI, fake, `
+	f, _ := agentServer(t, agent.TypeOpenAI, fake, `
 tasks:
   ask:
     flow:

@@ -13,9 +13,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/appliance-sh/appliance/app/config"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 func TestServerRefusesAnArchiveItCannotBuild(t *testing.T) {

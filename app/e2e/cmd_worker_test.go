@@ -13,7 +13,7 @@ import (
 
 	"github.com/appliance-sh/appliance/app"
 	"github.com/appliance-sh/appliance/app/config"
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/worker"
 )
 
 func TestLoadWorkerConfig(t *testing.T) {
@@ -32,7 +32,7 @@ func TestLoadWorkerConfig(t *testing.T) {
 				c.WorkspaceCacheDir != filepath.Join(cacheBase, "appliance", "workspaces") ||
 				c.RetryMinInterval != 250*time.Millisecond || c.RetryMaxInterval != 5*time.Second ||
 				c.SpoolDir != filepath.Join(c.WorkspaceCacheDir, ".spool", config.DefaultSpoolDirName(host)) || c.SpoolMax != 1<<30 ||
-				c.WorkspaceLimits != (runners.WorkspaceLimits{TotalSize: 1 << 30, Files: 100_000, FileSize: 512 << 20, Ratio: 100, RatioFloor: 1 << 20}) {
+				c.WorkspaceLimits != (worker.WorkspaceLimits{TotalSize: 1 << 30, Files: 100_000, FileSize: 512 << 20, Ratio: 100, RatioFloor: 1 << 20}) {
 				t.Fatalf("defaults %+v", c)
 			}
 		}, ""},
@@ -60,7 +60,7 @@ workspace_limits:
 				c.LogPushInterval != 250*time.Millisecond || c.DrainTimeout != time.Minute ||
 				c.RetryMinInterval != 100*time.Millisecond || c.RetryMaxInterval != time.Minute ||
 				c.SpoolDir != "/var/spool/appliance" || c.SpoolMax != 200<<20 ||
-				c.WorkspaceLimits != (runners.WorkspaceLimits{TotalSize: 2 << 30, Files: 500, FileSize: 64 << 20, Ratio: 1000, RatioFloor: 1 << 20}) {
+				c.WorkspaceLimits != (worker.WorkspaceLimits{TotalSize: 2 << 30, Files: 500, FileSize: 64 << 20, Ratio: 1000, RatioFloor: 1 << 20}) {
 				t.Fatalf("decoded %+v", c)
 			}
 		}, ""},

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/appliance-sh/appliance/runners"
-	"github.com/appliance-sh/appliance/runners/dockertest"
+	"github.com/appliance-sh/appliance/runners/docker/dockertest"
 )
 
 func TestDockerStepRunsOnTheInProcessWorkerWithTheDockerTag(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/worker"
 )
 
 // TestInProcessTransportEnforcesTheHolderRules forges, through the
@@ -42,24 +42,24 @@ tasks:
 		t.Fatalf("claim naming gpu by a worker without it = %+v, %v; want no work", a, err)
 	}
 
-	line := []runners.LogLine{{Stream: "stdout", Line: "forged"}}
+	line := []worker.LogLine{{Stream: "stdout", Line: "forged"}}
 	for _, fg := range []struct {
 		name   string
 		worker string
 		want   error
 	}{
-		{"another worker", intruder, runners.ErrConflict},
-		{"no worker", "", runners.ErrInvalid},
-		{"an unknown worker", "00000000-0000-4000-8000-00000000dead", runners.ErrNotFound},
+		{"another worker", intruder, worker.ErrConflict},
+		{"no worker", "", worker.ErrInvalid},
+		{"an unknown worker", "00000000-0000-4000-8000-00000000dead", worker.ErrNotFound},
 	} {
 		t.Run(fg.name, func(t *testing.T) {
 			if err := srv.Start(ctx, fg.worker, id, "held"); !errors.Is(err, fg.want) {
 				t.Errorf("start = %v, want %v", err, fg.want)
 			}
-			if _, err := srv.PushLogs(ctx, id, runners.LogPush{WorkerID: fg.worker, StepName: "held", Lines: line}); !errors.Is(err, fg.want) {
+			if _, err := srv.PushLogs(ctx, id, worker.LogPush{WorkerID: fg.worker, StepName: "held", Lines: line}); !errors.Is(err, fg.want) {
 				t.Errorf("log push = %v, want %v", err, fg.want)
 			}
-			res := runners.Result{ExitCode: 1, Output: map[string]any{"forged": true}}
+			res := worker.Result{ExitCode: 1, Output: map[string]any{"forged": true}}
 			if err := srv.Complete(ctx, fg.worker, id, "held", res); !errors.Is(err, fg.want) {
 				t.Errorf("complete = %v, want %v", err, fg.want)
 			}
@@ -78,13 +78,13 @@ tasks:
 	if err := srv.Start(ctx, holder, id, "held"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.PushLogs(ctx, id, runners.LogPush{WorkerID: holder, StepName: "held", Lines: []runners.LogLine{{Stream: "stdout", Line: "real"}}}); err != nil {
+	if _, err := srv.PushLogs(ctx, id, worker.LogPush{WorkerID: holder, StepName: "held", Lines: []worker.LogLine{{Stream: "stdout", Line: "real"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Complete(ctx, holder, id, "held", runners.Result{}); err != nil {
+	if err := srv.Complete(ctx, holder, id, "held", worker.Result{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.PushLogs(ctx, id, runners.LogPush{WorkerID: holder, StepName: "held", Lines: line}); !errors.Is(err, runners.ErrConflict) {
+	if _, err := srv.PushLogs(ctx, id, worker.LogPush{WorkerID: holder, StepName: "held", Lines: line}); !errors.Is(err, worker.ErrConflict) {
 		t.Fatalf("push after completion = %v, want a conflict", err)
 	}
 	if logs := f.logs(id, "held"); !strings.Contains(logs, "real") || strings.Contains(logs, "forged") {

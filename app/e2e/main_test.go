@@ -6,12 +6,12 @@ import (
 	"os"
 	"testing"
 
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/local"
 )
 
 // TestMain lets this test binary serve as the step keeper, as main does.
 func TestMain(m *testing.M) {
-	runners.StepKeeperMain()
+	local.StepKeeperMain()
 	// In-process client commands read stored logins from the user config
 	// dir: never the developer's own.
 	dir, err := os.MkdirTemp("", "appliance-test-config-")

@@ -5,10 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/appliance-sh/appliance/app/config"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 // scrape reads /metrics (with token as bearer unless empty) and parses it

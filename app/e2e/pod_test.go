@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/appliance-sh/appliance/app/config"
-	"github.com/appliance-sh/appliance/runners/kubetest"
+	"github.com/appliance-sh/appliance/runners/pod/kubetest"
 )
 
 // No cluster can run here: kubetest serves the part of the Kubernetes API

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/appliance-sh/appliance/app/config"
 	"github.com/chromedp/chromedp"
+
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 // stderrLeakWorkspace has a task whose step prints every kind of secret on

@@ -8,7 +8,7 @@ import (
 	"github.com/appliance-sh/appliance/app"
 	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/worker"
 	"github.com/appliance-sh/appliance/store"
 )
 
@@ -24,7 +24,7 @@ type testServer struct {
 	stopOrchestrator   func()
 	sweepRevisions     func(ctx context.Context, now time.Time, grace time.Duration) (int, error)
 	revisionSweepGrace time.Duration
-	inProcessTransport func(claimWait time.Duration) runners.Server
+	inProcessTransport func(claimWait time.Duration) worker.Server
 }
 
 // startServer starts a server as `appliance serve` does.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/api/workerproto"
-	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/runners/worker"
 )
 
 // transportWorld is one transport's side of TestBothTransportsAnswerEveryReportAlike:
@@ -17,7 +17,7 @@ import (
 // the same states.
 type transportWorld struct {
 	name     string
-	srv      runners.Server
+	srv      worker.Server
 	holder   string // holds the job's step "held"
 	intruder string // holds nothing
 	job      string
@@ -67,7 +67,7 @@ func outcomeOf(w *transportWorld, answer any, err error) outcome {
 			break
 		}
 	}
-	var se *runners.StatusError
+	var se *worker.StatusError
 	if errors.As(err, &se) {
 		o.msg = se.Message
 	}
@@ -99,7 +99,7 @@ tasks:
 	}
 
 	worlds := []*transportWorld{
-		{name: "http", srv: runners.NewClient(f.url, workerToken, nil, runners.WithWorkspaceCache(t.TempDir()))},
+		{name: "http", srv: worker.NewClient(f.url, workerToken, nil, worker.WithWorkspaceCache(t.TempDir()))},
 		{name: "in-process", srv: f.srv.inProcessTransport(0)},
 	}
 	for _, w := range worlds {

@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/appliance-sh/appliance/app/config"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 // approvalWorkflow is a task that waits for a person before its last step.

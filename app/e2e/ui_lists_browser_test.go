@@ -8,9 +8,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/appliance-sh/appliance/app/config"
 	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
+
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 // listsWorkflow has a task that waits for a person (its jobs stay live

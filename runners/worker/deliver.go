@@ -1,0 +1,224 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/appliance-sh/appliance/runners"
+)
+
+// Bounds of one log push: the server takes request bodies up to its
+// limits.request_body (10MB by default).
+const (
+	maxPushLines = 5_000
+	maxPushBytes = 4 << 20
+)
+
+// delivery is one step run on its way to the server.
+type delivery struct {
+	j   journal
+	log *slog.Logger
+	// finished is closed once the run's result is in the journal.
+	finished <-chan struct{}
+	// kill kills the step while it runs (nil for a run left by an
+	// earlier worker process).
+	kill context.CancelCauseFunc
+	// refused is set once the server refused the run's lines: the rest are
+	// dropped unsent.
+	refused bool
+	// ref and delivered, for a run a slot claimed: the reporter stops
+	// tracking ref, then closes delivered, once the run is delivered.
+	ref       StepRef
+	delivered chan struct{}
+}
+
+// reporters deliver a claim slot's step runs: two goroutines for as long
+// as the slot claims, rather than one per run, since a run's completion
+// may still be on its way while the next run's lines go out (see
+// claimLoop); each reuses one ticker for its runs' log pushes.
+type reporters struct {
+	runs chan *delivery
+	done sync.WaitGroup
+}
+
+func (w *Worker) startReporters(lt lifetimes) *reporters {
+	r := &reporters{runs: make(chan *delivery)}
+	for range 2 {
+		r.done.Add(1)
+		go func() {
+			defer r.done.Done()
+			tick := stoppedTicker()
+			for d := range r.runs {
+				w.deliver(lt, d, tick)
+				w.untrack(d.ref) // only once the server has the completion (or refused it)
+				close(d.delivered)
+			}
+		}()
+	}
+	return r
+}
+
+// stop ends the reporters once they delivered what they were given.
+func (r *reporters) stop() {
+	close(r.runs)
+	r.done.Wait()
+}
+
+// stoppedTicker returns a ticker to Reset when wanted.
+func stoppedTicker() *time.Ticker {
+	t := time.NewTicker(time.Hour)
+	t.Stop()
+	return t
+}
+
+// deliver sends a run's lines, then its result, until the server has them
+// or refused them, retrying for as long as it takes with backoff capped at
+// RetryMax: lines are pushed every LogPushInterval while the step runs and
+// at once after, and at once when the step's output waits for room in a
+// full journal. It returns early only when lt.reports ends, or after a
+// failed attempt once the worker is stopping and the run is finished: the
+// spool keeps what is left for the next start.
+func (w *Worker) deliver(lt lifetimes, d *delivery, tick *time.Ticker) {
+	ctx := lt.reports
+	meta := d.j.Meta()
+	b := newBackoff(w.cfg.RetryMin, w.cfg.RetryMax)
+	tick.Reset(w.cfg.LogPushInterval)
+	defer tick.Stop()
+	finished := d.finished
+	pushCtx := ctx
+	if _, ok := d.j.(*eventGate); ok {
+		// An event source's push may wait for room among its trigger's
+		// jobs, which a stopping worker no longer runs: once stopping it
+		// gives up, and what is left stays in the spool (or, in memory,
+		// is lost: the events were never accepted, and the consumer's
+		// next run emits them again after APPLIANCE_EVENT_OFFSET).
+		var cancel context.CancelFunc
+		pushCtx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-lt.shutdown:
+				cancel()
+			case <-pushCtx.Done():
+			}
+		}()
+	}
+	for ctx.Err() == nil {
+		wanted := d.j.Wanted()
+		var emitted <-chan struct{} // nil: never, for other steps
+		if g, ok := d.j.(*eventGate); ok {
+			emitted = g.Emitted()
+		}
+		done, err := w.deliverOnce(pushCtx, d)
+		if done {
+			return
+		}
+		if err != nil {
+			if closed(d.finished) && closed(lt.shutdown) {
+				j := d.j
+				if g, ok := j.(*eventGate); ok {
+					j = g.journal
+				}
+				if _, onDisk := j.(*spoolRun); onDisk {
+					d.log.Warn("server unreachable at shutdown: the step's undelivered report stays in the spool for the next start", "err", err)
+				} else {
+					d.log.Error("server unreachable at shutdown: the step's undelivered report is lost", "err", err)
+				}
+				return
+			}
+			d.log.Warn("step report failed; retrying", "run", meta.Run, "err", err)
+			b.wait(ctx)
+			continue
+		}
+		b.reset()
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		case <-wanted: // the step's output waits for room
+		case <-emitted: // an event source's event waits
+		case <-finished:
+			finished = nil // no more waiting: the result goes now
+		}
+	}
+}
+
+// deliverOnce sends every pending line, then the result if the run has
+// one. done is true once the run is delivered or refused, and removed.
+func (w *Worker) deliverOnce(ctx context.Context, d *delivery) (done bool, err error) {
+	meta := d.j.Meta()
+	for {
+		b, err := d.j.Pending(maxPushLines, maxPushBytes)
+		if err != nil {
+			return false, fmt.Errorf("read the spool: %w", err)
+		}
+		if len(b.Lines) > 0 {
+			if d.refused {
+				_ = d.j.Ack(b)
+				continue
+			}
+			cancelled, err := w.srv.PushLogs(ctx, meta.JobID, LogPush{WorkerID: meta.WorkerID, StepName: meta.Step, Run: meta.Run, Lines: b.Lines})
+			switch {
+			case err == nil:
+				if err := d.j.Ack(b); err != nil {
+					return false, err
+				}
+				if cancelled && d.kill != nil {
+					d.kill(runners.ErrStepCancelled)
+				}
+				if b.Result == nil {
+					continue // more lines, or none yet
+				}
+			case refused(err):
+				d.log.Warn("server refused the step's log: dropping its undelivered lines", "err", err)
+				d.refused = true
+				if d.kill != nil {
+					d.kill(fmt.Errorf("the server refused the step's reports: %w", err))
+				}
+				continue
+			default:
+				return false, err
+			}
+		}
+		if b.Result == nil {
+			return false, nil
+		}
+		res := *b.Result
+		err = w.srv.Complete(ctx, meta.WorkerID, meta.JobID, meta.Step, res)
+		attrs := []any{"exit_code", res.ExitCode, "duration", time.Since(meta.Created).Round(time.Millisecond)}
+		if res.Error != nil {
+			attrs = append(attrs, "error", firstLine(*res.Error))
+		}
+		switch {
+		case err == nil:
+			d.log.Info("step finished", attrs...)
+		case refused(err):
+			d.log.Warn("server refused the step's result (the step was recovered or its job is gone): dropped", append(attrs, "err", err)...)
+		default:
+			return false, err
+		}
+		d.j.Remove()
+		return true, nil
+	}
+}
+
+// refused reports whether the server will never take the run's reports:
+// the step is not this worker's any more (409), its job is gone (404), or
+// the run cannot prove the worker it ran as (403: a run spooled without
+// its worker's secret).
+func refused(err error) bool {
+	return errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnknownWorker) ||
+		permanent(err) && !errors.Is(err, ErrUnauthorized)
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,69 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/appliance-sh/appliance/api/workerproto"
+)
+
+// Server is what a worker needs from the server. Two transports implement
+// it: an HTTP client for remote workers and a direct adapter onto the engine
+// for the in-process pool.
+type Server interface {
+	Register(ctx context.Context, name string, tags []string) (workerID string, err error)
+	// Heartbeat says the worker is alive and lists the steps it runs, from
+	// each claim's arrival until its completion is acknowledged (never nil).
+	// ErrUnknownWorker when the server forgot the worker.
+	Heartbeat(ctx context.Context, workerID string, running []workerproto.StepRef) error
+	// Claim long-polls for a step; nil without error means no work.
+	Claim(ctx context.Context, workerID string, tags []string) (*workerproto.Assignment, error)
+	Start(ctx context.Context, workerID, jobID, step string) error
+	Complete(ctx context.Context, workerID, jobID, step string, res workerproto.Result) error
+	// PushLogs appends lines of a step the worker (push.WorkerID) holds to
+	// the job's log and reports whether the job was cancelled; ErrConflict
+	// when the step is no longer this worker's.
+	PushLogs(ctx context.Context, jobID string, push workerproto.LogPush) (cancelled bool, err error)
+	// Cancelled long-polls until the job is cancelled or wait ends.
+	Cancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error)
+	// StepToken mints a short-lived token that downloads the workspace
+	// revision of a step the worker holds, only while the step runs: what
+	// a pod's init container fetches the workspace with, instead of the
+	// worker token.
+	StepToken(ctx context.Context, workerID, jobID, step string) (string, error)
+	// Workspace returns a local directory holding the workspace's files at
+	// the given revision (downloaded and cached by remote workers).
+	Workspace(ctx context.Context, workspace, revision string) (dir string, err error)
+}
+
+// Prover is a Server whose workers prove who they are with a secret they
+// get at registration (the HTTP transport). A worker keeps each step
+// run's secret with it in the spool, so a run an earlier process left is
+// still reported as the worker that ran it.
+type Prover interface {
+	// Secret is the secret of a worker registered through this server
+	// ("" if none).
+	Secret(workerID string) string
+	// Remember has the reports naming workerID carry secret: a worker of
+	// an earlier process, whose runs the spool kept.
+	Remember(workerID, secret string)
+}
+
+// CancelNotifier is a Server that calls back when a job is cancelled,
+// rather than being long-polled for it (Cancelled): the in-process
+// transport, where a poll per running step would cost a goroutine and a
+// timer per step.
+type CancelNotifier interface {
+	// OnCancelled has f called, on a goroutine of its own, if the job is
+	// cancelled (at once if it was); stop undoes it.
+	OnCancelled(ctx context.Context, jobID string, f func()) (stop func() bool, err error)
+}
+
+// The worker protocol's wire types, as this package names them.
+type (
+	Assignment = workerproto.Assignment
+	StepRef    = workerproto.StepRef
+	Result     = workerproto.Result
+	LogPush    = workerproto.LogPush
+	LogLine    = workerproto.LogLine
+)

@@ -1,0 +1,495 @@
+package worker
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/appliance-sh/appliance/runners"
+)
+
+// Files of a run's directory in the spool.
+const (
+	runFile   = "run.json"
+	ackedFile = "acked"
+	segSuffix = ".seg"
+)
+
+// record is one line of a segment: a log line, or the run's result.
+type record struct {
+	Seq    int64     `json:"seq,omitempty"`
+	TS     time.Time `json:"ts"`
+	Stream string    `json:"stream,omitempty"`
+	Line   string    `json:"line,omitempty"`
+	Result *Result   `json:"result,omitempty"`
+}
+
+// spoolPos is where delivery stands: a segment and an offset in it.
+type spoolPos struct {
+	seg int
+	off int64
+}
+
+// segment is one of a run's files of records.
+type segment struct {
+	num  int
+	size int64 // bytes of whole records
+	last int64 // number of its last line (0: none), known after a restart
+}
+
+// spoolRun is a journal in the spool.
+type spoolRun struct {
+	sp   *Spool
+	dir  string
+	meta runMeta
+
+	mu      sync.Mutex
+	segs    []*segment // oldest first; the last is the one written
+	w       *os.File   // the last segment, open for appending (nil: none yet)
+	seq     int64      // number of the last line written
+	acked   int64      // number of the last line the server has
+	dropped int        // lines dropped since the last notice
+	why     string     // why they were dropped
+	res     *Result
+	removed bool
+	pos     spoolPos // where the next batch starts
+}
+
+func (r *spoolRun) Meta() runMeta { return r.meta }
+
+func (r *spoolRun) Wanted() <-chan struct{} { return r.sp.room.want() }
+
+func (r *spoolRun) Log(ctx context.Context, stream, line string) {
+	ts := time.Now().UTC()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var rec []byte
+	for {
+		if r.res != nil || r.removed {
+			return
+		}
+		freed := r.sp.room.next()
+		// Numbered here: the other stream's reader may add lines meanwhile.
+		rec = encodeRecord(record{TS: ts, Stream: stream, Line: line}, r.seq+1+int64(min(r.dropped, 1)))
+		if r.sp.reserve(int64(len(rec))) {
+			break
+		}
+		if ctx.Err() != nil || !waitRoom(ctx, &r.mu, r.sp.room, freed) {
+			r.drop(stoppedWhileFull(ctx), nil)
+			return
+		}
+	}
+	if err := r.noticeLocked(); err != nil {
+		r.sp.used.Add(-int64(len(rec)))
+		r.drop("", err)
+		return
+	}
+	if err := r.write(rec); err != nil {
+		r.sp.used.Add(-int64(len(rec)))
+		r.drop("", err)
+		return
+	}
+	r.seq++
+}
+
+// drop counts a line the spool could not take, why (or err, a failed
+// write), and says so in the worker's log at the first.
+func (r *spoolRun) drop(why string, err error) {
+	if err != nil {
+		why = "the worker could not write its spool: " + err.Error()
+	}
+	if r.dropped == 0 {
+		attrs := []any{"job_id", r.meta.JobID, "step", r.meta.Step, "spool_dir", r.sp.dir}
+		if err != nil {
+			r.sp.log.Error("spool: cannot write the step's log: dropping its lines", append(attrs, "err", err)...)
+		} else {
+			r.sp.log.Warn("spool: step stopped while its log waited for delivery: dropping its last lines", attrs...)
+		}
+		r.why = why
+	}
+	r.dropped++
+}
+
+// noticeLocked writes the one line standing for the dropped ones, beyond
+// the bound if need be (it is short).
+func (r *spoolRun) noticeLocked() error {
+	if r.dropped == 0 {
+		return nil
+	}
+	n := dropNotice(r.dropped, r.why)
+	rec := encodeRecord(record{TS: n.TS, Stream: n.Stream, Line: n.Line}, r.seq+1)
+	r.sp.used.Add(int64(len(rec)))
+	if err := r.write(rec); err != nil {
+		r.sp.used.Add(-int64(len(rec)))
+		return err
+	}
+	r.seq++
+	r.sp.log.Warn("spool: log lines were dropped", "job_id", r.meta.JobID, "step", r.meta.Step, "dropped", r.dropped, "why", r.why)
+	r.dropped, r.why = 0, ""
+	return nil
+}
+
+func (r *spoolRun) Finish(res Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.res != nil || r.removed {
+		return
+	}
+	if err := r.noticeLocked(); err != nil {
+		r.sp.log.Error("spool: cannot write the notice of dropped lines", "job_id", r.meta.JobID, "step", r.meta.Step, "err", err)
+	}
+	r.res = &res
+	rec := encodeRecord(record{TS: time.Now().UTC(), Result: &res}, 0)
+	r.sp.used.Add(int64(len(rec)))
+	err := r.write(rec)
+	if err == nil {
+		err = r.w.Sync()
+	} else {
+		r.sp.used.Add(-int64(len(rec)))
+	}
+	if err != nil {
+		// Delivered from memory while this process lives.
+		r.sp.log.Error("spool: cannot write the step's result", "job_id", r.meta.JobID, "step", r.meta.Step, "err", err)
+	}
+	if r.w != nil {
+		_ = r.w.Close()
+		r.w = nil
+	}
+}
+
+// write appends one record to the last segment, beginning a new one when
+// it is full. A failed write is cut off, so the file holds whole records.
+func (r *spoolRun) write(rec []byte) error {
+	if n := len(r.segs); n == 0 || r.segs[n-1].size >= r.sp.segMax || r.w == nil {
+		if err := r.nextSegment(); err != nil {
+			return err
+		}
+	}
+	s := r.segs[len(r.segs)-1]
+	if _, err := r.w.Write(rec); err != nil {
+		_ = r.w.Truncate(s.size)
+		return err
+	}
+	s.size += int64(len(rec))
+	return nil
+}
+
+func (r *spoolRun) nextSegment() error {
+	num := 1
+	if n := len(r.segs); n > 0 {
+		num = r.segs[n-1].num + 1
+		// The last segment may be reopened after a restart rather than full.
+		if r.w == nil && r.segs[n-1].size < r.sp.segMax {
+			f, err := os.OpenFile(segmentPath(r.dir, r.segs[n-1].num), os.O_WRONLY|os.O_APPEND, 0o600)
+			if err != nil {
+				return fmt.Errorf("reopen spool segment: %w", err)
+			}
+			r.w = f
+			return nil
+		}
+	}
+	f, err := os.OpenFile(segmentPath(r.dir, num), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("create spool segment: %w", err)
+	}
+	if r.w != nil {
+		_ = r.w.Close()
+	}
+	r.w = f
+	r.segs = append(r.segs, &segment{num: num})
+	return nil
+}
+
+func (r *spoolRun) Pending(maxLines, maxBytes int) (batch, error) {
+	r.mu.Lock()
+	segs := make([]segment, len(r.segs))
+	for i, s := range r.segs {
+		segs[i] = *s
+	}
+	res, pos, acked := r.res, r.pos, r.acked
+	r.mu.Unlock()
+
+	b := batch{end: pos}
+	size := 0
+	for _, s := range segs {
+		if s.num < pos.seg {
+			continue
+		}
+		off := int64(0)
+		if s.num == pos.seg {
+			off = pos.off
+		}
+		b.end = spoolPos{seg: s.num, off: off}
+		if off >= s.size {
+			continue
+		}
+		f, err := os.Open(segmentPath(r.dir, s.num))
+		if err != nil {
+			return batch{}, fmt.Errorf("read spool segment: %w", err)
+		}
+		full, err := readRecords(io.NewSectionReader(f, off, s.size-off), func(raw []byte, rec *record) bool {
+			if rec != nil && rec.Result == nil && rec.Seq > acked {
+				if len(b.Lines) == maxLines || (len(b.Lines) > 0 && size+len(rec.Line) > maxBytes) {
+					return false
+				}
+				size += len(rec.Line)
+				b.Lines = append(b.Lines, LogLine{Seq: rec.Seq, TS: rec.TS, Stream: rec.Stream, Line: rec.Line})
+			}
+			b.end.off += int64(len(raw))
+			return true
+		})
+		_ = f.Close()
+		if err != nil {
+			return batch{}, fmt.Errorf("read spool segment: %w", err)
+		}
+		if full {
+			return b, nil
+		}
+	}
+	b.Result = res
+	return b, nil
+}
+
+// readRecords calls f with each whole record of rd (rec nil when it does
+// not decode) until f returns false, which readRecords then returns as
+// true ("stopped early").
+func readRecords(rd io.Reader, f func(raw []byte, rec *record) bool) (bool, error) {
+	br := bufio.NewReaderSize(rd, 64<<10)
+	for {
+		raw, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A record longer than the buffer: gather it whole.
+			var long []byte
+			long = append(long, raw...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				raw, err = br.ReadSlice('\n')
+				long = append(long, raw...)
+			}
+			raw = long
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return false, nil // an unterminated tail is no record
+			}
+			return false, err
+		}
+		var rec record
+		p := &rec
+		if json.Unmarshal(raw, &rec) != nil {
+			p = nil
+		}
+		if !f(raw, p) {
+			return true, nil
+		}
+	}
+}
+
+func (r *spoolRun) Ack(b batch) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.removed {
+		return nil
+	}
+	r.sp.release(r.between(r.pos, b.end))
+	r.pos = b.end
+	if len(b.Lines) > 0 {
+		r.acked = b.Lines[len(b.Lines)-1].Seq
+		if err := writeFileAtomic(filepath.Join(r.dir, ackedFile), []byte(strconv.FormatInt(r.acked, 10))); err != nil {
+			// Only a restart would send these lines again, and the server
+			// skips lines it has.
+			r.sp.log.Warn("spool: cannot record delivered lines", "dir", r.dir, "err", err)
+		}
+	}
+	// Segments before the one delivery stands in are delivered whole.
+	keep := r.segs[:0]
+	for _, s := range r.segs {
+		if s.num < r.pos.seg {
+			if err := os.Remove(segmentPath(r.dir, s.num)); err == nil || errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+		}
+		keep = append(keep, s)
+	}
+	r.segs = keep
+	return nil
+}
+
+func (r *spoolRun) Remove() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.removed {
+		return
+	}
+	r.removed = true
+	if r.w != nil {
+		_ = r.w.Close()
+		r.w = nil
+	}
+	r.sp.release(r.between(r.pos, spoolPos{seg: math.MaxInt}))
+	r.sp.removeDir(r.dir)
+	r.segs = nil
+}
+
+// between is the bytes of records from one position to another: what the
+// server took when delivery moved so.
+func (r *spoolRun) between(from, to spoolPos) int64 {
+	var n int64
+	for _, s := range r.segs {
+		if s.num < from.seg || s.num > to.seg {
+			continue
+		}
+		lo, hi := int64(0), s.size
+		if s.num == from.seg {
+			lo = from.off
+		}
+		if s.num == to.seg {
+			hi = min(hi, to.off)
+		}
+		n += max(hi-lo, 0)
+	}
+	return n
+}
+
+// load reads a run a previous worker process left: its lines after the
+// last acknowledged one and its result, if it has one. A record cut short
+// at a segment's end (the process or machine died mid-write) is cut off;
+// a record that does not decode elsewhere is skipped.
+func (s *Spool) load(dir string) (*spoolRun, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, runFile))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", runFile, err)
+	}
+	r := &spoolRun{sp: s, dir: dir}
+	if err := json.Unmarshal(raw, &r.meta); err != nil || r.meta.JobID == "" || r.meta.Step == "" || r.meta.Run == "" {
+		return nil, fmt.Errorf("%s: not a step run (%v)", runFile, err)
+	}
+	if raw, err := os.ReadFile(filepath.Join(dir, ackedFile)); err == nil {
+		r.acked, _ = strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var nums []int
+	for _, e := range entries {
+		if n, ok := segmentNum(e.Name()); ok {
+			nums = append(nums, n)
+		}
+	}
+	sort.Ints(nums)
+	skipped := 0
+	for _, num := range nums {
+		seg, res, bad, err := s.loadSegment(dir, num)
+		if err != nil {
+			return nil, err
+		}
+		skipped += bad
+		r.seq = max(r.seq, seg.last)
+		if res != nil {
+			r.res = res
+		}
+		if seg.last > 0 && seg.last <= r.acked && res == nil {
+			// Delivered whole before the restart.
+			if err := os.Remove(segmentPath(dir, num)); err == nil {
+				s.used.Add(-seg.size)
+				continue
+			}
+		}
+		r.segs = append(r.segs, seg)
+	}
+	if skipped > 0 {
+		s.log.Warn("spool: skipped records that do not decode", "dir", dir, "records", skipped)
+	}
+	if len(r.segs) > 0 {
+		r.pos = spoolPos{seg: r.segs[0].num}
+	}
+	return r, nil
+}
+
+// loadSegment scans one segment, cutting off an unterminated tail.
+func (s *Spool) loadSegment(dir string, num int) (seg *segment, res *Result, bad int, err error) {
+	path := segmentPath(dir, num)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("read spool segment: %w", err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	seg = &segment{num: num}
+	_, err = readRecords(f, func(raw []byte, rec *record) bool {
+		seg.size += int64(len(raw))
+		switch {
+		case rec == nil:
+			bad++
+		case rec.Result != nil:
+			res = rec.Result
+		case rec.Seq > 0:
+			seg.last = rec.Seq
+		}
+		return true
+	})
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("read spool segment: %w", err)
+	}
+	if tail := info.Size() - seg.size; tail > 0 {
+		s.log.Warn("spool: cutting off a record left half-written", "file", path, "bytes", tail)
+		if err := os.Truncate(path, seg.size); err != nil {
+			return nil, nil, 0, fmt.Errorf("cut the spool segment's half-written tail: %w", err)
+		}
+		s.used.Add(-tail)
+	}
+	return seg, res, bad, nil
+}
+
+func segmentPath(dir string, num int) string {
+	return filepath.Join(dir, fmt.Sprintf("%08d%s", num, segSuffix))
+}
+
+func segmentNum(name string) (int, bool) {
+	digits, ok := strings.CutSuffix(name, segSuffix)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(digits)
+	return n, err == nil && n > 0
+}
+
+// encodeRecord is rec, numbered seq (0: no number), as one line of JSON.
+func encodeRecord(rec record, seq int64) []byte {
+	rec.Seq = seq
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		// A result's output holds only JSON values; this cannot happen.
+		raw, _ = json.Marshal(record{TS: rec.TS, Seq: seq, Stream: runners.Stderr, Line: "[appliance worker: unencodable record: " + err.Error() + "]"})
+	}
+	return append(raw, '\n')
+}
+
+func mustJSON(v any) []byte {
+	raw, _ := json.Marshal(v)
+	return raw
+}
+
+// writeFileAtomic replaces path's content, so a crash leaves the old or
+// the new one.
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
