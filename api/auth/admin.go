@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
-	"time"
 
 	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/appliance-sh/appliance/api/wire"
@@ -17,19 +16,8 @@ const defaultUserPageLimit = 20
 // groupName is the spec's group name rule.
 var groupName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// userView is a user as the admin endpoints show it. auth_methods lists
-// "internal" for a password and "oidc:<provider id>" per auth link.
-type userView struct {
-	ID          string    `json:"id"`
-	Email       string    `json:"email"`
-	Name        *string   `json:"name"`
-	IsAdmin     bool      `json:"is_admin"`
-	Groups      []string  `json:"groups"`
-	AuthMethods []string  `json:"auth_methods"`
-	CreatedAt   time.Time `json:"created_at"`
-}
-
-func userViewOf(u *User) userView {
+// userOf is u as the admin endpoints show it.
+func userOf(u *User) wire.User {
 	methods := []string{}
 	if u.PasswordHash != "" {
 		methods = append(methods, ProviderInternal)
@@ -37,7 +25,7 @@ func userViewOf(u *User) userView {
 	for _, p := range u.OIDCProviders {
 		methods = append(methods, "oidc:"+p)
 	}
-	return userView{
+	return wire.User{
 		ID: u.ID, Email: u.Email, Name: u.Name, IsAdmin: u.IsAdmin,
 		Groups: httpx.NonNil(u.Groups), AuthMethods: methods, CreatedAt: u.CreatedAt.UTC(),
 	}
@@ -55,9 +43,9 @@ func (a *Service) listUsers(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := wire.List[userView]{Items: make([]userView, len(users)), Total: total}
+	out := wire.List[wire.User]{Items: make([]wire.User, len(users)), Total: total}
 	for i, u := range users {
-		out.Items[i] = userViewOf(u)
+		out.Items[i] = userOf(u)
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -81,11 +69,7 @@ func (a *Service) getUser(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, userViewOf(u))
-}
-
-type setAdminRequest struct {
-	IsAdmin *bool `json:"is_admin"`
+	return c.JSON(http.StatusOK, userOf(u))
 }
 
 func (a *Service) setAdmin(c echo.Context) error {
@@ -93,7 +77,7 @@ func (a *Service) setAdmin(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req setAdminRequest
+	var req wire.SetAdminRequest
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
@@ -110,11 +94,7 @@ func (a *Service) setAdmin(c echo.Context) error {
 		return err
 	}
 	a.revocations.changed(id) // what their streams show may change
-	return c.JSON(http.StatusOK, map[string]bool{"is_admin": u.IsAdmin})
-}
-
-type setGroupsRequest struct {
-	Groups *[]string `json:"groups"`
+	return c.JSON(http.StatusOK, wire.AdminAnswer{IsAdmin: u.IsAdmin})
 }
 
 func (a *Service) setGroups(c echo.Context) error {
@@ -122,7 +102,7 @@ func (a *Service) setGroups(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req setGroupsRequest
+	var req wire.SetGroupsRequest
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
@@ -139,7 +119,7 @@ func (a *Service) setGroups(c echo.Context) error {
 		return err
 	}
 	a.revocations.changed(id) // what their streams show may change
-	return c.JSON(http.StatusOK, map[string][]string{"groups": httpx.NonNil(u.Groups)})
+	return c.JSON(http.StatusOK, wire.GroupsAnswer{Groups: httpx.NonNil(u.Groups)})
 }
 
 func (a *Service) listGroups(c echo.Context) error {
@@ -147,5 +127,5 @@ func (a *Service) listGroups(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string][]string{"groups": httpx.NonNil(groups)})
+	return c.JSON(http.StatusOK, wire.GroupsAnswer{Groups: httpx.NonNil(groups)})
 }

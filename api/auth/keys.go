@@ -10,6 +10,7 @@ import (
 
 	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/api/httpx"
+	"github.com/appliance-sh/appliance/api/wire"
 )
 
 // Bounds of API key requests.
@@ -19,28 +20,6 @@ const (
 	apiKeyPrefixTries = 20
 )
 
-type createAPIKeyRequest struct {
-	Name          string `json:"name"`
-	ExpiresInDays *int   `json:"expires_in_days"`
-}
-
-// createdAPIKey is the only answer that ever holds the raw key.
-type createdAPIKey struct {
-	Key       string     `json:"key"`
-	Name      string     `json:"name"`
-	Prefix    string     `json:"prefix"`
-	ExpiresAt *time.Time `json:"expires_at"`
-}
-
-// apiKeyView is an item of the key list.
-type apiKeyView struct {
-	Prefix     string     `json:"prefix"`
-	Name       string     `json:"name"`
-	CreatedAt  time.Time  `json:"created_at"`
-	ExpiresAt  *time.Time `json:"expires_at"`
-	LastUsedAt *time.Time `json:"last_used_at"`
-}
-
 // createAPIKey issues a key to the caller. Only an access token may do so
 // (403 for a caller using an API key), so a leaked key cannot mint more.
 func (a *Service) createAPIKey(c echo.Context) error {
@@ -48,7 +27,7 @@ func (a *Service) createAPIKey(c echo.Context) error {
 	if p.keyHash != "" {
 		return echo.NewHTTPError(http.StatusForbidden, "api keys can only be created with an access token (log in), not with an api key")
 	}
-	var req createAPIKeyRequest
+	var req wire.CreateAPIKeyRequest
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
@@ -86,7 +65,7 @@ func (a *Service) createAPIKey(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, createdAPIKey{Key: key, Name: name, Prefix: rec.Prefix, ExpiresAt: expires})
+		return c.JSON(http.StatusOK, wire.APIKeyCreated{Key: key, Name: name, Prefix: rec.Prefix, ExpiresAt: expires})
 	}
 	return echo.NewHTTPError(http.StatusConflict, "too many api keys: no free key prefix left; revoke unused keys")
 }
@@ -96,9 +75,9 @@ func (a *Service) listAPIKeys(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]apiKeyView, len(keys))
+	out := make([]wire.APIKey, len(keys))
 	for i, k := range keys {
-		out[i] = apiKeyView{Prefix: k.Prefix, Name: k.Name, CreatedAt: k.CreatedAt.UTC(), ExpiresAt: httpx.UTCPtr(k.ExpiresAt), LastUsedAt: httpx.UTCPtr(k.LastUsedAt)}
+		out[i] = wire.APIKey{Prefix: k.Prefix, Name: k.Name, CreatedAt: k.CreatedAt.UTC(), ExpiresAt: httpx.UTCPtr(k.ExpiresAt), LastUsedAt: httpx.UTCPtr(k.LastUsedAt)}
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -111,5 +90,5 @@ func (a *Service) deleteAPIKey(c echo.Context) error {
 		return err
 	}
 	a.revocations.changed(userID)
-	return c.JSON(http.StatusOK, map[string]string{"status": "revoked"})
+	return c.JSON(http.StatusOK, wire.StatusAnswer{Status: "revoked"})
 }

@@ -6,26 +6,15 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/api/httpx"
+	"github.com/appliance-sh/appliance/api/wire"
 )
 
 var errBadCredentials = echo.NewHTTPError(http.StatusUnauthorized, "invalid email or password")
-
-// tokenPair is the body of login and refresh.
-type tokenPair struct {
-	AccessToken  string `json:"access_token"`
-	RefreshToken string `json:"refresh_token"`
-}
-
-type loginRequest struct {
-	Email    string `json:"email"`
-	Password string `json:"password"`
-}
 
 // login checks a password. Its limits (loginGuard) come first: a refused
 // attempt costs no hash.
@@ -33,7 +22,7 @@ func (a *Service) login(c echo.Context) error {
 	if !a.HasInternal() {
 		return httpx.NotFound("password login (no internal provider is configured)")
 	}
-	var req loginRequest
+	var req wire.LoginRequest
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
@@ -115,7 +104,7 @@ func (a *Service) dummyPasswordHash() string {
 
 // issueTokens starts a login of u: a new refresh token family, its first
 // refresh token, stored, and an access token under it.
-func (a *Service) issueTokens(ctx context.Context, u *User) (*tokenPair, error) {
+func (a *Service) issueTokens(ctx context.Context, u *User) (*wire.TokenPair, error) {
 	family, err := newFamilyID()
 	if err != nil {
 		return nil, err
@@ -131,15 +120,11 @@ func (a *Service) issueTokens(ctx context.Context, u *User) (*tokenPair, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &tokenPair{AccessToken: access, RefreshToken: refresh}, nil
-}
-
-type refreshRequest struct {
-	RefreshToken string `json:"refresh_token"`
+	return &wire.TokenPair{AccessToken: access, RefreshToken: refresh}, nil
 }
 
 func decodeRefreshToken(c echo.Context) (string, error) {
-	var req refreshRequest
+	var req wire.RefreshRequest
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return "", err
 	}
@@ -194,7 +179,7 @@ func (a *Service) refresh(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, tokenPair{AccessToken: access, RefreshToken: next})
+	return c.JSON(http.StatusOK, wire.TokenPair{AccessToken: access, RefreshToken: next})
 }
 
 // logout revokes the login a refresh token belongs to: the token, every
@@ -213,22 +198,13 @@ func (a *Service) logout(c echo.Context) error {
 		return err
 	}
 	a.revocations.changed(userID)
-	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+	return c.JSON(http.StatusOK, wire.StatusAnswer{Status: "ok"})
 }
 
-// meView is GET /api/auth/me.
-type meView struct {
-	UserID    string    `json:"user_id"`
-	Name      *string   `json:"name"`
-	Email     string    `json:"email"`
-	IsAdmin   bool      `json:"is_admin"`
-	Groups    []string  `json:"groups"`
-	CreatedAt time.Time `json:"created_at"`
-}
-
+// me is GET /api/auth/me.
 func (a *Service) me(c echo.Context) error {
 	u := Caller(c).User
-	return c.JSON(http.StatusOK, meView{
+	return c.JSON(http.StatusOK, wire.Me{
 		UserID: u.ID, Name: u.Name, Email: u.Email, IsAdmin: u.IsAdmin,
 		Groups: httpx.NonNil(u.Groups), CreatedAt: u.CreatedAt.UTC(),
 	})

@@ -21,6 +21,7 @@ import (
 
 	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/api/httpx"
+	"github.com/appliance-sh/appliance/api/wire"
 )
 
 // OIDC login bookkeeping.
@@ -249,7 +250,7 @@ func (a *Service) oidcCallback(c echo.Context) error {
 	return c.Redirect(http.StatusFound, loginCallbackPath+"#"+v.Encode())
 }
 
-func (a *Service) completeOIDC(c echo.Context, id string, p Provider, flow oidcFlow) (*tokenPair, error) {
+func (a *Service) completeOIDC(c echo.Context, id string, p Provider, flow oidcFlow) (*wire.TokenPair, error) {
 	q := c.QueryParams()
 	if e := q.Get("error"); e != "" {
 		return nil, fmt.Errorf("identity provider refused the login: %s %s", e, q.Get("error_description"))

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/appliance-sh/appliance/api/httpx"
+	"github.com/appliance-sh/appliance/api/wire"
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 )
@@ -18,14 +19,6 @@ import (
 // minPasswordLen is the shortest password a user may be given, in
 // characters.
 const minPasswordLen = 12
-
-type createUserRequest struct {
-	Email    string    `json:"email"`
-	Name     *string   `json:"name"`
-	Password string    `json:"password"`
-	IsAdmin  bool      `json:"is_admin"`
-	Groups   *[]string `json:"groups"`
-}
 
 // checkEmail accepts a bare address (no display name, no angle brackets).
 func checkEmail(email string) error {
@@ -55,7 +48,7 @@ func checkGroups(groups []string) error {
 // createUser is POST /api/users: 201 with the user; 409 when the email is
 // taken.
 func (a *Service) createUser(c echo.Context) error {
-	var req createUserRequest
+	var req wire.CreateUserRequest
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
@@ -90,20 +83,7 @@ func (a *Service) createUser(c echo.Context) error {
 	if err := a.users.CreateUser(c.Request().Context(), u); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, userViewOf(u))
-}
-
-type passwordRequest struct {
-	CurrentPassword *string `json:"current_password"`
-	Password        string  `json:"password"`
-}
-
-// ownPasswordRequest is the body of a user's own password change.
-type ownPasswordRequest struct {
-	passwordRequest
-	// RevokeAPIKeys (default true) revokes the user's API keys with the
-	// password: a password thought leaked may have minted keys.
-	RevokeAPIKeys *bool `json:"revoke_api_keys"`
+	return c.JSON(http.StatusCreated, userOf(u))
 }
 
 // setPassword is PUT /api/users/{id}/password: an admin sets a user's
@@ -115,7 +95,7 @@ func (a *Service) setPassword(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req passwordRequest
+	var req wire.PasswordRequest
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
@@ -135,7 +115,7 @@ func (a *Service) setPassword(c echo.Context) error {
 		return err
 	}
 	a.revocations.changed(id)
-	return c.JSON(http.StatusOK, userViewOf(u))
+	return c.JSON(http.StatusOK, userOf(u))
 }
 
 // deleteUser is DELETE /api/users/{id}: the user, their refresh tokens
@@ -152,7 +132,7 @@ func (a *Service) deleteUser(c echo.Context) error {
 		return err
 	}
 	a.revocations.changed(id)
-	return c.JSON(http.StatusOK, map[string]string{"status": "deleted"})
+	return c.JSON(http.StatusOK, wire.StatusAnswer{Status: "deleted"})
 }
 
 // changeOwnPassword is PUT /api/auth/me/password: any user, with their
@@ -161,7 +141,7 @@ func (a *Service) deleteUser(c echo.Context) error {
 // unless revoke_api_keys is false.
 func (a *Service) changeOwnPassword(c echo.Context) error {
 	p := Caller(c)
-	var req ownPasswordRequest
+	var req wire.OwnPasswordRequest
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
@@ -205,5 +185,5 @@ func (a *Service) changeOwnPassword(c echo.Context) error {
 		return err
 	}
 	a.revocations.changed(p.User.ID)
-	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+	return c.JSON(http.StatusOK, wire.StatusAnswer{Status: "ok"})
 }

@@ -117,8 +117,9 @@ type JobCreated struct {
 	JobID string `json:"job_id"`
 }
 
-// StatusAnswer is the answer of cancel ("cancelled") and approve
-// ("approved", "rejected").
+// StatusAnswer is the answer of cancel ("cancelled"), approve
+// ("approved", "rejected"), logout and a password change ("ok"), an API
+// key's deletion ("revoked") and a user's ("deleted").
 type StatusAnswer struct {
 	Status string `json:"status"`
 }

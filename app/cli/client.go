@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -68,13 +66,9 @@ func (s *session) Refresh(ctx context.Context, stale string) (string, error) {
 			fresh = cur
 			return &cur, nil
 		}
-		var pair tokenPair
-		raw, _, _, err := s.c.Do(ctx, http.MethodPost, "/api/auth/refresh", map[string]string{"refresh_token": cur.RefreshToken}, "", nil)
+		pair, err := s.c.Refresh(ctx, cur.RefreshToken)
 		if err != nil {
 			return nil, err
-		}
-		if err := client.Decode(raw, &pair); err != nil || pair.AccessToken == "" {
-			return nil, fmt.Errorf("refresh the access token: unexpected answer %.200q", raw)
 		}
 		cur.AccessToken, cur.RefreshToken = pair.AccessToken, pair.RefreshToken
 		fresh = cur
@@ -87,14 +81,6 @@ func (s *session) Refresh(ctx context.Context, stale string) (string, error) {
 	s.login = fresh
 	s.mu.Unlock()
 	return fresh.AccessToken, nil
-}
-
-// tokenPair is the answer of POST /api/auth/login and /api/auth/refresh.
-// The server's type is unexported in api (auth's package); once that
-// exports its wire types the CLI uses them.
-type tokenPair struct {
-	AccessToken  string `json:"access_token"`
-	RefreshToken string `json:"refresh_token"`
 }
 
 // loginHint is what a 401 tells the user to do.

@@ -13,10 +13,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/appliance-sh/appliance/api/client"
+	"github.com/appliance-sh/appliance/api/wire"
 )
-
-// deviceCookieName is the server's device cookie (api/auth/devices.go).
-const deviceCookieName = "appliance_device"
 
 func init() {
 	Commands["login"] = cmdLogin
@@ -95,28 +93,14 @@ func loginWithPassword(ctx context.Context, c *client.Client, in *bufio.Reader, 
 	if err != nil {
 		return nil, "", fmt.Errorf("read password: %w", err)
 	}
-	var pair tokenPair
-	var cookie http.Header
-	if d := device(email); d != "" {
-		cookie = http.Header{"Cookie": {(&http.Cookie{Name: deviceCookieName, Value: d}).String()}}
-	}
-	raw, answer, status, err := c.Do(ctx, http.MethodPost, "/api/auth/login", map[string]string{"email": email, "password": password}, "", cookie)
-	switch {
+	pair, next, err := c.Login(ctx, wire.LoginRequest{Email: email, Password: password}, device(email))
+	switch status := answerStatus(err); {
 	case status == http.StatusNotFound:
 		return nil, "", fmt.Errorf("the server at %s has no sign-in (auth is off): client commands work without login", c.BaseURL())
 	case status == http.StatusUnauthorized:
 		return nil, "", errors.New("wrong email or password")
 	case err != nil:
 		return nil, "", err
-	}
-	if err := client.Decode(raw, &pair); err != nil || pair.AccessToken == "" {
-		return nil, "", fmt.Errorf("log in: unexpected answer %.200q", raw)
-	}
-	next := ""
-	for _, c := range (&http.Response{Header: answer}).Cookies() {
-		if c.Name == deviceCookieName {
-			next = c.Value
-		}
 	}
 	return &StoredLogin{Email: email, AccessToken: pair.AccessToken, RefreshToken: pair.RefreshToken}, next, nil
 }
@@ -129,11 +113,8 @@ func loginWithAPIKey(ctx context.Context, c *client.Client, in *bufio.Reader, ke
 			return nil, fmt.Errorf("read the API key from stdin: %w", err)
 		}
 	}
-	var me struct {
-		Email string `json:"email"`
-	}
-	raw, _, status, err := c.Do(ctx, http.MethodGet, "/api/auth/me", nil, key, nil)
-	switch {
+	me, _, err := c.As(key).Me(ctx)
+	switch status := answerStatus(err); {
 	case status == http.StatusNotFound:
 		return nil, fmt.Errorf("the server at %s has no sign-in (auth is off): client commands work without login", c.BaseURL())
 	case status == http.StatusUnauthorized:
@@ -141,10 +122,16 @@ func loginWithAPIKey(ctx context.Context, c *client.Client, in *bufio.Reader, ke
 	case err != nil:
 		return nil, err
 	}
-	if err := client.Decode(raw, &me); err != nil {
-		return nil, err
-	}
 	return &StoredLogin{Email: me.Email, APIKey: key}, nil
+}
+
+// answerStatus is the status of the server's error answer err is, or 0.
+func answerStatus(err error) int {
+	var ae *client.Error
+	if errors.As(err, &ae) {
+		return ae.Status
+	}
+	return 0
 }
 
 // readLine reads one line without its end; the last line may lack one.
@@ -182,7 +169,7 @@ func cmdLogout(args []string, stdout, stderr io.Writer) int {
 		err := store.update(c.BaseURL(), func(cur StoredLogin, ok bool) (*StoredLogin, error) {
 			found = ok
 			if ok && cur.RefreshToken != "" {
-				_, _, _, revokeErr = c.Do(ctx, http.MethodPost, "/api/auth/logout", map[string]string{"refresh_token": cur.RefreshToken}, "", nil)
+				revokeErr = c.Logout(ctx, cur.RefreshToken)
 			}
 			return nil, nil
 		})

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/api/wire"
 	"github.com/appliance-sh/appliance/app/config"
 )
 
@@ -84,11 +85,11 @@ func TestServerEnforcesTheConfiguredACL(t *testing.T) {
 			t.Fatalf("admin execute %s: %d", task, code)
 		}
 	}
-	var tokens map[string]string
-	if code := do(t, "POST", f.url+"/api/auth/login", map[string]string{"email": "dev@example.com", "password": "a long dev password"}, &tokens); code != 200 {
+	var tokens wire.TokenPair
+	if code := do(t, "POST", f.url+"/api/auth/login", wire.LoginRequest{Email: "dev@example.com", Password: "a long dev password"}, &tokens); code != 200 {
 		t.Fatalf("dev login: %d", code)
 	}
-	dev := tokens["access_token"]
+	dev := tokens.AccessToken
 
 	var cfg map[string]any
 	if do(t, "GET", f.url+"/api/config", nil, &cfg); cfg["acl_enabled"] != true {

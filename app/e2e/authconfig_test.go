@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/appliance-sh/appliance/api/wire"
 	"github.com/appliance-sh/appliance/app/config"
 )
 
@@ -57,11 +58,11 @@ func TestServerSeedsTheInitialUserAsAdminOnce(t *testing.T) {
 
 func loginToken(t *testing.T, url, password string) string {
 	t.Helper()
-	var tokens map[string]string
-	if code := do(t, "POST", url+"/api/auth/login", map[string]string{"email": "admin@example.com", "password": password}, &tokens); code != 200 || tokens["access_token"] == "" {
+	var tokens wire.TokenPair
+	if code := do(t, "POST", url+"/api/auth/login", wire.LoginRequest{Email: "admin@example.com", Password: password}, &tokens); code != 200 || tokens.AccessToken == "" {
 		t.Fatalf("login: %d %v", code, tokens)
 	}
-	return tokens["access_token"]
+	return tokens.AccessToken
 }
 
 func doAuth(t *testing.T, method, url, token string, out any) int {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appliance-sh/appliance/api/wire"
 	"github.com/appliance-sh/appliance/app/cli"
 	"github.com/appliance-sh/appliance/app/config"
 )
@@ -247,9 +248,7 @@ func TestLoginRefreshesAnExpiredAccessTokenAndRotates(t *testing.T) {
 func TestLoginWithAnAPIKey(t *testing.T) {
 	s := startAuthServer(t)
 	token := loginToken(t, s.url, "first-password")
-	var created struct {
-		Key string `json:"key"`
-	}
+	var created wire.APIKeyCreated
 	if code := doAuthBody(t, "POST", s.url+"/api/auth/api-keys", token, map[string]any{"name": "cli"}, &created); code != 201 && code != 200 {
 		t.Fatalf("create api key: %d", code)
 	}
