@@ -149,29 +149,7 @@ func (db *DB) Users(ctx context.Context, limit, offset int) ([]*accounts.User, i
 	if offset < 0 {
 		return nil, 0, fmt.Errorf("list users: negative offset %d: %w", offset, accounts.ErrInvalidRecord)
 	}
-	if limit <= 0 {
-		limit = defaultLimit
-	}
-	var (
-		users []*accounts.User
-		total int
-	)
-	err := db.view(ctx, func(tx *bolt.Tx) error {
-		total = int(readCount(tx.Bucket(bucketCounts), []byte(countUsers)))
-		c := tx.Bucket(bucketUserOrder).Cursor()
-		for k, _ := c.First(); k != nil && len(users) < limit; k, _ = c.Next() {
-			if offset > 0 {
-				offset--
-				continue
-			}
-			u, err := getUser(tx, idAfterTime(k, 0))
-			if err != nil {
-				return err
-			}
-			users = append(users, u)
-		}
-		return nil
-	})
+	users, total, err := orderedPage(ctx, db, bucketUserOrder, countUsers, getUser, limit, offset)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list users: %w", err)
 	}

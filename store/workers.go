@@ -41,33 +41,42 @@ func (db *DB) Workers(ctx context.Context, limit, offset int) ([]*engine.Worker,
 	if offset < 0 {
 		return nil, 0, fmt.Errorf("list workers: negative offset %d: %w", offset, engine.ErrInvalid)
 	}
-	if limit <= 0 {
-		limit = defaultLimit
-	}
-	var (
-		workers []*engine.Worker
-		total   int
-	)
-	err := db.view(ctx, func(tx *bolt.Tx) error {
-		total = int(readCount(tx.Bucket(bucketCounts), []byte(countWorkers)))
-		c := tx.Bucket(bucketWorkerOrder).Cursor()
-		for k, _ := c.First(); k != nil && len(workers) < limit; k, _ = c.Next() {
-			if offset > 0 {
-				offset--
-				continue
-			}
-			w, err := getWorker(tx, idAfterTime(k, 0))
-			if err != nil {
-				return err
-			}
-			workers = append(workers, w)
-		}
-		return nil
-	})
+	workers, total, err := orderedPage(ctx, db, bucketWorkerOrder, countWorkers, getWorker, limit, offset)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list workers: %w", err)
 	}
 	return workers, total, nil
+}
+
+// orderedPage reads a page of the records an order bucket lists (keys
+// of a time then an id, as idAfterTime reads them), skipping offset of
+// them, at most limit (0 = defaultLimit), and the count the counts
+// bucket keeps for them under countKey.
+func orderedPage[T any](ctx context.Context, db *DB, order []byte, countKey string, get func(*bolt.Tx, string) (T, error), limit, offset int) ([]T, int, error) {
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	var (
+		page  []T
+		total int
+	)
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		total = int(readCount(tx.Bucket(bucketCounts), []byte(countKey)))
+		c := tx.Bucket(order).Cursor()
+		for k, _ := c.First(); k != nil && len(page) < limit; k, _ = c.Next() {
+			if offset > 0 {
+				offset--
+				continue
+			}
+			r, err := get(tx, idAfterTime(k, 0))
+			if err != nil {
+				return err
+			}
+			page = append(page, r)
+		}
+		return nil
+	})
+	return page, total, err
 }
 
 // WorkerSteps returns the newest steps a worker claimed, at most limit
