@@ -436,15 +436,11 @@ func jsLiteral(v any) (string, error) {
 		}
 		return signed(number(t)), nil
 	case []any:
-		parts := make([]string, len(t))
-		for i, x := range t {
-			s, err := jsLiteral(x)
-			if err != nil {
-				return "", err
-			}
-			parts[i] = s
+		items, err := listItems(t, jsLiteral)
+		if err != nil {
+			return "", err
 		}
-		return "[" + strings.Join(parts, ", ") + "]", nil
+		return "[" + items + "]", nil
 	case map[string]any:
 		parts := make([]string, 0, len(t))
 		for _, k := range sortedKeys(t) {

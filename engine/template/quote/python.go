@@ -371,15 +371,11 @@ func pyLiteral(v any) (string, error) {
 		}
 		return signed(number(t)), nil
 	case []any:
-		parts := make([]string, len(t))
-		for i, x := range t {
-			s, err := pyLiteral(x)
-			if err != nil {
-				return "", err
-			}
-			parts[i] = s
+		items, err := listItems(t, pyLiteral)
+		if err != nil {
+			return "", err
 		}
-		return "[" + strings.Join(parts, ", ") + "]", nil
+		return "[" + items + "]", nil
 	case map[string]any:
 		parts := make([]string, 0, len(t))
 		for _, k := range sortedKeys(t) {
