@@ -22,16 +22,22 @@ func (db *DB) Job(ctx context.Context, id string) (*engine.Job, error) {
 	return j, err
 }
 
-func getJob(tx *bolt.Tx, id string) (*engine.Job, error) {
-	v := tx.Bucket(bucketJobs).Get([]byte(id))
+// getRecord reads the JSON record id of bucket: what names it in the
+// errors, notFound is the error of an id the bucket does not hold.
+func getRecord[T any](tx *bolt.Tx, bucket []byte, what, id string, notFound error) (*T, error) {
+	v := tx.Bucket(bucket).Get([]byte(id))
 	if v == nil {
-		return nil, fmt.Errorf("job %s: %w", id, engine.ErrNotFound)
+		return nil, fmt.Errorf("%s %s: %w", what, id, notFound)
 	}
-	var j engine.Job
-	if err := json.Unmarshal(v, &j); err != nil {
-		return nil, fmt.Errorf("decode job %s: %w", id, err)
+	var r T
+	if err := json.Unmarshal(v, &r); err != nil {
+		return nil, fmt.Errorf("decode %s %s: %w", what, id, err)
 	}
-	return &j, nil
+	return &r, nil
+}
+
+func getJob(tx *bolt.Tx, id string) (*engine.Job, error) {
+	return getRecord[engine.Job](tx, bucketJobs, "job", id, engine.ErrNotFound)
 }
 
 // Steps returns a job's steps ordered by Seq (none for an unknown job).

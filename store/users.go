@@ -106,15 +106,7 @@ func putUser(tx *bolt.Tx, u *accounts.User) error {
 }
 
 func getUser(tx *bolt.Tx, id string) (*accounts.User, error) {
-	v := tx.Bucket(bucketUsers).Get([]byte(id))
-	if v == nil {
-		return nil, fmt.Errorf("user %s: %w", id, accounts.ErrUserNotFound)
-	}
-	var u accounts.User
-	if err := json.Unmarshal(v, &u); err != nil {
-		return nil, fmt.Errorf("decode user %s: %w", id, err)
-	}
-	return &u, nil
+	return getRecord[accounts.User](tx, bucketUsers, "user", id, accounts.ErrUserNotFound)
 }
 
 // User returns a user by id (accounts.ErrUserNotFound).

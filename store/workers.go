@@ -24,15 +24,7 @@ func (db *DB) Worker(ctx context.Context, id string) (*engine.Worker, error) {
 }
 
 func getWorker(tx *bolt.Tx, id string) (*engine.Worker, error) {
-	v := tx.Bucket(bucketWorkers).Get([]byte(id))
-	if v == nil {
-		return nil, fmt.Errorf("worker %s: %w", id, engine.ErrNotFound)
-	}
-	var w engine.Worker
-	if err := json.Unmarshal(v, &w); err != nil {
-		return nil, fmt.Errorf("decode worker %s: %w", id, err)
-	}
-	return &w, nil
+	return getRecord[engine.Worker](tx, bucketWorkers, "worker", id, engine.ErrNotFound)
 }
 
 // Workers returns a page of workers ordered by registration time then id,
