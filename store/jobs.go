@@ -13,13 +13,18 @@ import (
 
 // Job returns a job by id (engine.ErrNotFound).
 func (db *DB) Job(ctx context.Context, id string) (*engine.Job, error) {
-	var j *engine.Job
+	return viewRecord(ctx, db, getJob, id)
+}
+
+// viewRecord reads one record with get in a read transaction.
+func viewRecord[T any](ctx context.Context, db *DB, get func(*bolt.Tx, string) (T, error), id string) (T, error) {
+	var r T
 	err := db.view(ctx, func(tx *bolt.Tx) error {
 		var err error
-		j, err = getJob(tx, id)
+		r, err = get(tx, id)
 		return err
 	})
-	return j, err
+	return r, err
 }
 
 // getRecord reads the JSON record id of bucket: what names it in the

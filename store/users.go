@@ -111,13 +111,7 @@ func getUser(tx *bolt.Tx, id string) (*accounts.User, error) {
 
 // User returns a user by id (accounts.ErrUserNotFound).
 func (db *DB) User(ctx context.Context, id string) (*accounts.User, error) {
-	var u *accounts.User
-	err := db.view(ctx, func(tx *bolt.Tx) error {
-		var err error
-		u, err = getUser(tx, id)
-		return err
-	})
-	return u, err
+	return viewRecord(ctx, db, getUser, id)
 }
 
 // UserByEmail returns the user with that email, in any letter case

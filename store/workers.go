@@ -14,13 +14,7 @@ import (
 
 // Worker returns a worker by id (engine.ErrNotFound).
 func (db *DB) Worker(ctx context.Context, id string) (*engine.Worker, error) {
-	var w *engine.Worker
-	err := db.view(ctx, func(tx *bolt.Tx) error {
-		var err error
-		w, err = getWorker(tx, id)
-		return err
-	})
-	return w, err
+	return viewRecord(ctx, db, getWorker, id)
 }
 
 func getWorker(tx *bolt.Tx, id string) (*engine.Worker, error) {
