@@ -1,5 +1,6 @@
 // Command appliance is a workflow orchestration service in one binary: the
 // server (`serve`), a remote worker (`worker`) and a command-line client.
+// It imports only app and runners/local: everything else is the wiring's.
 package main
 
 import (

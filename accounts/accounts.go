@@ -3,6 +3,8 @@
 // errors, and the ACL that decides what a user may do with a task: the api
 // package uses it, the store package implements the port, and neither
 // imports the other.
+// It imports none of the rooms (engine, store, api, runners, app, ui) and no
+// net/http.
 package accounts
 
 import (

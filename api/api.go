@@ -1,6 +1,7 @@
 // Package api serves the HTTP interface: the public /api endpoints, the
 // worker protocol under /worker, webhooks under /hooks, and the live log
 // stream over WebSocket.
+// It opens no database: it must not import store, app or runners.
 package api
 
 import (

@@ -29,17 +29,5 @@ func (s *server) createLocalJob(c echo.Context) error {
 }
 
 func (s *server) completeJob(c echo.Context) error {
-	jobID, err := jobIDParam(c)
-	if err != nil {
-		return err
-	}
-	var req workerproto.JobDone
-	if err := httpx.DecodeJSON(c, &req); err != nil {
-		return err
-	}
-	done, err := s.workers.CompleteJob(c.Request().Context(), remoteWorker(c), jobID, req)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, done)
+	return jobReport(c, s.workers.CompleteJob)
 }

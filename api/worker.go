@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
@@ -134,15 +135,21 @@ func (s *server) completeStep(c echo.Context) error {
 }
 
 func (s *server) pushLogs(c echo.Context) error {
+	return jobReport(c, s.workers.PushLogs)
+}
+
+// jobReport answers a remote worker's report on the job in the path: its
+// JSON body decoded, one call of the dispatch service, the call's answer.
+func jobReport[Req, Ans any](c echo.Context, call func(context.Context, dispatch.Caller, string, Req) (Ans, error)) error {
 	jobID, err := jobIDParam(c)
 	if err != nil {
 		return err
 	}
-	var req workerproto.LogPush
+	var req Req
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
-	ans, err := s.workers.PushLogs(c.Request().Context(), remoteWorker(c), jobID, req)
+	ans, err := call(c.Request().Context(), remoteWorker(c), jobID, req)
 	if err != nil {
 		return err
 	}

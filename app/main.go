@@ -1,5 +1,6 @@
 // Package app wires the appliance together: configuration, the commands of
 // the binary, start-up and graceful shutdown.
+// It alone may import every package; nothing outside app imports it.
 package app
 
 import (

@@ -2,6 +2,8 @@
 // worker state change, persists each decision (group-committed, the next
 // batch applied while one is written) before it answers, and hands ready
 // steps to workers through long-poll claims answered from memory.
+// It knows no HTTP, database or worker's machine: it must not import
+// net/http, echo, bbolt, store, api, app, runners or accounts.
 package engine
 
 import (

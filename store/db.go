@@ -1,4 +1,5 @@
 // Package store persists the engine's records in bbolt and keeps each job's log as a JSONL file.
+// It must not import net/http, echo, api, app or runners.
 package store
 
 import (

@@ -13,25 +13,36 @@ import (
 
 // Job returns a job by id (engine.ErrNotFound).
 func (db *DB) Job(ctx context.Context, id string) (*engine.Job, error) {
-	var j *engine.Job
+	return viewRecord(ctx, db, getJob, id)
+}
+
+// viewRecord reads one record with get in a read transaction.
+func viewRecord[T any](ctx context.Context, db *DB, get func(*bolt.Tx, string) (T, error), id string) (T, error) {
+	var r T
 	err := db.view(ctx, func(tx *bolt.Tx) error {
 		var err error
-		j, err = getJob(tx, id)
+		r, err = get(tx, id)
 		return err
 	})
-	return j, err
+	return r, err
+}
+
+// getRecord reads the JSON record id of bucket: what names it in the
+// errors, notFound is the error of an id the bucket does not hold.
+func getRecord[T any](tx *bolt.Tx, bucket []byte, what, id string, notFound error) (*T, error) {
+	v := tx.Bucket(bucket).Get([]byte(id))
+	if v == nil {
+		return nil, fmt.Errorf("%s %s: %w", what, id, notFound)
+	}
+	var r T
+	if err := json.Unmarshal(v, &r); err != nil {
+		return nil, fmt.Errorf("decode %s %s: %w", what, id, err)
+	}
+	return &r, nil
 }
 
 func getJob(tx *bolt.Tx, id string) (*engine.Job, error) {
-	v := tx.Bucket(bucketJobs).Get([]byte(id))
-	if v == nil {
-		return nil, fmt.Errorf("job %s: %w", id, engine.ErrNotFound)
-	}
-	var j engine.Job
-	if err := json.Unmarshal(v, &j); err != nil {
-		return nil, fmt.Errorf("decode job %s: %w", id, err)
-	}
-	return &j, nil
+	return getRecord[engine.Job](tx, bucketJobs, "job", id, engine.ErrNotFound)
 }
 
 // Steps returns a job's steps ordered by Seq (none for an unknown job).

@@ -106,26 +106,12 @@ func putUser(tx *bolt.Tx, u *accounts.User) error {
 }
 
 func getUser(tx *bolt.Tx, id string) (*accounts.User, error) {
-	v := tx.Bucket(bucketUsers).Get([]byte(id))
-	if v == nil {
-		return nil, fmt.Errorf("user %s: %w", id, accounts.ErrUserNotFound)
-	}
-	var u accounts.User
-	if err := json.Unmarshal(v, &u); err != nil {
-		return nil, fmt.Errorf("decode user %s: %w", id, err)
-	}
-	return &u, nil
+	return getRecord[accounts.User](tx, bucketUsers, "user", id, accounts.ErrUserNotFound)
 }
 
 // User returns a user by id (accounts.ErrUserNotFound).
 func (db *DB) User(ctx context.Context, id string) (*accounts.User, error) {
-	var u *accounts.User
-	err := db.view(ctx, func(tx *bolt.Tx) error {
-		var err error
-		u, err = getUser(tx, id)
-		return err
-	})
-	return u, err
+	return viewRecord(ctx, db, getUser, id)
 }
 
 // UserByEmail returns the user with that email, in any letter case
@@ -149,29 +135,7 @@ func (db *DB) Users(ctx context.Context, limit, offset int) ([]*accounts.User, i
 	if offset < 0 {
 		return nil, 0, fmt.Errorf("list users: negative offset %d: %w", offset, accounts.ErrInvalidRecord)
 	}
-	if limit <= 0 {
-		limit = defaultLimit
-	}
-	var (
-		users []*accounts.User
-		total int
-	)
-	err := db.view(ctx, func(tx *bolt.Tx) error {
-		total = int(readCount(tx.Bucket(bucketCounts), []byte(countUsers)))
-		c := tx.Bucket(bucketUserOrder).Cursor()
-		for k, _ := c.First(); k != nil && len(users) < limit; k, _ = c.Next() {
-			if offset > 0 {
-				offset--
-				continue
-			}
-			u, err := getUser(tx, idAfterTime(k, 0))
-			if err != nil {
-				return err
-			}
-			users = append(users, u)
-		}
-		return nil
-	})
+	users, total, err := orderedPage(ctx, db, bucketUserOrder, countUsers, getUser, limit, offset)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list users: %w", err)
 	}

@@ -14,25 +14,11 @@ import (
 
 // Worker returns a worker by id (engine.ErrNotFound).
 func (db *DB) Worker(ctx context.Context, id string) (*engine.Worker, error) {
-	var w *engine.Worker
-	err := db.view(ctx, func(tx *bolt.Tx) error {
-		var err error
-		w, err = getWorker(tx, id)
-		return err
-	})
-	return w, err
+	return viewRecord(ctx, db, getWorker, id)
 }
 
 func getWorker(tx *bolt.Tx, id string) (*engine.Worker, error) {
-	v := tx.Bucket(bucketWorkers).Get([]byte(id))
-	if v == nil {
-		return nil, fmt.Errorf("worker %s: %w", id, engine.ErrNotFound)
-	}
-	var w engine.Worker
-	if err := json.Unmarshal(v, &w); err != nil {
-		return nil, fmt.Errorf("decode worker %s: %w", id, err)
-	}
-	return &w, nil
+	return getRecord[engine.Worker](tx, bucketWorkers, "worker", id, engine.ErrNotFound)
 }
 
 // Workers returns a page of workers ordered by registration time then id,
@@ -41,33 +27,42 @@ func (db *DB) Workers(ctx context.Context, limit, offset int) ([]*engine.Worker,
 	if offset < 0 {
 		return nil, 0, fmt.Errorf("list workers: negative offset %d: %w", offset, engine.ErrInvalid)
 	}
-	if limit <= 0 {
-		limit = defaultLimit
-	}
-	var (
-		workers []*engine.Worker
-		total   int
-	)
-	err := db.view(ctx, func(tx *bolt.Tx) error {
-		total = int(readCount(tx.Bucket(bucketCounts), []byte(countWorkers)))
-		c := tx.Bucket(bucketWorkerOrder).Cursor()
-		for k, _ := c.First(); k != nil && len(workers) < limit; k, _ = c.Next() {
-			if offset > 0 {
-				offset--
-				continue
-			}
-			w, err := getWorker(tx, idAfterTime(k, 0))
-			if err != nil {
-				return err
-			}
-			workers = append(workers, w)
-		}
-		return nil
-	})
+	workers, total, err := orderedPage(ctx, db, bucketWorkerOrder, countWorkers, getWorker, limit, offset)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list workers: %w", err)
 	}
 	return workers, total, nil
+}
+
+// orderedPage reads a page of the records an order bucket lists (keys
+// of a time then an id, as idAfterTime reads them), skipping offset of
+// them, at most limit (0 = defaultLimit), and the count the counts
+// bucket keeps for them under countKey.
+func orderedPage[T any](ctx context.Context, db *DB, order []byte, countKey string, get func(*bolt.Tx, string) (T, error), limit, offset int) ([]T, int, error) {
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	var (
+		page  []T
+		total int
+	)
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		total = int(readCount(tx.Bucket(bucketCounts), []byte(countKey)))
+		c := tx.Bucket(order).Cursor()
+		for k, _ := c.First(); k != nil && len(page) < limit; k, _ = c.Next() {
+			if offset > 0 {
+				offset--
+				continue
+			}
+			r, err := get(tx, idAfterTime(k, 0))
+			if err != nil {
+				return err
+			}
+			page = append(page, r)
+		}
+		return nil
+	})
+	return page, total, err
 }
 
 // WorkerSteps returns the newest steps a worker claimed, at most limit

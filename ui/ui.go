@@ -1,6 +1,7 @@
 // Package ui serves the embedded web UI: plain HTML, CSS and JavaScript
 // modules with no build step, and index.html for every other path so the
 // browser-side router can show it.
+// It must not import any other package of the module.
 package ui
 
 import (

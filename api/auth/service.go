@@ -4,6 +4,8 @@
 // follow. It owns the UserStore port (the store implements it); api
 // mounts it with Service.Routes and Service.RequireUser and asks Caller
 // who a request is. It imports no handler package but api/httpx.
+// It must not import api or api/dispatch (api imports it), store, app or
+// runners.
 package auth
 
 import (

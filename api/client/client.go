@@ -2,6 +2,8 @@
 // answers are the api/wire types the handlers encode, and a failed call is
 // an *Error with the API's status and its {"error"} message. The CLI
 // (app/cli) is built on it.
+// It must not import echo, api, api/auth or api/dispatch: a client sees only
+// the wire.
 package client
 
 import (

@@ -3,6 +3,8 @@
 // transports make, the HTTP handlers in api for remote workers and the
 // direct adapter in app for the in-process pool, so both answer and refuse
 // alike.
+// It must not import net/http, echo or api (api imports it), store, app or
+// runners.
 package dispatch
 
 import (

@@ -1,6 +1,8 @@
 // Package httpx holds the HTTP helpers the API's handler packages (api and
 // api/auth) share: reading a JSON body, the common refusals, paging
 // parameters, the bearer token. It imports no handler package.
+// It must not import api, api/auth or api/dispatch (they import it), store,
+// app or runners.
 package httpx
 
 import (

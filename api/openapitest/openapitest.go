@@ -1,6 +1,7 @@
 // Package openapitest checks HTTP answers against appliance's OpenAPI
 // document (api.OpenAPI) with kin-openapi, for tests: wrap a test client's
 // transport with Transport and every answer it receives is validated.
+// A test helper: it must not import store, app or runners.
 package openapitest
 
 import (

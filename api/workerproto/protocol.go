@@ -3,6 +3,8 @@
 // refusal. Both transports (HTTP for remote workers, direct calls for the
 // in-process pool) speak it; of this module it imports only the workflow
 // model, for the action a claim carries.
+// Shared by api/dispatch and runners/worker, it must not import net/http,
+// echo, engine, engine/workspace, api or api/dispatch.
 package workerproto
 
 import (

@@ -1,6 +1,8 @@
 // Package cli is the binary's client commands (login, run, jobs, logs,
 // cancel, rerun, tasks, workers) over the typed API client api/client, and
 // its local ones (validate, schema); app's Main dispatches to Commands.
+// It must not import store, api, api/dispatch, app or app/config: it speaks
+// to a server only through api/client.
 package cli
 
 import (

@@ -1,5 +1,3 @@
-// Package e2e holds the system, browser and crash suites: real servers
-// (app.Start) and the built binary, driven over HTTP, the CLI and Chromium.
 package e2e
 
 import (

@@ -3,6 +3,8 @@
 // backoff, replaced when a hot reload changes the trigger, cancelled when it
 // disables or removes it. The consumer's events become jobs in the engine
 // (engine.Emit); this package only keeps the consumers alive.
+// A client of the engine beside it: it must not import net/http, echo,
+// bbolt, store, api or runners.
 package eventsources
 
 import (

@@ -2,6 +2,7 @@
 // orchestrator's observer (engine.Metrics) and snapshot (engine.Stats), the
 // scheduler's lateness and the log store's volume to client_golang, so the
 // engine itself stays free of Prometheus.
+// It must not import store or api.
 package metrics
 
 import (

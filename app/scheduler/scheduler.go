@@ -1,5 +1,7 @@
 // Package scheduler fires cron triggers: it keeps each enabled trigger's
 // next fire time (engine/cron) and starts its job in the engine when due.
+// A client of the engine beside it: it must not import net/http, echo,
+// bbolt, store, api or runners.
 package scheduler
 
 import (

@@ -4,6 +4,7 @@
 // it reads; NextRuns computes when one fires, in its time zone. The
 // workflow loader, the scheduler and the API share it, so a trigger that
 // loads is one that schedules.
+// It must not import engine, engine/workflow or engine/workspace.
 package cron
 
 import (

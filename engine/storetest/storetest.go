@@ -1,5 +1,6 @@
 // Package storetest is one conformance suite for every implementation of
 // the engine's Store port: what one backend does, all do.
+// It must not import net/http, bbolt, store, api, app or runners.
 package storetest
 
 import (

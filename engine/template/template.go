@@ -22,6 +22,8 @@
 //     a script as written (see RenderScript).
 //   - A script renders through RenderScript: each {{ }} value is quoted as
 //     data for the place it stands in (package quote).
+//
+// It must not import engine, engine/workflow or engine/workspace.
 package template
 
 import (

@@ -1,6 +1,7 @@
 // Package workflow is the model of a workspace (actions, tasks, triggers,
 // inputs, retries) that any package may import; it decodes no YAML and
 // watches no files: engine/workspace loads and validates it.
+// It must not import go-yaml, fsnotify, engine or engine/workspace.
 package workflow
 
 import (

@@ -1,6 +1,8 @@
 // Package workspace loads and validates workspaces: it decodes the YAML
 // workflow format into the engine/workflow model, checks it, packs and
 // watches workspace directories and keeps their revisions (Registry).
+// It must not import engine (a client of the loader, never the reverse),
+// net/http, store, api, app or runners.
 package workspace
 
 import (

@@ -1,6 +1,7 @@
 // Package oidctest runs a real OpenID Provider for tests: zitadel's op
 // package with its example in-memory storage, one web client, users added
 // by the test and a plain login form at the provider.
+// A test helper under api/auth: it must not import store, app or runners.
 package oidctest
 
 import (

@@ -254,15 +254,11 @@ func goLiteral(v any) (string, error) {
 		}
 		return "float64(" + number(t) + ")", nil
 	case []any:
-		parts := make([]string, len(t))
-		for i, x := range t {
-			s, err := goLiteral(x)
-			if err != nil {
-				return "", err
-			}
-			parts[i] = s
+		items, err := listItems(t, goLiteral)
+		if err != nil {
+			return "", err
 		}
-		return "[]any{" + strings.Join(parts, ", ") + "}", nil
+		return "[]any{" + items + "}", nil
 	case map[string]any:
 		parts := make([]string, 0, len(t))
 		for _, k := range sortedKeys(t) {

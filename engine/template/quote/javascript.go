@@ -295,21 +295,12 @@ func analyzeJS(src string, sites []site) ([]edit, []Problem) {
 }
 
 func jsSite(src string, toks []tok, lerr *lexErr, s site) (edit, *Problem) {
-	bad := func(format string, args ...any) (edit, *Problem) {
-		p := s.problem("javascript: placeholder "+format+"; "+jsHint, args...)
-		return edit{}, &p
-	}
-	if lerr != nil && s.end() > lerr.off {
-		p := afterLexErr(s, lerr, "javascript")
-		return edit{}, &p
-	}
-	t, ok := at(toks, s)
-	if !ok {
-		return bad("in no token")
+	bad := placeholderProblem(s, "javascript", jsHint)
+	t, p := siteTok(toks, lerr, s, "javascript", bad)
+	if p != nil {
+		return edit{}, p
 	}
 	switch t.kind {
-	case tkOpaque:
-		return bad("%s", t.why)
 	case tkComment:
 		return bad("in a comment, where a line break in the value would end the comment")
 	case tkRegex:
@@ -436,15 +427,11 @@ func jsLiteral(v any) (string, error) {
 		}
 		return signed(number(t)), nil
 	case []any:
-		parts := make([]string, len(t))
-		for i, x := range t {
-			s, err := jsLiteral(x)
-			if err != nil {
-				return "", err
-			}
-			parts[i] = s
+		items, err := listItems(t, jsLiteral)
+		if err != nil {
+			return "", err
 		}
-		return "[" + strings.Join(parts, ", ") + "]", nil
+		return "[" + items + "]", nil
 	case map[string]any:
 		parts := make([]string, 0, len(t))
 		for _, k := range sortedKeys(t) {

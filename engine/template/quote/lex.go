@@ -142,6 +142,38 @@ func prevSig(toks []tok, t tok) (tok, bool) {
 	return tok{}, false
 }
 
+// badSite answers a placeholder that may not stand where it does.
+type badSite = func(format string, args ...any) (edit, *Problem)
+
+// placeholderProblem is a language's badSite: the problem names the
+// language and ends with its hint.
+func placeholderProblem(s site, lang, hint string) badSite {
+	return func(format string, args ...any) (edit, *Problem) {
+		p := s.problem(lang+": placeholder "+format+"; "+hint, args...)
+		return edit{}, &p
+	}
+}
+
+// siteTok is the token a placeholder stands in, or the problem of one
+// that stands past the lexer's error, in no token or in one the lexer made
+// opaque (t.why says why).
+func siteTok(toks []tok, lerr *lexErr, s site, lang string, bad badSite) (tok, *Problem) {
+	if lerr != nil && s.end() > lerr.off {
+		p := afterLexErr(s, lerr, lang)
+		return tok{}, &p
+	}
+	t, ok := at(toks, s)
+	if !ok {
+		_, p := bad("in no token")
+		return tok{}, p
+	}
+	if t.kind == tkOpaque {
+		_, p := bad("%s", t.why)
+		return tok{}, p
+	}
+	return t, nil
+}
+
 // afterLexErr is the Problem of a site the lexer never reached.
 func afterLexErr(s site, e *lexErr, lang string) Problem {
 	return s.problem("the script does not lex as %s (%s at byte %d), so this placeholder's context is unknown; fix the script", lang, e.msg, e.off)

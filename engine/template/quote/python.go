@@ -186,21 +186,12 @@ func analyzePython(src string, sites []site) ([]edit, []Problem) {
 }
 
 func pySite(src string, toks []tok, lerr *lexErr, s site) (edit, *Problem) {
-	bad := func(format string, args ...any) (edit, *Problem) {
-		p := s.problem("python: placeholder "+format+"; "+pyHint, args...)
-		return edit{}, &p
-	}
-	if lerr != nil && s.end() > lerr.off {
-		p := afterLexErr(s, lerr, "python")
-		return edit{}, &p
-	}
-	t, ok := at(toks, s)
-	if !ok {
-		return bad("in no token")
+	bad := placeholderProblem(s, "python", pyHint)
+	t, p := siteTok(toks, lerr, s, "python", bad)
+	if p != nil {
+		return edit{}, p
 	}
 	switch t.kind {
-	case tkOpaque:
-		return bad("%s", t.why)
 	case tkComment:
 		return bad("in a comment, where a newline in the value would end the comment")
 	case tkNumber:
@@ -371,15 +362,11 @@ func pyLiteral(v any) (string, error) {
 		}
 		return signed(number(t)), nil
 	case []any:
-		parts := make([]string, len(t))
-		for i, x := range t {
-			s, err := pyLiteral(x)
-			if err != nil {
-				return "", err
-			}
-			parts[i] = s
+		items, err := listItems(t, pyLiteral)
+		if err != nil {
+			return "", err
 		}
-		return "[" + strings.Join(parts, ", ") + "]", nil
+		return "[" + items + "]", nil
 	case map[string]any:
 		parts := make([]string, 0, len(t))
 		for _, k := range sortedKeys(t) {

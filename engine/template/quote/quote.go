@@ -3,6 +3,7 @@
 // each sentinel's context in the script's language and replaces it with
 // its value quoted for that context, and Check finds, before any value
 // exists, the placeholders no quoting can make safe.
+// It must not import engine, engine/workflow or engine/workspace.
 package quote
 
 import (

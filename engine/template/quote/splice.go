@@ -142,6 +142,20 @@ func plainValue(v any) (any, error) {
 	return out, nil
 }
 
+// listItems writes each value of a list as a literal of the script's
+// language (lit), separated by ", ".
+func listItems(list []any, lit func(any) (string, error)) (string, error) {
+	parts := make([]string, len(list))
+	for i, x := range list {
+		s, err := lit(x)
+		if err != nil {
+			return "", err
+		}
+		parts[i] = s
+	}
+	return strings.Join(parts, ", "), nil
+}
+
 // sortedKeys returns m's keys in order, so a spliced script is the same
 // for the same values.
 func sortedKeys(m map[string]any) []string {

@@ -4,6 +4,7 @@
 // put a value inside a string literal exactly as a template prints it.
 // It sits apart from both because the quoting package cannot import the
 // template package (the template package imports it).
+// It must not import engine, engine/workflow or engine/workspace.
 package valuetext
 
 import (

@@ -1,5 +1,7 @@
 // Package dockertest gives tests a local Docker daemon and a busybox image
 // built on it, since no registry can be reached to pull one.
+// A test helper: it must not import engine, store, app or the server's api
+// packages.
 package dockertest
 
 import (

@@ -2,6 +2,8 @@
 // pod runner detection reads, on loopback, with a kubeconfig pointing at
 // it: no cluster can run in tests, but the kubeconfig path, the client
 // and the HTTP exchange are the real ones.
+// A test helper: it must not import engine, store, app or the server's api
+// packages.
 package kubetest
 
 import (
