@@ -31,7 +31,7 @@ func routeMiss(c echo.Context) error {
 	if allowed := allowedMethods(c.Echo(), r); len(allowed) > 0 {
 		c.Response().Header().Set("Allow", strings.Join(allowed, ", "))
 		return echo.NewHTTPError(http.StatusMethodNotAllowed,
-			"method "+r.Method+" not allowed on "+r.URL.Path+" (allowed: "+strings.Join(allowed, ", ")+")")
+			"method not allowed on this endpoint: "+r.Method+" "+r.URL.Path+" (allowed: "+strings.Join(allowed, ", ")+")")
 	}
 	return httpx.NotFound("no route %s %s", r.Method, r.URL.Path)
 }

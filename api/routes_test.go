@@ -45,7 +45,7 @@ func TestWrongMethodIs405WithAllow(t *testing.T) {
 			if !strings.Contains(r.header.Get("Content-Type"), "application/json") {
 				t.Errorf("ui=%v %s %s: not JSON: %q", ui, c.method, c.path, r.header.Get("Content-Type"))
 			}
-			want := "method " + c.method + " not allowed on " + c.path + " (allowed: " + c.allow + ")"
+			want := "method not allowed on this endpoint: " + c.method + " " + c.path + " (allowed: " + c.allow + ")"
 			if got := r.errorMessage(); got != want {
 				t.Errorf("ui=%v %s %s: error %q, want %q", ui, c.method, c.path, got, want)
 			}
