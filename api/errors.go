@@ -24,6 +24,9 @@ func (s *server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
+	if isRouteMiss(err) {
+		err = routeMiss(c)
+	}
 	status, msg := s.classify(err)
 	// A body read timeout cancels the request too, but the client is
 	// still there to be told.

@@ -3,7 +3,6 @@ package api
 import (
 	"strings"
 
-	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/labstack/echo/v4"
 )
 
@@ -32,7 +31,7 @@ func (s *server) uiRoutes(e *echo.Echo) {
 	e.Any("/*", func(c echo.Context) error {
 		p := c.Request().URL.Path
 		if isAPIPath(p) {
-			return httpx.NotFound("no route %s %s", c.Request().Method, p)
+			return errNoRoute
 		}
 		return ui(c)
 	})

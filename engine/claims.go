@@ -385,8 +385,10 @@ func (e *Engine) claimFor(js *jobState, ss *stepState) (*Claim, func(ctx context
 	if !specRenders(&a) {
 		return c, nil
 	}
-	scope, set := e.stepScope(js, ss), js.ws.Templates
-	return c, func(ctx context.Context, c *Claim) error { return renderSpec(ctx, set, scope, c.Spec) }
+	scope, set, names := e.stepScope(js, ss), js.ws.Templates, outputNames(js, ss)
+	return c, func(ctx context.Context, c *Claim) error {
+		return explainOutputRead(renderSpec(ctx, set, scope, c.Spec), names, scope)
+	}
 }
 
 // specField is one of an action's templated text fields. A field that

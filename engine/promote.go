@@ -45,6 +45,7 @@ func (e *Engine) evaluate(b *batch, js *jobState, ss *stepState) {
 // loop: scope is a snapshot of the job scope (nil when nothing renders).
 func (e *Engine) evalWork(js *jobState, ss *stepState, scope map[string]any) func(ctx context.Context) func(*batch) {
 	ws, fs := js.ws, ss.flow
+	names := outputNames(js, ss)
 	var prep func(ctx context.Context) func(*batch)
 	if fs.ForEach == nil {
 		prep = e.prepWork(js, ss, scope)
@@ -53,7 +54,7 @@ func (e *Engine) evalWork(js *jobState, ss *stepState, scope map[string]any) fun
 		if fs.When != "" {
 			v, err := ws.Templates.EvalContext(ctx, fs.When, scope)
 			if err != nil {
-				return e.failWith(js, ss, "when: "+err.Error())
+				return e.failWith(js, ss, "when: "+explainOutputRead(err, names, scope).Error())
 			}
 			if !template.Truthy(v) {
 				return func(b *batch) { e.skip(b, js, ss) }
@@ -198,15 +199,16 @@ func (e *Engine) prepRenders(js *jobState, ss *stepState) bool {
 func (e *Engine) prepWork(js *jobState, ss *stepState, scope map[string]any) func(ctx context.Context) func(*batch) {
 	ws, fs, a := js.ws, ss.flow, ss.action
 	jobInput, depth, parentID, workspace := js.job.Input, js.job.Depth, js.job.ID, js.job.Workspace
+	names := outputNames(js, ss)
 	return func(ctx context.Context) func(*batch) {
 		given, err := givenInput(ctx, ws, fs, scope, jobInput)
 		if err != nil {
-			return e.failWith(js, ss, "input: "+err.Error())
+			return e.failWith(js, ss, "input: "+explainOutputRead(err, names, scope).Error())
 		}
 		if a.Type == workflow.TypeApproval {
 			msg, err := ws.Templates.RenderContext(ctx, a.Message, withInput(scope, given))
 			if err != nil {
-				return e.failWith(js, ss, "message: "+err.Error())
+				return e.failWith(js, ss, "message: "+explainOutputRead(err, names, withInput(scope, given)).Error())
 			}
 			return func(b *batch) { e.awaitApproval(b, js, ss, given, msg) }
 		}

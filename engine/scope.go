@@ -1,6 +1,15 @@
 package engine
 
-import "strings"
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/appliance-sh/appliance/engine/template"
+)
 
 // jobScope is the variables a flow step's `when`, `for_each` and `input`
 // render with: the job's input, upstream outputs, secrets and `each`.
@@ -68,3 +77,76 @@ func (js *jobState) upstreamOf(name string) []string {
 	js.upstream[name] = up
 	return up
 }
+
+// outputNames maps each name a template may use for an upstream step in
+// scope (its name, and with - as _) to the step's name.
+func outputNames(js *jobState, ss *stepState) map[string]string {
+	names := map[string]string{}
+	for _, name := range js.upstreamOf(ss.rec.FlowStep) {
+		if up, ok := js.steps[name]; ok && up.rec.Status == StepCompleted {
+			names[name] = name
+			names[strings.ReplaceAll(name, "-", "_")] = name
+		}
+	}
+	return names
+}
+
+// outputRef is a read of a field of a step's output, as gonja names it.
+var outputRef = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_-]*)\.output(?:\.([A-Za-z_][A-Za-z0-9_]*)|\[['"]([^'"]*)['"]\])`)
+
+// explainOutputRead rewords a render that failed reading an upstream
+// step's output field: the step printed no output, or its output lacks
+// the field (the fields it has are named; their values never are, as they
+// may be secrets). Any other error comes back as it was.
+func explainOutputRead(err error, names map[string]string, scope map[string]any) error {
+	var ref *template.RefError
+	if err == nil || !errors.As(err, &ref) {
+		return err
+	}
+	m := outputRef.FindStringSubmatch(ref.Expr)
+	if m == nil {
+		return err
+	}
+	step, ok := names[m[1]]
+	v, _ := scope[m[1]].(map[string]any)
+	if !ok || v == nil {
+		return err
+	}
+	field := m[2] + m[3]
+	var why string
+	switch out := v["output"].(type) {
+	case nil:
+		why = fmt.Sprintf("step %q has no output (no line \"OUTPUT: {json object}\" in its log)", step)
+	case map[string]any:
+		if out == nil {
+			why = fmt.Sprintf("step %q has no output (no line \"OUTPUT: {json object}\" in its log)", step)
+			break
+		}
+		if _, has := out[field]; has {
+			return err
+		}
+		has := "it has no fields"
+		if len(out) > 0 {
+			has = "it has: " + strings.Join(slices.Sorted(maps.Keys(out)), ", ")
+		}
+		why = fmt.Sprintf("step %q's output has no field %s; %s", step, field, has)
+	default:
+		return err
+	}
+	msg := err.Error()
+	if at := ref.Error(); strings.Contains(msg, at) {
+		msg = strings.Replace(msg, at, why, 1)
+	} else {
+		msg += " (" + why + ")"
+	}
+	return &explainedError{msg: msg, err: err}
+}
+
+// explainedError reads as its explanation and wraps the render's error.
+type explainedError struct {
+	msg string
+	err error
+}
+
+func (e *explainedError) Error() string { return e.msg }
+func (e *explainedError) Unwrap() error { return e.err }

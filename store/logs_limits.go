@@ -27,10 +27,13 @@ const (
 
 // LogLimits bound what a job's log may hold; zero fields take the defaults.
 type LogLimits struct {
-	// StepLog is how many bytes of stored JSONL one step run may write.
-	// The line that would go over it and every later line of the run are
-	// dropped, and when the run ends one `_server` warning says how much.
-	// `_server` lines are the orchestrator's own and not counted.
+	// StepLog is how many bytes one step run may print into its log:
+	// each line's bytes plus its newline, as the step printed them (after
+	// the log_line cut), not the JSON envelope (ts, stream, step) the
+	// file stores them in. The line that would go over it and every later
+	// line of the run are dropped, and when the run ends one `_server`
+	// warning says how much, in the same unit. `_server` lines are the
+	// orchestrator's own and not counted.
 	StepLog int64
 	// LogLine is how many bytes of text one line may carry; the rest is
 	// cut and replaced by a marker saying how much was dropped.
@@ -53,9 +56,9 @@ func (l *Logs) SetLimits(lim LogLimits) { l.limits = lim.withDefaults() }
 // stepCount is how much one step run has written to its job's log, and
 // dropped once over the step_log limit.
 type stepCount struct {
-	bytes        int64 // stored JSONL bytes
+	bytes        int64 // printed bytes kept (see printedSize)
 	capped       bool  // the limit tripped: later lines are dropped
-	droppedBytes int64 // JSONL bytes of the dropped lines
+	droppedBytes int64 // printed bytes of the dropped lines
 	droppedLines int
 }
 
@@ -101,7 +104,7 @@ func (l *Logs) counts(jobID string) (jobCounts, error) {
 	return c, nil
 }
 
-// countFile sums the stored bytes of each step in a JSONL log file.
+// countFile sums the printed bytes of each step in a JSONL log file.
 func countFile(path string) (jobCounts, error) {
 	c := jobCounts{}
 	f, err := os.Open(path)
@@ -124,9 +127,27 @@ func countFile(path string) (jobCounts, error) {
 			}
 			return
 		}
-		c.step(step).bytes += size
+		c.step(step).bytes += storedPrintedSize(first, whole, size)
 	})
 	return c, err
+}
+
+// printedSize is what a line counts against the step_log limit: its
+// bytes and its newline, as the step printed them.
+func printedSize(line string) int64 { return int64(len(line)) + 1 }
+
+// storedPrintedSize is the printedSize of a stored line. A line too long
+// to read whole (over readBlock stored bytes, which the log_line cut makes
+// rare) counts its stored size, a little more than it printed.
+func storedPrintedSize(first []byte, whole bool, size int64) int64 {
+	if !whole {
+		return size
+	}
+	var l wireLine
+	if json.Unmarshal(first, &l) != nil {
+		return size
+	}
+	return printedSize(l.Line)
 }
 
 func (c jobCounts) step(name string) *stepCount {
@@ -143,7 +164,7 @@ func (c jobCounts) step(name string) *stepCount {
 const capWarningPrefix = "log of step "
 
 func capWarning(step string, limit int64, s *stepCount) string {
-	return fmt.Sprintf("%s%s cut at the step_log limit of %s: %d bytes kept, %d bytes in %d lines dropped (raise limits.step_log in the server config to keep more)",
+	return fmt.Sprintf("%s%s cut at the step_log limit of %s: %d bytes kept, %d bytes in %d lines dropped (bytes the step printed, each line with its newline; raise limits.step_log in the server config to keep more)",
 		capWarningPrefix, strconv.Quote(step), limitText(limit), s.bytes, s.droppedBytes, s.droppedLines)
 }
 
@@ -166,8 +187,8 @@ func cappedStepOf(first []byte, whole bool) (string, bool) {
 }
 
 // admit decides which encoded lines go into the file: a step's lines
-// until the one that would take it past the limit, then none, counting
-// what it drops. ends[i] is where line i ends in chunk.
+// until the one whose printed bytes would take it past the limit, then
+// none, counting what it drops. ends[i] is where line i ends in chunk.
 func (l *Logs) admit(c jobCounts, lines []engine.LogLine, chunk []byte, ends []int) []byte {
 	out := chunk[:0:0]
 	start := 0
@@ -181,13 +202,14 @@ func (l *Logs) admit(c jobCounts, lines []engine.LogLine, chunk []byte, ends []i
 			continue
 		}
 		s := c.step(ln.Step)
-		if s.capped || s.bytes+int64(len(enc)) > l.limits.StepLog {
+		size := printedSize(ln.Line)
+		if s.capped || s.bytes+size > l.limits.StepLog {
 			s.capped = true
-			s.droppedBytes += int64(len(enc))
+			s.droppedBytes += size
 			s.droppedLines++
 			continue
 		}
-		s.bytes += int64(len(enc))
+		s.bytes += size
 		out = append(out, enc...)
 		kept++
 	}

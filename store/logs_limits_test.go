@@ -11,7 +11,8 @@ import (
 	"github.com/appliance-sh/appliance/engine"
 )
 
-// fileLines decodes the job's log file.
+// fileLines decodes the job's log file; bytesOf is what each step printed
+// (its lines' bytes and newlines), the unit of the step_log limit.
 func fileLines(t *testing.T, l *Logs, jobID string) (lines []wireLine, bytesOf map[string]int) {
 	t.Helper()
 	data, err := os.ReadFile(l.jsonlPath(jobID))
@@ -28,7 +29,7 @@ func fileLines(t *testing.T, l *Logs, jobID string) (lines []wireLine, bytesOf m
 			t.Fatalf("line %q: %v", raw, err)
 		}
 		lines = append(lines, w)
-		bytesOf[w.Step] += len(raw)
+		bytesOf[w.Step] += len(w.Line) + 1
 	}
 	return lines, bytesOf
 }
@@ -67,7 +68,7 @@ func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 func checkRun(t *testing.T, l *Logs, jobID, step string, limit, sent int) {
 	t.Helper()
 	lines, bytesOf := fileLines(t, l, jobID)
-	if bytesOf[step] > limit || bytesOf[step] < limit-100 {
+	if bytesOf[step] > limit || bytesOf[step] < limit-10 {
 		t.Errorf("step %s stored %d bytes, want at most the %d limit and not much less", step, bytesOf[step], limit)
 	}
 	kept := 0
@@ -80,8 +81,8 @@ func checkRun(t *testing.T, l *Logs, jobID, step string, limit, sent int) {
 		}
 	}
 	perLine := bytesOf[step] / kept // every line encodes to the same size
-	want := fmt.Sprintf(`log of step %q cut at the step_log limit of 1000 bytes: %d bytes kept, %d bytes in %d lines dropped`,
-		step, bytesOf[step], (sent-kept)*perLine, sent-kept)
+	want := fmt.Sprintf(`log of step %q cut at the step_log limit of %s: %d bytes kept, %d bytes in %d lines dropped (bytes the step printed, each line with its newline;`,
+		step, limitText(int64(limit)), bytesOf[step], (sent-kept)*perLine, sent-kept)
 	if warns := capWarnings(lines); len(warns) != 1 || !strings.HasPrefix(warns[0], want) {
 		t.Errorf("cap warnings = %q, want one starting %q", warns, want)
 	}
@@ -89,8 +90,8 @@ func checkRun(t *testing.T, l *Logs, jobID, step string, limit, sent int) {
 
 func TestStepRunOverItsLogLimitKeepsItsFirstLinesAndWarnsOnceAtItsEnd(t *testing.T) {
 	l := openLogs(t)
-	l.SetLimits(LogLimits{StepLog: 1000})
-	numbered(t, l, "j1", "big", "out", 0, 60, 7) // ~70 bytes a line: 4 times the limit
+	l.SetLimits(LogLimits{StepLog: 300})
+	numbered(t, l, "j1", "big", "out", 0, 60, 7) // 8 bytes a line: 480, over the limit
 	numbered(t, l, "j1", "small", "out", 0, 5, 2)
 	appendLines(t, l, "j1", line(engine.ServerStep, strings.Repeat("s", 2000))) // not a step: not counted
 	numbered(t, l, "j1", "big", "out", 60, 5, 5)
@@ -102,7 +103,7 @@ func TestStepRunOverItsLogLimitKeepsItsFirstLinesAndWarnsOnceAtItsEnd(t *testing
 			t.Fatal(err)
 		}
 	}
-	checkRun(t, l, "j1", "big", 1000, 65)
+	checkRun(t, l, "j1", "big", 300, 65)
 	_, bytesOf := fileLines(t, l, "j1")
 	if bytesOf["small"] == 0 {
 		t.Errorf("small step kept nothing: the limit is per step")
@@ -124,7 +125,7 @@ func TestStepLogLimitHoldsAcrossARestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l.SetLimits(LogLimits{StepLog: 1000})
+		l.SetLimits(LogLimits{StepLog: 300})
 		t.Cleanup(func() { l.Close() })
 		return l
 	}
@@ -139,7 +140,7 @@ func TestStepLogLimitHoldsAcrossARestart(t *testing.T) {
 	l.Finish("j1") // a run EndStep did not close is closed with the job
 	lines, bytesOf := fileLines(t, l, "j1")
 	warns := capWarnings(lines)
-	if bytesOf["big"] > 1000 || bytesOf["big"] < 900 || len(warns) != 1 || !strings.Contains(warns[0], "in 10 lines dropped") {
+	if bytesOf["big"] > 300 || bytesOf["big"] < 290 || len(warns) != 1 || !strings.Contains(warns[0], "in 10 lines dropped") {
 		t.Fatalf("big stored %d bytes; warnings %q; want one counting the 10 lines dropped since the restart", bytesOf["big"], warns)
 	}
 	l.Close()
@@ -147,6 +148,72 @@ func TestStepLogLimitHoldsAcrossARestart(t *testing.T) {
 	appendLines(t, l, "j1", line("big", "next run"))
 	if lines, _ := fileLines(t, l, "j1"); lines[len(lines)-1].Line != "next run" {
 		t.Errorf("a new run after the restart was dropped")
+	}
+}
+
+// The limit counts what the step printed, not the JSON the file stores:
+// lines whose stored envelopes go well past it but whose printed bytes do
+// not are all kept; one byte more than the limit drops the last line, and
+// the warning counts it in printed bytes.
+func TestStepLogLimitCountsPrintedBytes(t *testing.T) {
+	l := openLogs(t)
+	l.SetLimits(LogLimits{StepLog: 1000})
+	text := strings.Repeat("x", 99) // 100 bytes printed with its newline
+	for range 10 {
+		appendLines(t, l, "j1", line("fits", text))
+	}
+	for range 11 {
+		appendLines(t, l, "j1", line("over", text))
+	}
+	appendLines(t, l, "j1", line("over", text[:49])) // 50 bytes printed
+	for _, step := range []string{"fits", "over"} {
+		if err := l.EndStep("j1", step); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(l.jsonlPath("j1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, bytesOf := fileLines(t, l, "j1")
+	if len(data) < 2*1000 {
+		t.Fatalf("the file holds %d bytes: the envelopes should take it well past the limit for this test to mean anything", len(data))
+	}
+	count := map[string]int{}
+	for _, ln := range lines {
+		count[ln.Step]++
+	}
+	if count["fits"] != 10 || bytesOf["fits"] != 1000 {
+		t.Errorf("step fits kept %d lines, %d bytes; want all 10, 1000 bytes", count["fits"], bytesOf["fits"])
+	}
+	if count["over"] != 10 || bytesOf["over"] != 1000 {
+		t.Errorf("step over kept %d lines, %d bytes; want 10, 1000 bytes", count["over"], bytesOf["over"])
+	}
+	want := `log of step "over" cut at the step_log limit of 1000 bytes: 1000 bytes kept, 150 bytes in 2 lines dropped (bytes the step printed, each line with its newline; raise limits.step_log in the server config to keep more)`
+	if warns := capWarnings(lines); len(warns) != 1 || warns[0] != want {
+		t.Errorf("cap warnings = %q, want only %q", warns, want)
+	}
+
+	// A restart recounts the file in the same unit: a run that printed
+	// exactly the limit has room for nothing more, not even an empty line.
+	for range 10 {
+		appendLines(t, l, "j2", line("full", text))
+	}
+	l.Close()
+	l2, err := OpenLogs(filepath.Dir(l.jsonlPath("j2")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	l2.SetLimits(LogLimits{StepLog: 1000})
+	appendLines(t, l2, "j2", line("full", ""))
+	if err := l2.EndStep("j2", "full"); err != nil {
+		t.Fatal(err)
+	}
+	lines, _ = fileLines(t, l2, "j2")
+	want = `log of step "full" cut at the step_log limit of 1000 bytes: 1000 bytes kept, 1 bytes in 1 lines dropped`
+	if warns := capWarnings(lines); len(warns) != 1 || !strings.HasPrefix(warns[0], want) {
+		t.Errorf("after a restart, cap warnings = %q, want one starting %q", warns, want)
 	}
 }
 

@@ -58,7 +58,7 @@ func checkNumberedUpToTheCap(t *testing.T, logDir, jobID string, capBytes int64)
 		if step != "big" {
 			return
 		}
-		stored += int64(len(raw))
+		stored += int64(len(line)) + 1 // printed: the step_log unit
 		num, _, _ := strings.Cut(line, " ")
 		if n, err := strconv.Atoi(num); err != nil || n != next || len(line) != 1000 {
 			t.Fatalf("step big's stored line %d is %.40q…, want line %d: a line was lost or reordered", next, line, next)

@@ -64,7 +64,7 @@ func storedLog(t *testing.T, logDir, jobID string) (bytesOf map[string]int64, fi
 	t.Helper()
 	bytesOf, first = map[string]int64{}, map[string]int{}
 	eachStoredLine(t, logDir, jobID, func(i int, raw []byte, step, line string) {
-		bytesOf[step] += int64(len(raw))
+		bytesOf[step] += int64(len(line)) + 1 // printed: the step_log unit
 		if _, ok := first[step]; !ok {
 			first[step] = i
 		}

@@ -27,12 +27,45 @@ var (
 	lineNumber    = regexp.MustCompile(`(?i)at line (\d+)`)
 	// Each nested call wraps the error again, past where rootCause digs.
 	macroTooDeep = regexp.MustCompile(`macro "[^"]*": calls nest deeper than \d+`)
+	// An attribute or item read of None (a step's output that is null).
+	noneRead = regexp.MustCompile(`(?i:unable to evaluate) ([^\s:]+): Can't use \w+ on None`)
 )
+
+// RefError is a render that failed reading what is not there: an
+// undefined variable, attribute or item, or an attribute or item of None.
+// Expr is the expression as gonja names it (`say_hello.output.greeting`,
+// `say_hello.output['greeting']`), for a caller that knows what its
+// variables stand for to say why; the error reads as before.
+type RefError struct {
+	Expr string
+	err  error
+}
+
+func (e *RefError) Error() string { return e.err.Error() }
+func (e *RefError) Unwrap() error { return e.err }
 
 // templateError names the template (its start) and, for multi-line ones,
 // the line, then says what failed in gonja's innermost words, or as
-// `undefined variable "input.nme"` when a variable is missing.
+// `undefined variable "input.nme"` when a variable is missing. A failed
+// read of something not there is a *RefError.
 func templateError(src string, err error) error {
+	out := describeError(src, err)
+	var expr string
+	if m := undefinedName.FindStringSubmatch(err.Error()); m != nil {
+		expr = m[1]
+	} else if m := undefinedPath.FindStringSubmatch(err.Error()); m != nil {
+		expr = m[1]
+	} else if m := noneRead.FindStringSubmatch(err.Error()); m != nil {
+		expr = m[1]
+	}
+	if expr == "" || macroTooDeep.MatchString(err.Error()) {
+		return out
+	}
+	return &RefError{Expr: expr, err: out}
+}
+
+// describeError words templateError's message.
+func describeError(src string, err error) error {
 	where := fmt.Sprintf("template %s", quote(src))
 	if strings.Contains(src, "\n") {
 		if m := lineNumber.FindStringSubmatch(err.Error()); m != nil {
