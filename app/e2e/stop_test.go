@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -48,10 +49,17 @@ func errorLines(log string) []string {
 // consumer, then starts it again on the same data: the stop logs no
 // ERROR, the long step is recorded as stopped by the shutdown and run
 // again by its retry, and the consumer starts again after the events the
-// server accepted, so each event makes one job.
+// server accepted (the stopped one's waiting events are left to it), so
+// each event makes one job.
 func TestGracefulStopLosesNothingAndSaysNoError(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "ran-once")
+	// While hold exists an event's job waits, so with max_in_flight 1 the
+	// consumer's later events wait for room when the server stops.
+	hold := filepath.Join(dir, "hold")
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	writeWorkspace(t, dir, fmt.Sprintf(`
 tasks:
   long:
@@ -71,7 +79,7 @@ tasks:
         type: script
         script: |
           i=$((APPLIANCE_EVENT_OFFSET + 1))
-          while [ $i -le 3 ]; do echo "OUTPUT: {\"n\": $i}"; i=$((i + 1)); done
+          while [ $i -le 5 ]; do echo "OUTPUT: {\"n\": $i}"; i=$((i + 1)); done
           sleep 600
   handle:
     input:
@@ -79,14 +87,15 @@ tasks:
     flow:
       ok:
         type: script
-        script: "true"
+        script: while [ -f %[2]q ]; do sleep 0.05; done
 triggers:
   numbers:
     type: event_source
     task: produce
     target_task: handle
     restart_policy: never
-`, marker))
+    max_in_flight: 1
+`, marker, hold))
 	cfg := testServerConfig(t, map[string]string{"ws": dir}, 3, func(c *config.Server) {
 		// The long step is cut at the drain deadline, not waited for.
 		c.Effective.DrainTimeout = 500 * time.Millisecond
@@ -102,8 +111,8 @@ triggers:
 	f.waitJob(job, "the long step to run", func(j jobView) bool {
 		return strings.Contains(f.logs(job, "work"), "first run")
 	})
-	waitFor(t, "the 3 events' jobs", func() int { return len(listJobs(t, f.url, "ws", "handle")) },
-		func(n int) bool { return n == 3 })
+	waitFor(t, "the first event's job", func() int { return len(listJobs(t, f.url, "ws", "handle")) },
+		func(n int) bool { return n == 1 })
 
 	if err := srv.Shutdown(); err != nil {
 		t.Fatalf("shutdown: %v", err)
@@ -112,6 +121,9 @@ triggers:
 		t.Errorf("a graceful stop logged errors:\n%s", strings.Join(errs, "\n"))
 	}
 
+	if err := os.Remove(hold); err != nil {
+		t.Fatal(err)
+	}
 	srv, err = startServer(context.Background(), cfg, logger)
 	if err != nil {
 		t.Fatal(err)
@@ -140,8 +152,27 @@ triggers:
 	if stopped.Status != "failed" || !strings.Contains(deref(stopped.step("emit").ErrorMessage), "worker shutting down") {
 		t.Errorf("first consumer %s, emit error %q; want ended by the shutdown", stopped.Status, deref(stopped.step("emit").ErrorMessage))
 	}
-	if n := len(listJobs(t, f.url, "ws", "handle")); n != 3 {
-		t.Errorf("%d event jobs after the restart, want 3 (one per event)", n)
+	// Each event made one job: the first (cut by the stop), then the 4
+	// the stopped consumer had printed and the new one printed again.
+	jobs := waitFor(t, "a job per event", func() []targetJob { return listJobs(t, f.url, "ws", "handle") },
+		func(js []targetJob) bool {
+			ended := 0
+			for _, j := range js {
+				if j.CompletedAt != nil {
+					ended++
+				}
+			}
+			return len(js) >= 5 && ended == len(js)
+		})
+	seen := map[float64]int{}
+	for _, j := range jobs {
+		n, _ := f.job(j.JobID).Input["n"].(float64)
+		seen[n]++
+	}
+	for n := 1; n <= 5; n++ {
+		if seen[float64(n)] != 1 {
+			t.Errorf("event %d made %d jobs, want 1 (all: %v)", n, seen[float64(n)], seen)
+		}
 	}
 	if errs := errorLines(log.String()); len(errs) > 0 {
 		t.Errorf("errors logged:\n%s", strings.Join(errs, "\n"))
