@@ -84,7 +84,8 @@ func (b *batch) maskAs(js *jobState) {
 	b.logMasks[js.job.ID] = js.secretSet()
 }
 
-// serverLog queues a `_server` line for the job's log, written after commit.
+// serverLog queues a `_server` line for the job's log, stored before the
+// batch is written (see prepareCommit).
 func (b *batch) serverLog(jobID, text string) {
 	b.logs = append(b.logs, jobLine{jobID: jobID, line: LogLine{TS: b.now, Stream: "stderr", Step: ServerStep, Line: text}})
 }

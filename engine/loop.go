@@ -292,7 +292,13 @@ func answerAll(cmds []*command, err error) {
 // (a batch of claims alone commits nothing, see state.claimed). The
 // returned write makes them durable; the records may change as soon as
 // prepareCommit returns.
+//
+// The batch's `_server` lines are stored first: a line that says why a
+// step or job ended is in the log before the store says it ended, so a
+// reader who sees a failed job finds why in its log at once. Like a
+// worker's pushed lines, they are not undone by a failed write.
 func (e *Engine) prepareCommit(b *batch) (func(context.Context) error, error) {
+	e.appendLogs(b)
 	if b.empty() {
 		return nil, nil
 	}
@@ -339,13 +345,13 @@ func (e *Engine) effectsOf(b *batch) func() {
 }
 
 // finishBatch performs a committed batch's side effects: timers, channels,
-// server log lines, events, and the claims it answered.
+// events, and the claims it answered (its server log lines are stored
+// before it is written, see prepareCommit).
 func (e *Engine) finishBatch(b *batch, effects func()) {
 	for _, f := range b.after {
 		f()
 	}
 	effects()
-	e.appendLogs(b)
 	e.endStepLogs(b)
 	for _, js := range b.finished {
 		e.notify.finish(js.job.ID, js.job.Status == JobCancelled)
@@ -369,10 +375,12 @@ func (e *Engine) deliver(b *batch) {
 	b.deliveries = b.deliveries[:0]
 }
 
+// appendLogs stores the `_server` lines the batch queued, once.
 func (e *Engine) appendLogs(b *batch) {
 	if e.cfg.Logs == nil || len(b.logs) == 0 {
 		return
 	}
+	defer func() { b.logs = b.logs[:0] }()
 	byJob := map[string][]LogLine{}
 	var order []string
 	for _, l := range b.logs {

@@ -11,6 +11,16 @@ type Logs struct {
 	mu       sync.Mutex
 	lines    map[string][]engine.LogLine
 	finished map[string]int
+	before   func(jobID string, lines []engine.LogLine)
+}
+
+// BeforeAppend has f called with every Append's lines before they are
+// recorded, on the appender's goroutine (a test can look at the store as
+// the lines arrive).
+func (l *Logs) BeforeAppend(f func(jobID string, lines []engine.LogLine)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.before = f
 }
 
 // NewLogs returns an empty recorder.
@@ -20,6 +30,12 @@ func NewLogs() *Logs {
 
 // Append records lines of a job.
 func (l *Logs) Append(jobID string, lines []engine.LogLine) error {
+	l.mu.Lock()
+	before := l.before
+	l.mu.Unlock()
+	if before != nil {
+		before(jobID, lines)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lines[jobID] = append(l.lines[jobID], lines...)

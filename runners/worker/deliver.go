@@ -30,6 +30,9 @@ type delivery struct {
 	// refused is set once the server refused the run's lines: the rest are
 	// dropped unsent.
 	refused bool
+	// dropLines is set once a stopped event source consumer gave up on
+	// its lines (see deliver): the rest are dropped unsent.
+	dropLines bool
 	// ref and delivered, for a run a slot claimed: the reporter stops
 	// tracking ref, then closes delivered, once the run is delivered.
 	ref       StepRef
@@ -118,6 +121,16 @@ func (w *Worker) deliver(lt lifetimes, d *delivery, tick *time.Ticker) {
 			return
 		}
 		if err != nil {
+			if closed(d.finished) && closed(lt.shutdown) && pushCtx != ctx && ctx.Err() == nil {
+				// A stopped consumer's push gave up waiting for room: its
+				// events not yet accepted are dropped (its next run emits
+				// them again, after APPLIANCE_EVENT_OFFSET), and its result
+				// still goes to the server, which is there to take it.
+				d.log.Info("worker stopping: the event source consumer's result goes to the server; its events not yet accepted, if any, are left to its next run", "err", err)
+				d.dropLines = true
+				pushCtx = ctx
+				continue
+			}
 			if closed(d.finished) && closed(lt.shutdown) {
 				j := d.j
 				if g, ok := j.(*eventGate); ok {
@@ -156,7 +169,7 @@ func (w *Worker) deliverOnce(ctx context.Context, d *delivery) (done bool, err e
 			return false, fmt.Errorf("read the spool: %w", err)
 		}
 		if len(b.Lines) > 0 {
-			if d.refused {
+			if d.refused || d.dropLines {
 				_ = d.j.Ack(b)
 				continue
 			}

@@ -220,3 +220,36 @@ func TestWorkerStopsAStepWhoseReportsTheServerRefuses(t *testing.T) {
 		t.Fatal("the step ended without its log being refused")
 	}
 }
+
+// A worker stopping while it retries a step's start report ran nothing,
+// so lost nothing: the server recovers the step. It says so, and
+// logs no error.
+func TestStoppingBeforeAStepStartedLogsNoError(t *testing.T) {
+	f := newFakeServer(t.TempDir())
+	f.startErr = func(int) error { return errServerDown }
+	f.enqueue(script("j1", "s", "echo never"))
+	logs := &lockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	w := New(f, testWorkerConfig(), slog.New(slog.NewTextHandler(logs, nil)))
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	eventually(t, 10*time.Second, "start reports retried", func() bool {
+		var n int
+		f.with(func() { n = f.starts })
+		return n >= 2
+	})
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("worker did not stop")
+	}
+	out := logs.String()
+	if strings.Contains(out, "level=ERROR") {
+		t.Errorf("a stop before the step started logged an error:\n%s", out)
+	}
+	if !strings.Contains(out, "step not started") {
+		t.Errorf("the log does not say the step was not started:\n%s", out)
+	}
+}

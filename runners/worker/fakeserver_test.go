@@ -31,19 +31,20 @@ type fakeServer struct {
 	registerErr func(n int) error
 	claimErr    func(n int) error
 	completeErr func(n int) error
+	startErr    func(n int) error
 	// down makes log pushes and completions fail as if the server were
 	// unreachable.
 	down bool
 	// conflicts lists "job/step" keys whose reports are refused (409).
 	conflicts map[string]bool
 
-	registers, heartbeats, claims, completes int
-	events                                   []string // "start j/s", "logs j/s", "complete j/s"
-	results                                  map[string]Result
-	logs                                     map[string][]LogLine // by "job/step"
-	logsAtComplete                           map[string]int
-	running, maxRunning                      int
-	reported                                 [][]StepRef // each heartbeat's running list
+	registers, heartbeats, claims, completes, starts int
+	events                                           []string // "start j/s", "logs j/s", "complete j/s"
+	results                                          map[string]Result
+	logs                                             map[string][]LogLine // by "job/step"
+	logsAtComplete                                   map[string]int
+	running, maxRunning                              int
+	reported                                         [][]StepRef // each heartbeat's running list
 }
 
 var errServerDown = errors.New("connect: connection refused")
@@ -169,6 +170,13 @@ func (f *fakeServer) Claim(ctx context.Context, workerID string, tags []string) 
 func (f *fakeServer) Start(ctx context.Context, workerID, jobID, step string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.starts++
+	if f.startErr != nil {
+		if err := f.startErr(f.starts); err != nil {
+			f.notify()
+			return err
+		}
+	}
 	f.events = append(f.events, "start "+jobID+"/"+step)
 	f.running++
 	f.maxRunning = max(f.maxRunning, f.running)

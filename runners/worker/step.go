@@ -29,8 +29,13 @@ func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, rep *repo
 	})
 	if err != nil {
 		// The step is not ours to run any more, or the worker is stopping;
-		// the server recovers steps whose worker went quiet.
-		log.Error("step not started", "err", err)
+		// the server recovers steps whose worker went quiet. Nothing ran,
+		// so nothing is lost: a stop is no error.
+		if claimCtx.Err() != nil {
+			log.Info("worker stopping: step not started (nothing ran; the server recovers it)", "err", err)
+		} else {
+			log.Error("step not started", "err", err)
+		}
 		w.untrack(ref)
 		return nil
 	}
