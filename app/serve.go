@@ -375,6 +375,7 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 	// Ended jobs are no longer the orchestrator's, so the sweeper deletes
 	// them through the store, between its commits.
 	sweeper := store.NewSweeper(store.SweeperConfig{DB: db, Logs: logs, Retention: cfg.Effective.Retention,
+		Archive: archive, ArchivePending: reg.LogArchivePending,
 		Interval: cfg.Test.SweepInterval, Logger: log.With("component", "retention")})
 	s.sweeper = s.sup.start("retention sweeper", sweeper.Run)
 	s.revisionSweeper = s.sup.start("revision sweeper", revs.run)
