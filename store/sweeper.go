@@ -18,19 +18,19 @@ type Retention struct {
 
 // SweeperConfig configures a Sweeper; zero values take the defaults.
 type SweeperConfig struct {
-	DB        *DB
-	Logs      *Logs // nil: no log files to delete
+	DB   *DB
+	Logs *Logs // nil: no log files to delete
 	// Archive, if set, archives the logs: log retention deletes a local
 	// log only once the archive holds it.
 	Archive *ArchivingLogs
 	// ArchivePending, if set, is told after each log sweep how many old
 	// local logs it kept because the archive does not hold them yet.
 	ArchivePending func(n int)
-	Retention Retention
-	Interval  time.Duration    // between sweeps (default 10 minutes)
-	Batch     int              // records per write transaction (default SweepBatch)
-	Now       func() time.Time // default time.Now
-	Logger    *slog.Logger     // default slog.Default()
+	Retention      Retention
+	Interval       time.Duration    // between sweeps (default 10 minutes)
+	Batch          int              // records per write transaction (default SweepBatch)
+	Now            func() time.Time // default time.Now
+	Logger         *slog.Logger     // default slog.Default()
 	// Pause is the least wait between two transactions (default 5ms); the
 	// wait is also at least writerShare times the last transaction, so the
 	// sweep holds the single writer a bounded share of the time even on a
