@@ -448,23 +448,30 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 
 	if *cfg.Workers > 0 {
 		// An event source's consumer step runs as long as its source does:
-		// it gets a slot of its own, so consumers never hold the job slots.
+		// with event sources, consumers get slots of their own and never
+		// hold the job slots.
+		if !cfg.Test.NoEventSources {
+			s.consumerSlots = eventSourceCount(registry)
+		}
 		inProcess := newInProcessServer(s.protocol, registry)
 		inProcess.files = revs.files
-		inProcess.kind = engine.JobSteps
 		inProcess.registered = func() { s.ready.done(inProcessPart) }
+		if s.consumerSlots > 0 {
+			inProcess.kind = engine.JobSteps
+		}
 		inProcessWorkers := worker.New(inProcess, pool, log.With("worker", "in-process"))
 		s.workers = s.sup.start("in-process workers", inProcessWorkers.Run)
 
-		s.consumerSlots = consumerSlots(registry)
-		consumerPool := pool
-		consumerPool.Name = pool.Name + "-consumers"
-		consumerPool.MaxConcurrent = s.consumerSlots
-		consumerServer := newInProcessServer(s.protocol, registry)
-		consumerServer.files = revs.files
-		consumerServer.kind = engine.ConsumerStepsOnly
-		consumerWorkers := worker.New(consumerServer, consumerPool, log.With("worker", "in-process consumers"))
-		s.consumerWorkers = s.sup.start("in-process event-source consumers", consumerWorkers.Run)
+		if s.consumerSlots > 0 {
+			consumerPool := pool
+			consumerPool.Name = pool.Name + "-consumers"
+			consumerPool.MaxConcurrent = s.consumerSlots
+			consumerServer := newInProcessServer(s.protocol, registry)
+			consumerServer.files = revs.files
+			consumerServer.kind = engine.ConsumerStepsOnly
+			consumerWorkers := worker.New(consumerServer, consumerPool, log.With("worker", "in-process consumers"))
+			s.consumerWorkers = s.sup.start("in-process event-source consumers", consumerWorkers.Run)
+		}
 	}
 	return s, nil
 }
@@ -497,10 +504,11 @@ func (s *Server) Shutdown() error {
 	return errors.Join(failed, httpErr, archiveErr, s.logs.Close(), s.db.Close())
 }
 
-// consumerSlots is how many in-process slots event sources' consumers
-// get: one per event source loaded at start-up, and at least one. A
-// source a reload adds beyond them waits for a slot (or a remote worker).
-func consumerSlots(registry *workspace.Registry) int {
+// eventSourceCount is how many event sources the loaded workspaces have:
+// the in-process slots their consumers get. Without any at start-up there
+// is no consumer pool, and a source a reload adds later runs in a job slot
+// (as one added beyond the count waits for a consumer slot).
+func eventSourceCount(registry *workspace.Registry) int {
 	n := 0
 	for _, st := range registry.List() {
 		if st.Workspace == nil {
@@ -512,7 +520,7 @@ func consumerSlots(registry *workspace.Registry) int {
 			}
 		}
 	}
-	return max(n, 1)
+	return n
 }
 
 func hostname() string {
