@@ -8,6 +8,7 @@ import (
 
 	"github.com/appliance-sh/appliance/api/dispatch"
 	"github.com/appliance-sh/appliance/api/workerproto"
+	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
 	"github.com/appliance-sh/appliance/runners/worker"
 )
@@ -34,6 +35,9 @@ type inProcessServer struct {
 	// registered, if set, is called once the pool has registered.
 	registered func()
 	claimWait  time.Duration // how long a claim long-polls
+	// kind is which steps this pool claims: jobs' steps, or event
+	// sources' consumer steps, each pool with slots of its own.
+	kind engine.StepKind
 }
 
 func newInProcessServer(svc *dispatch.Service, ws workspaceLookup) *inProcessServer {
@@ -57,7 +61,7 @@ func (s *inProcessServer) Heartbeat(ctx context.Context, workerID string, runnin
 // Claim passes tags on, and the service ignores them: the engine matches
 // the tags the worker registered with.
 func (s *inProcessServer) Claim(ctx context.Context, workerID string, tags []string) (*workerproto.Assignment, error) {
-	return s.service.Claim(ctx, dispatch.InProcess, workerproto.Claim{WorkerID: workerID, Tags: tags}, s.claimWait)
+	return s.service.ClaimKind(ctx, dispatch.InProcess, workerproto.Claim{WorkerID: workerID, Tags: tags}, s.claimWait, s.kind)
 }
 
 func (s *inProcessServer) Start(ctx context.Context, workerID, jobID, step string) error {

@@ -26,6 +26,7 @@ import (
 	"github.com/appliance-sh/appliance/app/metrics"
 	"github.com/appliance-sh/appliance/app/scheduler"
 	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/workflow"
 	"github.com/appliance-sh/appliance/engine/workspace"
 	"github.com/appliance-sh/appliance/runners/agent"
 	"github.com/appliance-sh/appliance/runners/worker"
@@ -85,7 +86,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "appliance serve:", err)
 		return 1
 	}
-	printSettings(stdout, cfg, srv.Addr(), srv.workerTags)
+	printSettings(stdout, cfg, srv.Addr(), srv.workerTags, srv.consumerSlots)
 	// SIGHUP reloads the acl section of the config (aclreload.go).
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -137,7 +138,7 @@ func workspaceName(dir string) string {
 	return filepath.Base(abs)
 }
 
-func printSettings(w io.Writer, cfg *config.Server, addr string, workerTags []string) {
+func printSettings(w io.Writer, cfg *config.Server, addr string, workerTags []string, consumerSlots int) {
 	fmt.Fprintf(w, "appliance %s serving on http://%s\n", Version, addr)
 	fmt.Fprintf(w, "  data_dir:              %s\n", cfg.DataDir)
 	fmt.Fprintf(w, "  log_storage.local_dir: %s\n", cfg.LogDir())
@@ -150,7 +151,11 @@ func printSettings(w io.Writer, cfg *config.Server, addr string, workerTags []st
 	for _, name := range names {
 		fmt.Fprintf(w, "  workspace %-12s %s\n", name+":", cfg.Workspaces[name].Path)
 	}
-	fmt.Fprintf(w, "  workers (in-process):  %d, tags %v\n", *cfg.Workers, workerTags)
+	consumers := ""
+	if consumerSlots > 0 {
+		consumers = fmt.Sprintf(" (+%d for event-source consumers)", consumerSlots)
+	}
+	fmt.Fprintf(w, "  workers (in-process):  %d%s, tags %v\n", *cfg.Workers, consumers, workerTags)
 	token := "not set (remote workers cannot join)"
 	if cfg.WorkerToken != "" {
 		token = "set"
@@ -215,12 +220,16 @@ type Server struct {
 	// workerTags are the in-process workers' tags: worker_tags plus the
 	// runner capabilities found (docker).
 	workerTags []string
+	// consumerSlots are the in-process slots kept for event sources'
+	// consumer steps, apart from the cfg.Workers job slots.
+	consumerSlots int
 
 	sup                                            *supervisor
 	orchestrator, scheduler, watcher, api, sweeper *component
 	revisions                                      *revisions
 	revisionSweeper                                *component
 	workers                                        *component // nil without in-process workers
+	consumerWorkers                                *component // nil without in-process workers
 	eventSources                                   *component
 }
 
@@ -375,6 +384,7 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 	// Ended jobs are no longer the orchestrator's, so the sweeper deletes
 	// them through the store, between its commits.
 	sweeper := store.NewSweeper(store.SweeperConfig{DB: db, Logs: logs, Retention: cfg.Effective.Retention,
+		Archive: archive, ArchivePending: reg.LogArchivePending,
 		Interval: cfg.Test.SweepInterval, Logger: log.With("component", "retention")})
 	s.sweeper = s.sup.start("retention sweeper", sweeper.Run)
 	s.revisionSweeper = s.sup.start("revision sweeper", revs.run)
@@ -437,11 +447,31 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 	})
 
 	if *cfg.Workers > 0 {
+		// An event source's consumer step runs as long as its source does:
+		// with event sources, consumers get slots of their own and never
+		// hold the job slots.
+		if !cfg.Test.NoEventSources {
+			s.consumerSlots = eventSourceCount(registry)
+		}
 		inProcess := newInProcessServer(s.protocol, registry)
 		inProcess.files = revs.files
 		inProcess.registered = func() { s.ready.done(inProcessPart) }
+		if s.consumerSlots > 0 {
+			inProcess.kind = engine.JobSteps
+		}
 		inProcessWorkers := worker.New(inProcess, pool, log.With("worker", "in-process"))
 		s.workers = s.sup.start("in-process workers", inProcessWorkers.Run)
+
+		if s.consumerSlots > 0 {
+			consumerPool := pool
+			consumerPool.Name = pool.Name + "-consumers"
+			consumerPool.MaxConcurrent = s.consumerSlots
+			consumerServer := newInProcessServer(s.protocol, registry)
+			consumerServer.files = revs.files
+			consumerServer.kind = engine.ConsumerStepsOnly
+			consumerWorkers := worker.New(consumerServer, consumerPool, log.With("worker", "in-process consumers"))
+			s.consumerWorkers = s.sup.start("in-process event-source consumers", consumerWorkers.Run)
+		}
 	}
 	return s, nil
 }
@@ -458,6 +488,7 @@ func (s *Server) Shutdown() error {
 	s.sweeper.stop()
 	s.revisionSweeper.stop()
 	s.workers.stop()
+	s.consumerWorkers.stop()
 	s.watcher.stop()
 	// Stopping the orchestrator ends the remote workers' long-polls at once,
 	// so the HTTP server has no request left to wait for.
@@ -471,6 +502,25 @@ func (s *Server) Shutdown() error {
 	// Uploads started by the last finished jobs go out before the logs close.
 	archiveErr := s.drainArchive()
 	return errors.Join(failed, httpErr, archiveErr, s.logs.Close(), s.db.Close())
+}
+
+// eventSourceCount is how many event sources the loaded workspaces have:
+// the in-process slots their consumers get. Without any at start-up there
+// is no consumer pool, and a source a reload adds later runs in a job slot
+// (as one added beyond the count waits for a consumer slot).
+func eventSourceCount(registry *workspace.Registry) int {
+	n := 0
+	for _, st := range registry.List() {
+		if st.Workspace == nil {
+			continue
+		}
+		for _, tr := range st.Workspace.Triggers {
+			if tr.Type == workflow.TriggerEventSource {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func hostname() string {

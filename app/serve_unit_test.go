@@ -24,10 +24,24 @@ func TestSettingsSayWhetherAuthIsOn(t *testing.T) {
 		}
 		tc.auth(cfg)
 		var out bytes.Buffer
-		printSettings(&out, cfg, "127.0.0.1:1", nil)
+		printSettings(&out, cfg, "127.0.0.1:1", nil, 0)
 		if !strings.Contains(out.String(), tc.want) {
 			t.Fatalf("settings:\n%s\nwant a line %q", out.String(), tc.want)
 		}
+	}
+}
+
+func TestSettingsShowTheConsumerSlotsApartFromTheJobSlots(t *testing.T) {
+	cfg, err := config.LoadServer("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	two := 2
+	cfg.Workers = &two
+	var out bytes.Buffer
+	printSettings(&out, cfg, "127.0.0.1:1", []string{"docker"}, 1)
+	if want := "workers (in-process):  2 (+1 for event-source consumers), tags [docker]"; !strings.Contains(out.String(), want) {
+		t.Fatalf("settings:\n%s\nwant a line %q", out.String(), want)
 	}
 }
 

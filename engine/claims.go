@@ -16,6 +16,7 @@ import (
 type waiter struct {
 	workerID string
 	tags     map[string]bool
+	kind     StepKind
 	got      chan claimResult // buffered: the loop never blocks on it
 	elem     *list.Element    // set while parked
 	assigned bool
@@ -56,10 +57,11 @@ func (q *waiterQueue) remove(w *waiter) {
 	}
 }
 
-// firstMatch returns the longest-waiting claim that may run a step needing tags.
-func (q *waiterQueue) firstMatch(need []string) *waiter {
+// firstMatch returns the longest-waiting claim that may run a step needing
+// tags (of a consumer job, or not).
+func (q *waiterQueue) firstMatch(need []string, consumer bool) *waiter {
 	for el := q.l.Front(); el != nil; el = el.Next() {
-		if w := el.Value.(*waiter); covers(w.tags, need) {
+		if w := el.Value.(*waiter); covers(w.tags, need) && w.kind.admits(consumer) {
 			return w
 		}
 	}
@@ -86,13 +88,40 @@ func (q *waiterQueue) drain() []*waiter {
 // limits. A step whose spec fails to render fails (through the loop), and
 // the claim looks once more, without waiting.
 func (e *Engine) Claim(ctx context.Context, workerID string, wait time.Duration) (*Claim, error) {
-	return e.claimFrom(ctx, workerID, wait, claimSource{offer: e.claim, withdraw: e.withdraw})
+	return e.ClaimKind(ctx, workerID, wait, AllSteps)
+}
+
+// StepKind selects which ready steps a claim takes: an event source's
+// consumer step runs as long as its source does, so a pool can keep
+// slots for consumers apart from those for jobs.
+type StepKind int
+
+const (
+	AllSteps          StepKind = iota // any step
+	JobSteps                          // any step but a consumer job's
+	ConsumerStepsOnly                 // only steps of event sources' consumer jobs
+)
+
+func (k StepKind) admits(consumer bool) bool {
+	switch k {
+	case JobSteps:
+		return !consumer
+	case ConsumerStepsOnly:
+		return consumer
+	}
+	return true
+}
+
+// ClaimKind is Claim taking only steps of kind.
+func (e *Engine) ClaimKind(ctx context.Context, workerID string, wait time.Duration, kind StepKind) (*Claim, error) {
+	return e.claimFrom(ctx, workerID, wait, claimSource{kind: kind, offer: e.claim, withdraw: e.withdraw})
 }
 
 // claimSource is where a claim waits for a step: how its waiter is
 // offered to the loop and taken back. The shared ready queue (Claim) or
 // one local job's steps (ClaimJob).
 type claimSource struct {
+	kind     StepKind
 	offer    func(b *batch, w *waiter, park bool)
 	withdraw func(w *waiter) bool
 }
@@ -148,6 +177,7 @@ func (e *Engine) claimedUnstarted(workerID, jobID, name string) (*jobState, *ste
 
 func (e *Engine) claimOnce(ctx context.Context, workerID string, wait time.Duration, src claimSource) claimResult {
 	w := newWaiter(workerID)
+	w.kind = src.kind
 	park := wait > 0
 	err := e.send(ctx, &command{apply: func(b *batch) (any, error) {
 		src.offer(b, w, park)
@@ -232,7 +262,7 @@ func (e *Engine) claim(b *batch, w *waiter, park bool) {
 		e.touchWorker(b, wk)
 	}
 	for {
-		ss := e.st.ready.take(w.tags)
+		ss := e.st.ready.take(w.tags, w.kind)
 		if ss == nil {
 			break
 		}
@@ -254,12 +284,13 @@ func (e *Engine) offer(b *batch, js *jobState, ss *stepState) {
 		e.offerLocal(b, js, ss)
 		return
 	}
-	if w := e.st.waiters.firstMatch(ss.rec.RequiredTags); w != nil {
+	consumer := isConsumer(js)
+	if w := e.st.waiters.firstMatch(ss.rec.RequiredTags, consumer); w != nil {
 		e.st.waiters.remove(w)
 		e.hand(b, js, ss, e.st.workers[w.workerID], w)
 		return
 	}
-	e.st.ready.push(ss)
+	e.st.ready.push(ss, consumer)
 	e.checkClaimable(b, js, ss)
 }
 

@@ -73,6 +73,15 @@ func (e *Engine) ConsumerTrigger(j *Job) (*workflow.Trigger, string) {
 	return consumerTriggerIn(ws, j)
 }
 
+// isConsumer says whether a job is an event source's consumer (nil: no).
+func isConsumer(js *jobState) bool {
+	if js == nil {
+		return false
+	}
+	tr, _ := consumerTriggerIn(js.ws, js.job)
+	return tr != nil
+}
+
 func consumerTriggerIn(ws *workflow.Workspace, j *Job) (*workflow.Trigger, string) {
 	if ws == nil || j.SourceType != SourceTrigger || j.SourceID == nil {
 		return nil, ""

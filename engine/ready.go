@@ -15,8 +15,11 @@ type readyIndex struct {
 }
 
 type bucket struct {
-	tags    []string
-	entries entryHeap
+	tags []string
+	// consumer: the bucket holds steps of event sources' consumer jobs,
+	// which claims can ask for, or leave, apart (StepKind).
+	consumer bool
+	entries  entryHeap
 }
 
 // entry is a step's place in a bucket. Removal is lazy: an entry whose
@@ -31,7 +34,7 @@ func newReadyIndex() *readyIndex { return &readyIndex{buckets: map[string]*bucke
 
 // push adds a ready step. A step released back to ready keeps its original
 // order, so it goes back to the front of its bucket.
-func (r *readyIndex) push(ss *stepState) {
+func (r *readyIndex) push(ss *stepState, consumer bool) {
 	if ss.readyOrder == 0 {
 		r.order++
 		ss.readyOrder = r.order
@@ -39,9 +42,12 @@ func (r *readyIndex) push(ss *stepState) {
 	ss.readyGen++
 	ss.inReady = true
 	key := strings.Join(ss.rec.RequiredTags, "\x00")
+	if consumer {
+		key = "\x01consumer\x00" + key
+	}
 	bk, ok := r.buckets[key]
 	if !ok {
-		bk = &bucket{tags: ss.rec.RequiredTags}
+		bk = &bucket{tags: ss.rec.RequiredTags, consumer: consumer}
 		r.buckets[key] = bk
 	}
 	heap.Push(&bk.entries, entry{ss: ss, order: ss.readyOrder, gen: ss.readyGen})
@@ -50,9 +56,9 @@ func (r *readyIndex) push(ss *stepState) {
 // remove drops a step from the index (cancelled or failed while ready).
 func (r *readyIndex) remove(ss *stepState) { ss.inReady = false }
 
-// take removes and returns the oldest ready step whose required tags are
-// all in tags, or nil.
-func (r *readyIndex) take(tags map[string]bool) *stepState {
+// take removes and returns the oldest ready step of kind whose required
+// tags are all in tags, or nil.
+func (r *readyIndex) take(tags map[string]bool, kind StepKind) *stepState {
 	var best *bucket
 	var bestKey string
 	for key, bk := range r.buckets {
@@ -61,7 +67,7 @@ func (r *readyIndex) take(tags map[string]bool) *stepState {
 			delete(r.buckets, key)
 			continue
 		}
-		if !covers(tags, bk.tags) {
+		if !covers(tags, bk.tags) || !kind.admits(bk.consumer) {
 			continue
 		}
 		if best == nil || head.order < best.entries[0].order {

@@ -100,7 +100,7 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 	})
 	for _, ss := range ready {
 		if js := e.st.jobs[ss.rec.JobID]; js == nil || localHolder(js.job) == "" { // a local job's holder claims its steps by job
-			e.st.ready.push(ss)
+			e.st.ready.push(ss, isConsumer(js))
 		}
 	}
 

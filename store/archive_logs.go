@@ -78,6 +78,10 @@ type ArchivingLogs struct {
 	// inflight holds the jobs being uploaded; true means queued again
 	// meanwhile, so the uploader goes once more with the newer log.
 	inflight map[string]bool
+	// unarchived holds the jobs whose upload is queued, running or has
+	// failed (true), so retention keeps their local log; an upload that
+	// succeeds drops its job.
+	unarchived map[string]bool
 }
 
 // recentFinished is how many finished jobs Append watches for late lines.
@@ -94,7 +98,7 @@ func NewArchivingLogs(logs *Logs, archive Archive, jobs JobLookup, opts ArchiveO
 	a := &ArchivingLogs{Logs: logs, archive: archive, jobs: jobs, opts: opts,
 		queue: make(chan string, opts.Queue), uploadCtx: ctx, cancelUpload: cancel,
 		finished: make(map[string]struct{}, recentFinished), finishedRing: make([]string, recentFinished),
-		inflight: make(map[string]bool)}
+		inflight: make(map[string]bool), unarchived: make(map[string]bool)}
 	for range opts.Workers {
 		a.uploads.Go(func() {
 			for id := range a.queue {
@@ -153,14 +157,82 @@ func (a *ArchivingLogs) enqueue(jobID string) {
 	defer a.mu.RUnlock()
 	if a.closed {
 		a.opts.Logger.Error("job log not archived: the archiver is shut down", "job", jobID)
+		a.setUnarchived(jobID, true)
 		return
 	}
+	a.setUnarchived(jobID, false)
 	select {
 	case a.queue <- jobID:
 	default:
 		a.opts.Logger.Error("job log not archived: upload queue full", "job", jobID, "queue", a.opts.Queue)
+		a.setUnarchived(jobID, true)
 	}
 }
+
+// setUnarchived marks the job's log as not (yet) in the archive: failed
+// says no upload is on its way.
+func (a *ArchivingLogs) setUnarchived(jobID string, failed bool) {
+	a.finishedMu.Lock()
+	a.unarchived[jobID] = failed
+	a.finishedMu.Unlock()
+}
+
+// ArchiveState is where a job's log stands with the archive, for retention.
+type ArchiveState int
+
+const (
+	// Archived: the archive holds the log; the local file may go.
+	Archived ArchiveState = iota
+	// UploadPending: an upload is queued or running.
+	UploadPending
+	// UploadFailed: the archive does not hold the log and no upload is on
+	// its way (it failed, or the server restarted); Reupload queues one.
+	UploadFailed
+)
+
+// State says whether the archive holds the job's log. A job this process
+// has not queued (it finished before a restart) is looked up in the
+// archive. A job with no record, or whose log is empty, has nothing the
+// archive could hold, so it counts as archived.
+func (a *ArchivingLogs) State(ctx context.Context, jobID string) (ArchiveState, error) {
+	a.finishedMu.Lock()
+	failed, known := a.unarchived[jobID]
+	a.finishedMu.Unlock()
+	if known && !failed {
+		return UploadPending, nil
+	}
+	job, err := a.jobs.Job(ctx, jobID)
+	if errors.Is(err, engine.ErrNotFound) {
+		return Archived, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("look up job: %w", err)
+	}
+	if failed {
+		return UploadFailed, nil
+	}
+	f, end, err := a.Logs.openLocal(jobID)
+	if err != nil {
+		return 0, fmt.Errorf("read log of job %s: %w", jobID, err)
+	}
+	if f == nil {
+		return Archived, nil
+	}
+	f.Close()
+	if end == 0 {
+		return Archived, nil
+	}
+	if _, err := a.archive.Get(ctx, ArchiveKey(a.opts.Prefix, job)); err != nil {
+		if errors.Is(err, engine.ErrNotFound) {
+			return UploadFailed, nil
+		}
+		return 0, fmt.Errorf("look up archived log of job %s: %w", jobID, err)
+	}
+	return Archived, nil
+}
+
+// Reupload queues the job's log for upload again.
+func (a *ArchivingLogs) Reupload(jobID string) { a.enqueue(jobID) }
 
 // Drain stops taking uploads and waits for the queued and running ones;
 // when ctx ends first it cancels them and says how many were cut short.
@@ -240,8 +312,15 @@ func (a *ArchivingLogs) upload(jobID string) {
 		wait *= 2
 	}
 	if err != nil {
-		a.opts.Logger.Error("archive job log failed", "job", jobID, "err", err)
+		a.opts.Logger.Error("archive job log failed", "job", jobID, "err", err, "local_log", "kept until an upload succeeds")
+		a.setUnarchived(jobID, true)
+		return
 	}
+	a.finishedMu.Lock()
+	if !a.inflight[jobID] { // not queued again meanwhile
+		delete(a.unarchived, jobID)
+	}
+	a.finishedMu.Unlock()
 }
 
 // archiveJob uploads the log; retry says whether a failure may pass.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/appliance-sh/appliance/engine"
 )
 
 // Remove deletes the job's local log file, if any, (an archived copy stays). It
@@ -35,6 +37,26 @@ func (l *Logs) Remove(jobID string) (removed bool, err error) {
 		return removed, fmt.Errorf("remove log of job %s: %w", jobID, err)
 	}
 	return removed, nil
+}
+
+// appendKeepingTime appends a line to the job's log and puts its file's
+// modification time back, so a note about the log does not restart its
+// retention.
+func (l *Logs) appendKeepingTime(jobID string, line engine.LogLine) error {
+	info, err := os.Stat(l.jsonlPath(jobID))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // a legacy .log file: left as it is
+	}
+	if err != nil {
+		return fmt.Errorf("append log: %w", err)
+	}
+	if err := l.Append(jobID, []engine.LogLine{line}); err != nil {
+		return err
+	}
+	if err := os.Chtimes(l.jsonlPath(jobID), time.Time{}, info.ModTime()); err != nil {
+		return fmt.Errorf("append log: %w", err)
+	}
+	return nil
 }
 
 // LastWrittenBefore lists the jobs whose local log file was last written

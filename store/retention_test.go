@@ -3,10 +3,13 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -353,10 +356,20 @@ func TestLogRetentionKeepsTheArchivedCopy(t *testing.T) {
 	f := newArchiveFixture(t, localArchive(t), ArchiveOptions{})
 	job := f.finishJob("j1", engine.JobCompleted, line("build", "compiling"))
 	want := f.waitArchived(job, "")
-	sw := NewSweeper(SweeperConfig{DB: f.db, Logs: f.logs, Retention: Retention{Logs: time.Hour},
+	sw := NewSweeper(SweeperConfig{DB: f.db, Logs: f.logs, Archive: f.arch, Retention: Retention{Logs: time.Hour},
 		Now: func() time.Time { return time.Now().Add(48 * time.Hour) }})
-	if n, err := sw.Sweep(context.Background()); err != nil || n.Logs != 1 {
-		t.Fatalf("Sweep = %+v, %v; want the local log deleted", n, err)
+	// The uploader marks the log archived just after the object lands.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		n, err := sw.Sweep(context.Background())
+		if err != nil || n.Logs+n.KeptForArchive != 1 {
+			t.Fatalf("Sweep = %+v, %v; want the local log deleted or kept", n, err)
+		}
+		if n.Logs == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Sweep = %+v; want the local log deleted", n)
+		}
 	}
 	if _, err := os.Stat(f.logs.jsonlPath("j1")); !os.IsNotExist(err) {
 		t.Fatalf("local log kept: %v", err)
@@ -461,5 +474,94 @@ func assertCountsMatchIndexes(t *testing.T, db *DB) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// refusingArchive refuses every upload while refuse is set.
+type refusingArchive struct {
+	Archive
+	refuse atomic.Bool
+}
+
+func (a *refusingArchive) Put(ctx context.Context, key string, gz []byte) error {
+	if a.refuse.Load() {
+		return errors.New("archive refuses uploads")
+	}
+	return a.Archive.Put(ctx, key, gz)
+}
+
+func TestLogRetentionKeepsTheLocalLogUntilTheArchiveHoldsIt(t *testing.T) {
+	arch := &refusingArchive{Archive: localArchive(t)}
+	arch.refuse.Store(true)
+	f := newArchiveFixture(t, arch, ArchiveOptions{Attempts: 2})
+	job := f.finishJob("j1", engine.JobCompleted, line("build", "compiling"))
+	var pending atomic.Int64
+	pending.Store(-1)
+	sw := NewSweeper(SweeperConfig{DB: f.db, Logs: f.logs, Archive: f.arch, Retention: Retention{Logs: time.Hour},
+		ArchivePending: func(n int) { pending.Store(int64(n)) },
+		Now:            func() time.Time { return time.Now().Add(48 * time.Hour) }})
+	path := f.logs.jsonlPath("j1")
+	// Refused (pending at first, failed once the attempts are spent): the
+	// file stays, its log says why, and the gauge counts it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := sw.Sweep(context.Background())
+		if err != nil || n.Logs != 0 || n.KeptForArchive != 1 {
+			t.Fatalf("Sweep while refused = %+v, %v; want the log kept", n, err)
+		}
+		if _, err := os.Stat(path); err != nil {
+			t.Fatalf("local log deleted while the archive refuses it: %v", err)
+		}
+		if pending.Load() != 1 {
+			t.Fatalf("pending = %d, want 1", pending.Load())
+		}
+		if st, err := f.arch.State(context.Background(), "j1"); err != nil {
+			t.Fatal(err)
+		} else if st == UploadFailed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the refused upload never gave up")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(string(data), "log retention keeps this local log until the archive holds it"); got != 1 {
+		t.Fatalf("the log says it is kept %d times, want once:\n%s", got, data)
+	}
+	// Accepted: the sweep queued the upload again; once it lands, the next
+	// sweep deletes the local file.
+	arch.refuse.Store(false)
+	if _, err := sw.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	archived := f.waitArchived(job, "")
+	if !strings.Contains(archived, "log retention keeps this local log") {
+		t.Errorf("archived log lacks the _server line:\n%s", archived)
+	}
+	for {
+		n, err := sw.Sweep(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Logs == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Sweep after the archive accepted = %+v; want the log deleted", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("local log kept once archived: %v", err)
+	}
+	if pending.Load() != 0 {
+		t.Errorf("pending = %d after the upload, want 0", pending.Load())
+	}
+	if got, err := f.arch.Read("j1", ""); err != nil || got != archived {
+		t.Errorf("Read after the sweep = %q, %v; want the archived log", got, err)
 	}
 }

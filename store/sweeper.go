@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/appliance-sh/appliance/engine"
 )
 
 // Retention says how long ended jobs and their local logs are kept; zero
@@ -15,13 +18,19 @@ type Retention struct {
 
 // SweeperConfig configures a Sweeper; zero values take the defaults.
 type SweeperConfig struct {
-	DB        *DB
-	Logs      *Logs // nil: no log files to delete
-	Retention Retention
-	Interval  time.Duration    // between sweeps (default 10 minutes)
-	Batch     int              // records per write transaction (default SweepBatch)
-	Now       func() time.Time // default time.Now
-	Logger    *slog.Logger     // default slog.Default()
+	DB   *DB
+	Logs *Logs // nil: no log files to delete
+	// Archive, if set, archives the logs: log retention deletes a local
+	// log only once the archive holds it.
+	Archive *ArchivingLogs
+	// ArchivePending, if set, is told after each log sweep how many old
+	// local logs it kept because the archive does not hold them yet.
+	ArchivePending func(n int)
+	Retention      Retention
+	Interval       time.Duration    // between sweeps (default 10 minutes)
+	Batch          int              // records per write transaction (default SweepBatch)
+	Now            func() time.Time // default time.Now
+	Logger         *slog.Logger     // default slog.Default()
 	// Pause is the least wait between two transactions (default 5ms); the
 	// wait is also at least writerShare times the last transaction, so the
 	// sweep holds the single writer a bounded share of the time even on a
@@ -33,11 +42,17 @@ type SweeperConfig struct {
 // at start and then every Interval.
 type Sweeper struct {
 	cfg SweeperConfig
+	// told holds the jobs whose log already says it is kept for the
+	// archive, so each says it once (per process).
+	told map[string]bool
 }
 
 // SweepCounts is what one sweep deleted.
 type SweepCounts struct {
 	Jobs, Steps, Logs int
+	// KeptForArchive is how many old local logs were kept because the
+	// archive does not hold them yet.
+	KeptForArchive int
 }
 
 // NewSweeper returns a sweeper; Run starts it.
@@ -57,7 +72,7 @@ func NewSweeper(cfg SweeperConfig) *Sweeper {
 	if cfg.Pause <= 0 {
 		cfg.Pause = 5 * time.Millisecond
 	}
-	return &Sweeper{cfg: cfg}
+	return &Sweeper{cfg: cfg, told: map[string]bool{}}
 }
 
 // Run sweeps until ctx ends. A failed sweep is logged and tried again at
@@ -95,7 +110,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepCounts, error) {
 	}
 	if n != (SweepCounts{}) {
 		s.cfg.Logger.Info("retention sweep", "jobs_deleted", n.Jobs, "steps_deleted", n.Steps,
-			"logs_deleted", n.Logs, "took", time.Since(start).Round(time.Millisecond),
+			"logs_deleted", n.Logs, "logs_kept_for_archive", n.KeptForArchive, "took", time.Since(start).Round(time.Millisecond),
 			"longest_transaction", longest.Round(time.Microsecond))
 	}
 	return n, err
@@ -150,12 +165,54 @@ func (s *Sweeper) sweepLogs(ctx context.Context, now time.Time, n *SweepCounts) 
 			return err
 		}
 		for _, id := range old {
+			if keep, err := s.keepForArchive(ctx, id); err != nil || keep {
+				n.KeptForArchive++
+				if err != nil {
+					s.cfg.Logger.Warn("log kept: cannot tell whether the archive holds it", "job", id, "err", err)
+				}
+				continue
+			}
 			if err := s.removeLog(id, n); err != nil {
 				return err
 			}
 		}
 	}
+	if s.cfg.ArchivePending != nil && s.cfg.Archive != nil {
+		s.cfg.ArchivePending(n.KeptForArchive)
+	}
 	return nil
+}
+
+// keepForArchive says whether the job's local log must stay because the
+// archive does not hold it yet. The first time, it says so in the job's
+// log (keeping the file's time, so the log is swept as soon as it is
+// archived), and a failed upload is queued again.
+func (s *Sweeper) keepForArchive(ctx context.Context, id string) (bool, error) {
+	if s.cfg.Archive == nil {
+		return false, nil
+	}
+	state, err := s.cfg.Archive.State(ctx, id)
+	if err != nil || state == Archived {
+		if state == Archived {
+			delete(s.told, id)
+		}
+		return err != nil, err
+	}
+	if !s.told[id] {
+		why := "its upload is still under way"
+		if state == UploadFailed {
+			why = "its upload failed; trying again"
+		}
+		msg := fmt.Sprintf("log retention keeps this local log until the archive holds it: %s", why)
+		if err := s.cfg.Logs.appendKeepingTime(id, engine.LogLine{TS: s.cfg.Now().UTC(), Stream: "stderr", Step: engine.ServerStep, Line: msg}); err != nil {
+			return true, err
+		}
+		s.told[id] = true
+	}
+	if state == UploadFailed {
+		s.cfg.Archive.Reupload(id)
+	}
+	return true, nil
 }
 
 func (s *Sweeper) removeLog(id string, n *SweepCounts) error {

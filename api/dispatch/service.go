@@ -27,6 +27,7 @@ type Engine interface {
 	StepHolder(jobID, step string) string
 	Heartbeat(ctx context.Context, workerID string, running []engine.StepRef) error
 	Claim(ctx context.Context, workerID string, wait time.Duration) (*engine.Claim, error)
+	ClaimKind(ctx context.Context, workerID string, wait time.Duration, kind engine.StepKind) (*engine.Claim, error)
 	// Local execution mode (engine/local.go).
 	CreateLocalJob(ctx context.Context, workerID string, req engine.CreateJob) (*engine.Job, error)
 	ClaimJob(ctx context.Context, workerID, jobID string, wait time.Duration) (*engine.Claim, error)
@@ -160,6 +161,12 @@ func (s *Service) Heartbeat(ctx context.Context, who Caller, req workerproto.Hea
 // nil without error means no work. When ctx ends first (the worker hung
 // up), the engine stops waiting and hands back a step it could not deliver.
 func (s *Service) Claim(ctx context.Context, who Caller, req workerproto.Claim, wait time.Duration) (*workerproto.Assignment, error) {
+	return s.ClaimKind(ctx, who, req, wait, engine.AllSteps)
+}
+
+// ClaimKind is Claim taking only ready steps of kind: the in-process pool
+// keeps its slots for event sources' consumers apart from its job slots.
+func (s *Service) ClaimKind(ctx context.Context, who Caller, req workerproto.Claim, wait time.Duration, kind engine.StepKind) (*workerproto.Assignment, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -176,7 +183,7 @@ func (s *Service) Claim(ctx context.Context, who Caller, req workerproto.Claim, 
 		}
 		c, err = s.eng.ClaimJob(ctx, req.WorkerID, req.JobID, wait)
 	} else {
-		c, err = s.eng.Claim(ctx, req.WorkerID, wait)
+		c, err = s.eng.ClaimKind(ctx, req.WorkerID, wait, kind)
 	}
 	if err != nil || c == nil {
 		return nil, workerRefusal(err)

@@ -580,3 +580,70 @@ triggers:
 		t.Fatalf("consumer log, want event 3 once and event 1 once per run:\n%s", logs)
 	}
 }
+
+// TestEventSourceConsumerLeavesTheOnlyJobSlotFree runs the default server
+// as on a 1-CPU machine (one job slot) with an event source like the
+// examples' (a consumer blocked on tail -F for as long as it runs): the
+// consumer runs in a slot of its own, so an ordinary job, and a job of an
+// event, still run while it does.
+func TestEventSourceConsumerLeavesTheOnlyJobSlotFree(t *testing.T) {
+	dir := t.TempDir()
+	inbox := filepath.Join(dir, "inbox.txt")
+	if err := os.WriteFile(inbox, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeWorkspace(t, dir, fmt.Sprintf(`
+tasks:
+  watch:
+    flow:
+      tail:
+        type: script
+        script: |
+          tail -n "+$((APPLIANCE_EVENT_OFFSET + 1))" -F "$INBOX" | while IFS= read -r line; do
+            printf 'OUTPUT: {"message": "%%s"}\n' "$line"
+          done
+  handle:
+    input:
+      message: {type: string, required: true}
+    flow:
+      echo:
+        type: script
+        script: 'echo "got $INPUT_MESSAGE"'
+  hello:
+    flow:
+      greet:
+        type: script
+        script: echo hello
+triggers:
+  inbox:
+    type: event_source
+    task: watch
+    target_task: handle
+    env: {INBOX: %q}
+    restart_policy: always
+`, inbox))
+	f := startFixture(t, map[string]string{"ws": dir}, 1)
+	running := func() bool {
+		jobs := listJobs(t, f.url, "ws", "watch")
+		return len(jobs) == 1 && jobs[0].Status == "running"
+	}
+	waitUntil(t, "the consumer to run", running)
+	waitFor(t, "the consumer's step to start", func() jobView { return f.job(listJobs(t, f.url, "ws", "watch")[0].JobID) },
+		func(j jobView) bool { return j.step("tail").Status == "running" })
+
+	id := f.execute("ws", "hello", nil)
+	if j := f.waitTerminal(id); j.Status != "completed" {
+		t.Fatalf("job beside the consumer: %s, want completed", j.Status)
+	}
+	if err := os.WriteFile(inbox, []byte("ping\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	handled := waitFor(t, "the event's job to complete", func() []targetJob { return listJobs(t, f.url, "ws", "handle") },
+		func(js []targetJob) bool { return len(js) == 1 && js[0].Status == "completed" })
+	if out := f.logs(handled[0].JobID, "echo"); !strings.Contains(out, "got ping") {
+		t.Errorf("event job log: %q", out)
+	}
+	if !running() {
+		t.Error("the consumer stopped")
+	}
+}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,4 +63,65 @@ func TestRetentionSweepsEndedJobsOfARunningServer(t *testing.T) {
 		t.Errorf("approve the live job after a sweep: %d", code)
 	}
 	f.waitTerminal(live)
+}
+
+// TestLogRetentionKeepsALogTheArchiveRefused runs a server whose local-dir
+// archive refuses uploads (a file stands where its prefix directory goes):
+// retention.logs keeps the job's local log, says so in its _server line
+// and on /metrics, and deletes it once the archive accepts the upload.
+func TestLogRetentionKeepsALogTheArchiveRefused(t *testing.T) {
+	ws := t.TempDir()
+	writeWorkspace(t, ws, "tasks:\n  hello:\n    flow:\n      greet:\n        type: script\n        script: echo hello archive\n")
+	archiveDir := t.TempDir()
+	block := filepath.Join(archiveDir, "logs")
+	if err := os.WriteFile(block, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logDir string
+	f := startFixture(t, map[string]string{"ws": ws}, 1, func(c *config.Server) {
+		c.LogStorage.Archive = &config.Archive{Type: "local", Path: archiveDir, Prefix: "logs/"}
+		c.Effective.Retention = store.Retention{Logs: time.Second}
+		c.Test.SweepInterval = 100 * time.Millisecond
+		logDir = c.LogStorage.LocalDir
+	})
+	id := f.execute("ws", "hello", nil)
+	if j := f.waitTerminal(id); j.Status != "completed" {
+		t.Fatalf("job: %s", j.Status)
+	}
+	logFile := filepath.Join(logDir, id+".jsonl")
+	waitUntil(t, "the sweep to say the log is kept", func() bool {
+		return strings.Contains(f.logs(id, "_server"), "log retention keeps this local log until the archive holds it")
+	})
+	waitUntil(t, "appliance_log_archive_pending to count the log", func() bool {
+		_, fams := scrape(t, f.url, "")
+		return value(fams, "appliance_log_archive_pending") == 1
+	})
+	if _, err := os.Stat(logFile); err != nil {
+		t.Fatalf("the local log is gone while the archive refuses it: %v", err)
+	}
+
+	if err := os.Remove(block); err != nil {
+		t.Fatal(err)
+	}
+	// A refused upload is retried with a backoff of up to 8 s, or queued
+	// again by the sweep once its attempts are spent.
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		_, err := os.Stat(logFile)
+		if os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the local log was never deleted after the archive accepted it: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := f.logs(id, ""); !strings.Contains(got, "hello archive") {
+		t.Errorf("log served from the archive:\n%s", got)
+	}
+	// The sweep sets the gauge once it has gone through the logs.
+	waitUntil(t, "appliance_log_archive_pending to drop to 0", func() bool {
+		_, fams := scrape(t, f.url, "")
+		return value(fams, "appliance_log_archive_pending") == 0
+	})
 }

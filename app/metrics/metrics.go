@@ -42,6 +42,7 @@ type Registry struct {
 	commitRecords  prometheus.Histogram
 	logBytes       prometheus.Counter
 	schedulerLag   prometheus.Histogram
+	archivePending prometheus.Gauge
 }
 
 type stepSeries struct {
@@ -102,6 +103,10 @@ func New(stats StatsFunc) *Registry {
 			Help:    "How late each scheduler trigger fired after its slot (a fire caught up after downtime counts the downtime).",
 			Buckets: []float64{0.001, 0.01, 0.1, 1, 10, 60, 600, 3600},
 		}),
+		archivePending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "appliance_log_archive_pending",
+			Help: "Local job logs past retention.logs that the last sweep kept because the archive does not hold them yet.",
+		}),
 	}
 	r.byStatus = map[string]stepSeries{}
 	for _, s := range []string{engine.StepCompleted, engine.StepFailed, engine.StepSkipped, engine.StepCancelled} {
@@ -109,7 +114,7 @@ func New(stats StatsFunc) *Registry {
 	}
 	r.reg.MustRegister(
 		r.jobsCreated, r.jobsEnded, r.stepsEnded, r.stepDuration, r.claimWait,
-		r.commitDuration, r.commitCommands, r.commitRecords, r.logBytes, r.schedulerLag,
+		r.commitDuration, r.commitCommands, r.commitRecords, r.logBytes, r.schedulerLag, r.archivePending,
 		newStatsCollector(stats),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -149,4 +154,7 @@ func (r *Registry) Committed(commands, records int, took time.Duration) {
 func (r *Registry) LogAppended(n int) { r.logBytes.Add(float64(n)) }
 
 // SchedulerLate records how late a trigger fired.
+// LogArchivePending sets how many old local logs retention keeps for the archive.
+func (r *Registry) LogArchivePending(n int) { r.archivePending.Set(float64(n)) }
+
 func (r *Registry) SchedulerLate(d time.Duration) { r.schedulerLag.Observe(d.Seconds()) }
