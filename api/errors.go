@@ -43,6 +43,9 @@ func (s *server) handleError(err error, c echo.Context) {
 	if status >= http.StatusInternalServerError && status != http.StatusServiceUnavailable {
 		s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 	}
+	if errors.Is(err, engine.ErrUnavailable) {
+		s.log.Warn("request failed: a store did not answer", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+	}
 	if c.Request().Method == http.MethodHead {
 		err = c.NoContent(status)
 	} else {
@@ -82,6 +85,9 @@ func (s *server) classify(err error) (int, string) {
 		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, engine.ErrStopped):
 		return http.StatusServiceUnavailable, "server is shutting down"
+	case errors.Is(err, engine.ErrUnavailable):
+		// The details (a bucket, an endpoint) go to the log, not the client.
+		return http.StatusServiceUnavailable, "the job's log is in the archive, which did not answer: try again later"
 	case errors.As(err, &later):
 		return later.Status, later.Msg
 	// The worker protocol's refusals that no engine error causes (its

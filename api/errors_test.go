@@ -28,6 +28,7 @@ func TestErrorMapperGivesOneJSONShapePerKind(t *testing.T) {
 		{"conflict", fail(fmt.Errorf("job is completed: %w", engine.ErrConflict)), 409, "job is completed: conflict"},
 		{"invalid", fail(fmt.Errorf("%w: input.name is required", engine.ErrInvalid)), 400, "invalid input: input.name is required"},
 		{"stopped", fail(fmt.Errorf("create job: %w", engine.ErrStopped)), 503, "server is shutting down"},
+		{"archive down", fail(fmt.Errorf("read log of job x: %w: the log archive did not answer: %w", engine.ErrUnavailable, errors.New("dial tcp: connection refused"))), 503, "the job's log is in the archive, which did not answer: try again later"},
 		{"user not found", fail(fmt.Errorf("user 7: %w", accounts.ErrUserNotFound)), 404, "user 7: user not found"},
 		{"api key not found", fail(fmt.Errorf("appk_123: %w", accounts.ErrAPIKeyNotFound)), 404, "appk_123: api key not found"},
 		{"email taken", fail(fmt.Errorf("create user: %w", accounts.ErrEmailTaken)), 409, "a user with this email already exists"},

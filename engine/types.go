@@ -55,6 +55,9 @@ var (
 	ErrConflict = errors.New("conflict")          // 409
 	ErrInvalid  = errors.New("invalid input")     // 400
 	ErrStopped  = errors.New("engine is stopped") // 503
+	// ErrUnavailable is a store behind the engine that did not answer
+	// (the log archive): a retry may succeed, so it is no server fault.
+	ErrUnavailable = errors.New("unavailable") // 503
 )
 
 // Job is one execution of a task. JSON tags are the interface's field names.

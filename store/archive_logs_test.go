@@ -423,3 +423,26 @@ func TestDrainWaitsForQueuedUploads(t *testing.T) {
 	}
 	a.Finish("j3") // after Drain: logged and dropped, never a panic
 }
+
+// unansweringArchive stores uploads but fails every read, as an archive
+// that is down does.
+type unansweringArchive struct{ Archive }
+
+func (unansweringArchive) Get(context.Context, string) ([]byte, error) {
+	return nil, errors.New("connection refused")
+}
+
+// A log whose only copy is in an archive that does not answer is
+// unavailable (a 503 for the API, which a retry may cure), not a server
+// failure (a 500).
+func TestAnArchiveThatDoesNotAnswerMakesTheLogUnavailable(t *testing.T) {
+	f := newArchiveFixture(t, unansweringArchive{localArchive(t)}, ArchiveOptions{})
+	f.finishJob("j1", engine.JobCompleted, line("build", "compiling"))
+	f.removeLocal("j1")
+	if _, err := f.arch.ReadLog(context.Background(), "j1", engine.LogQuery{}, io.Discard); !errors.Is(err, engine.ErrUnavailable) {
+		t.Errorf("ReadLog = %v, want ErrUnavailable", err)
+	}
+	if _, _, _, err := f.arch.Subscribe("j1", engine.LogQuery{}); !errors.Is(err, engine.ErrUnavailable) {
+		t.Errorf("Subscribe = %v, want ErrUnavailable", err)
+	}
+}

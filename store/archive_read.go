@@ -94,7 +94,7 @@ func (a *ArchivingLogs) archived(ctx context.Context, jobID string) ([]byte, err
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: the log archive did not answer: %w", engine.ErrUnavailable, err)
 	}
 	return gz, nil
 }

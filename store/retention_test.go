@@ -502,22 +502,30 @@ func TestLogRetentionKeepsTheLocalLogUntilTheArchiveHoldsIt(t *testing.T) {
 		Now:            func() time.Time { return time.Now().Add(48 * time.Hour) }})
 	path := f.logs.jsonlPath("j1")
 	// Refused (pending at first, failed once the attempts are spent): the
-	// file stays, its log says why, and the gauge counts it.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	// file stays, its log says why, and the gauge counts it. Each sweep
+	// queues a failed upload again, so the test waits for the failure
+	// between two sweeps rather than racing the re-queue.
+	sweepKeeps := func(when string) {
+		t.Helper()
 		n, err := sw.Sweep(context.Background())
 		if err != nil || n.Logs != 0 || n.KeptForArchive != 1 {
-			t.Fatalf("Sweep while refused = %+v, %v; want the log kept", n, err)
+			t.Fatalf("Sweep %s = %+v, %v; want the log kept", when, n, err)
 		}
 		if _, err := os.Stat(path); err != nil {
-			t.Fatalf("local log deleted while the archive refuses it: %v", err)
+			t.Fatalf("local log deleted %s: %v", when, err)
 		}
 		if pending.Load() != 1 {
-			t.Fatalf("pending = %d, want 1", pending.Load())
+			t.Fatalf("pending %s = %d, want 1", when, pending.Load())
 		}
-		if st, err := f.arch.State(context.Background(), "j1"); err != nil {
+	}
+	sweepKeeps("while the upload is refused")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := f.arch.State(context.Background(), "j1")
+		if err != nil {
 			t.Fatal(err)
-		} else if st == UploadFailed {
+		}
+		if st == UploadFailed {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -525,6 +533,7 @@ func TestLogRetentionKeepsTheLocalLogUntilTheArchiveHoldsIt(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	sweepKeeps("once the upload failed")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
