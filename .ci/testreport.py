@@ -6,6 +6,9 @@
                               output of each failed test
   testreport.py slowest N FILE...
                               print the N slowest top-level tests
+  testreport.py summary FILE...
+                              print "tests: N passed, N failed, N skipped"
+                              over the top-level tests, CI's closing line
 """
 import json
 import sys
@@ -72,10 +75,24 @@ def slowest(n, paths):
         print("%8.1fs  %s  %s%s" % (elapsed, test, pkg, "" if action == "pass" else "  (failed)"))
 
 
+def summary(paths):
+    counts = {"pass": 0, "fail": 0, "skip": 0}
+    for path in paths:
+        with open(path) as f:
+            for ev, _ in events(f):
+                if ev is None or not ev.get("Test") or "/" in ev["Test"]:
+                    continue
+                if ev.get("Action") in counts:
+                    counts[ev["Action"]] += 1
+    print("tests: %d passed, %d failed, %d skipped" % (counts["pass"], counts["fail"], counts["skip"]))
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "stream":
         stream(sys.argv[2])
     elif len(sys.argv) >= 3 and sys.argv[1] == "slowest":
         slowest(int(sys.argv[2]), sys.argv[3:])
+    elif len(sys.argv) >= 3 and sys.argv[1] == "summary":
+        summary(sys.argv[2:])
     else:
         sys.exit(__doc__)
