@@ -51,7 +51,7 @@ echo warning >&2
 		t.Fatalf("output = %v, want %v (last valid stdout OUTPUT line)", res.Output, want)
 	}
 	if !out.has(runners.Stdout, "hello") || !out.has(runners.Stderr, "warning") || !out.has(runners.Stdout, "OUTPUT: {not json") {
-		t.Fatalf("log lines missing or on the wrong stream: %+v", out.all)
+		t.Fatalf("log lines missing or on the wrong stream: %+v", out.All())
 	}
 }
 

@@ -110,7 +110,7 @@ console.log("OUTPUT: " + JSON.stringify({
 			}
 		}
 		if !out.has(runners.Stdout, "warning: none") || !out.has(runners.Stderr, "to stderr") {
-			t.Errorf("log lines missing or on the wrong stream: %+v", out.all)
+			t.Errorf("log lines missing or on the wrong stream: %+v", out.All())
 		}
 		if left, _ := os.ReadDir(l.cfg.TempDir); len(left) != 0 {
 			t.Errorf("left behind in the temp dir: %v", left)
@@ -239,7 +239,7 @@ const padded: string = leftPad("x", 3);
 console.log("OUTPUT: " + JSON.stringify({ padded }));
 `}, nil)
 	if res.Error != nil || res.Output["padded"] != "**x" {
-		t.Fatalf("output %v error %q, log %v", res.Output, errText(res), out.all)
+		t.Fatalf("output %v error %q, log %v", res.Output, errText(res), out.All())
 	}
 }
 
