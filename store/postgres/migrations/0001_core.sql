@@ -1,0 +1,2 @@
+-- The engine's records: jobs, steps, workers, their indexes and counts,
+-- trigger state and event marks.

@@ -1,0 +1,1 @@
+-- Accounts: users, auth links, refresh tokens, API keys; revision snapshots.

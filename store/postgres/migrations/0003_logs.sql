@@ -1,0 +1,1 @@
+-- Job logs, appended in chunks.
