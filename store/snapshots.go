@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"io"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -63,7 +64,7 @@ func (s *Snapshots) Has(workspace, revision string) bool {
 }
 
 // Open returns a revision's tarball (os.ErrNotExist when there is none).
-func (s *Snapshots) Open(workspace, revision string) (*os.File, error) {
+func (s *Snapshots) Open(workspace, revision string) (io.ReadCloser, error) {
 	p, err := s.path(workspace, revision)
 	if err != nil {
 		return nil, err
