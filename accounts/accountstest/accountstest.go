@@ -36,6 +36,7 @@ func Run(t *testing.T, b Backend) {
 		{"GroupsListsNamesInUseAndForgetsEmptyOnes", groups},
 		{"RecordsRoundTripExactly", recordsRoundTrip},
 		{"InvalidRecordsAreRefused", invalidRecords},
+		{"UnstorableNamesAreNotFound", unstorableLookups},
 		{"ProvisionLinkedUserFollowsTheThreeRules", provisionThreeRules},
 		{"ProvisionLinkedUserLinksOnlyWhatTheRuleAllows", provisionRule},
 		{"RefreshTokenRotatesAlongItsFamily", refreshRotates},

@@ -180,7 +180,7 @@ func raceCreateUser(t *testing.T, s accounts.UserStore) {
 // winner's new token too).
 func raceRotations(t *testing.T, s accounts.UserStore) {
 	ctx := context.Background()
-	for round := range 10 {
+	for round := range 20 {
 		fam := fmt.Sprintf("f%d", round)
 		putTokens(t, s, &accounts.RefreshToken{Hash: fam + "-0", UserID: "u1", Family: fam, ExpiresAt: t0.Add(time.Hour)})
 		errs := race(2, func(i int) error {

@@ -111,7 +111,7 @@ func groups(t *testing.T, s accounts.UserStore) {
 func recordsRoundTrip(t *testing.T, s accounts.UserStore) {
 	ctx := context.Background()
 	created := t0.Add(1234567 * time.Microsecond)
-	u := &accounts.User{ID: "u1", Email: "Ada@x.io", Name: ptr("Ada \"Countess\" Lovelace ✓"), PasswordHash: "$argon2id$v=19$m=65536,t=1,p=4$c2FsdA$aGFzaA",
+	u := &accounts.User{ID: "u1", Email: "Ada@x.io", Name: ptr("Ada \"Countess\" Lovelace ✓ \x00"), PasswordHash: "$argon2id$v=19$m=65536,t=1,p=4$c2FsdA$aGFzaA",
 		IsAdmin: true, Groups: []string{"dev", "ops"}, CreatedAt: created}
 	createUsers(t, s, u)
 	got, err := s.User(ctx, "u1")
@@ -131,6 +131,48 @@ func recordsRoundTrip(t *testing.T, s accounts.UserStore) {
 	want.RotatedAt = ptr(created.Add(time.Minute))
 	if err != nil || !reflect.DeepEqual(old, &want) {
 		t.Fatalf("RotateRefreshToken = %+v, %v; want %+v", old, err, &want)
+	}
+}
+
+// Names no record can have (a NUL byte, bytes that are not UTF-8) are
+// simply not found: a lookup never fails for what it is asked.
+func unstorableLookups(t *testing.T, s accounts.UserStore) {
+	ctx := context.Background()
+	createUsers(t, s, newUser("u1", "u1@x.io", 0))
+	for _, name := range []string{"u1\x00", "\xff\xfe"} {
+		if _, err := s.User(ctx, name); !errors.Is(err, accounts.ErrUserNotFound) {
+			t.Errorf("User(%q): got %v, want ErrUserNotFound", name, err)
+		}
+		if _, err := s.UserByEmail(ctx, name); !errors.Is(err, accounts.ErrUserNotFound) {
+			t.Errorf("UserByEmail(%q): got %v, want ErrUserNotFound", name, err)
+		}
+		if _, err := s.SetAdmin(ctx, name, true); !errors.Is(err, accounts.ErrUserNotFound) {
+			t.Errorf("SetAdmin(%q): got %v, want ErrUserNotFound", name, err)
+		}
+		if err := s.DeleteUser(ctx, name); !errors.Is(err, accounts.ErrUserNotFound) {
+			t.Errorf("DeleteUser(%q): got %v, want ErrUserNotFound", name, err)
+		}
+		if _, err := s.APIKeyByHash(ctx, name); !errors.Is(err, accounts.ErrAPIKeyNotFound) {
+			t.Errorf("APIKeyByHash(%q): got %v, want ErrAPIKeyNotFound", name, err)
+		}
+		if err := s.TouchAPIKey(ctx, name, t0); !errors.Is(err, accounts.ErrAPIKeyNotFound) {
+			t.Errorf("TouchAPIKey(%q): got %v, want ErrAPIKeyNotFound", name, err)
+		}
+		if err := s.DeleteAPIKey(ctx, "u1", name); !errors.Is(err, accounts.ErrAPIKeyNotFound) {
+			t.Errorf("DeleteAPIKey(%q): got %v, want ErrAPIKeyNotFound", name, err)
+		}
+		if keys, err := s.APIKeys(ctx, name); err != nil || len(keys) != 0 {
+			t.Errorf("APIKeys(%q) = %v, %v; want none", name, keys, err)
+		}
+		if _, err := rotate(s, name, "x", t0); !errors.Is(err, accounts.ErrRefreshTokenNotFound) {
+			t.Errorf("RotateRefreshToken(%q): got %v, want ErrRefreshTokenNotFound", name, err)
+		}
+		if user, err := s.RevokeRefreshFamily(ctx, name); err != nil || user != "" {
+			t.Errorf("RevokeRefreshFamily(%q) = %q, %v; want no user", name, user, err)
+		}
+		if live, err := s.RefreshFamilyLive(ctx, name); err != nil || live {
+			t.Errorf("RefreshFamilyLive(%q) = %v, %v; want false", name, live, err)
+		}
 	}
 }
 
