@@ -19,7 +19,8 @@ import (
 )
 
 // Revision snapshots: every revision a job is created on is packed (under
-// data_dir/revisions) before the registry publishes it, and both kinds of
+// data_dir/revisions, or in the database with PostgreSQL storage) before
+// the registry publishes it, and both kinds of
 // worker run a step on its job's snapshot: remote ones download it from the
 // tarball endpoint, in-process ones extract it into data_dir/workspaces.
 // A snapshot lives while a pending or running job uses it (or it is the
@@ -33,7 +34,7 @@ const (
 
 // revisions keeps the snapshots and sweeps the ones no live job needs.
 type revisions struct {
-	snaps      *store.Snapshots
+	snaps      store.RevisionSnapshots
 	registry   *workspace.Registry
 	live       func(context.Context) (map[string]map[string]bool, error)
 	log        *slog.Logger
@@ -49,13 +50,20 @@ type revisions struct {
 	loaded map[string]*workflow.Workspace // by workspace + "\x00" + revision
 }
 
-// openRevisions opens data_dir/revisions and snapshots each revision the
-// registry loads from now on, starting with the current ones.
+// openRevisions keeps the snapshots in data_dir/revisions (see
+// newRevisions).
 func openRevisions(dataDir string, max int64, registry *workspace.Registry, loadOpts workspace.LoadOptions, log *slog.Logger) (*revisions, error) {
 	snaps, err := store.OpenSnapshots(filepath.Join(dataDir, "revisions"), max)
 	if err != nil {
 		return nil, err
 	}
+	return newRevisions(snaps, dataDir, max, registry, loadOpts, log), nil
+}
+
+// newRevisions snapshots into snaps each revision the registry loads from
+// now on, starting with the current ones; snapshots are extracted for the
+// in-process workers under data_dir/workspaces, files of at most max bytes.
+func newRevisions(snaps store.RevisionSnapshots, dataDir string, max int64, registry *workspace.Registry, loadOpts workspace.LoadOptions, log *slog.Logger) *revisions {
 	r := &revisions{snaps: snaps, registry: registry, log: log, interval: revisionSweepInterval,
 		grace: revisionSweepGrace, extractDir: filepath.Join(dataDir, "workspaces"), loadOpts: loadOpts,
 		loaded: map[string]*workflow.Workspace{}}
@@ -67,7 +75,7 @@ func openRevisions(dataDir string, max int64, registry *workspace.Registry, load
 			log.Warn("cannot snapshot workspace revision", "workspace", ws.Name, "revision", ws.Revision, "err", err)
 		}
 	})
-	return r, nil
+	return r
 }
 
 // open serves a revision's tarball (the current one for ""), for the

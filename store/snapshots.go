@@ -20,6 +20,46 @@ const snapshotExt = ".tar.gz"
 // hash to the revision being saved (they changed since it was loaded).
 var ErrSnapshotStale = errors.New("workspace files changed since the revision was loaded")
 
+// RevisionSnapshots keeps the files of every workspace revision jobs use,
+// content-addressed, so a step runs on its job's revision wherever and
+// whenever it runs. Snapshots keeps them as files under the data folder;
+// the PostgreSQL store keeps them in the database, so that every replica
+// serves every revision (postgres.(*DB).Snapshots).
+//
+// Its methods take no context: their callers (the registry's load hook,
+// the workers' snapshot cache, the tarball endpoint) have none to give; a
+// store that waits on a network bounds each call itself.
+type RevisionSnapshots interface {
+	// Has reports whether a revision's snapshot exists.
+	Has(workspace, revision string) bool
+	// Open returns a revision's gzip tarball; os.ErrNotExist when there is
+	// none.
+	Open(workspace, revision string) (io.ReadCloser, error)
+	// Save snapshots the files of a loaded revision, unless its snapshot
+	// exists (then it counts as used now). Files over the size limit are
+	// workspace.ErrTooBig; files that no longer hash to the revision,
+	// ErrSnapshotStale.
+	Save(ws *workflow.Workspace) error
+	// Sweep removes the snapshots keep does not want and that were not
+	// used (saved or kept by an earlier sweep) within grace of now, marks
+	// the ones it keeps as used now, and returns how many it removed.
+	Sweep(keep func(workspace, revision string) bool, grace time.Duration, now time.Time) (int, error)
+}
+
+var _ RevisionSnapshots = (*Snapshots)(nil)
+
+// CheckSnapshotName refuses the names no snapshot may have (empty, dotted,
+// path-like, with a NUL byte) as not existing, in every RevisionSnapshots:
+// a file store would otherwise read outside its folder.
+func CheckSnapshotName(workspace, revision string) error {
+	for _, n := range []string{workspace, revision} {
+		if n == "" || n == "." || n == ".." || strings.HasPrefix(n, ".") || strings.ContainsAny(n, `/\`+"\x00") {
+			return fmt.Errorf("revision snapshot %q/%q: %w", workspace, revision, os.ErrNotExist)
+		}
+	}
+	return nil
+}
+
 // Snapshots keeps every workspace revision that jobs use as a gzip tarball
 // of its files, `<dir>/<workspace>/<revision>.tar.gz`. A snapshot is
 // content-addressed: it is written only when its files hash to the revision
@@ -45,10 +85,8 @@ func OpenSnapshots(dir string, max int64) (*Snapshots, error) {
 func (s *Snapshots) Dir() string { return s.dir }
 
 func (s *Snapshots) path(workspace, revision string) (string, error) {
-	for _, n := range []string{workspace, revision} {
-		if n == "" || n == "." || n == ".." || strings.HasPrefix(n, ".") || strings.ContainsAny(n, `/\`+"\x00") {
-			return "", fmt.Errorf("revision snapshot %q/%q: %w", workspace, revision, os.ErrNotExist)
-		}
+	if err := CheckSnapshotName(workspace, revision); err != nil {
+		return "", err
 	}
 	return filepath.Join(s.dir, workspace, revision+snapshotExt), nil
 }
@@ -69,7 +107,11 @@ func (s *Snapshots) Open(workspace, revision string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	return os.Open(p)
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err // not a nil *os.File in a non-nil interface
+	}
+	return f, nil
 }
 
 // Save snapshots the files of a loaded revision, unless its snapshot exists.
