@@ -14,6 +14,7 @@ import (
 	"github.com/appliance-sh/appliance/engine/workflow"
 	"github.com/appliance-sh/appliance/engine/workspace"
 	"github.com/appliance-sh/appliance/store"
+	"github.com/appliance-sh/appliance/store/dump"
 )
 
 // snapshotTimeout bounds each call on the snapshots: their callers have
@@ -167,4 +168,41 @@ func (s *Snapshots) Sweep(keep func(workspace, revision string) bool, grace time
 		return 0, fmt.Errorf("sweep revision snapshots: %w", err)
 	}
 	return int(tag.RowsAffected()), nil
+}
+
+// List names every snapshot kept, in name order (an export's).
+func (s *Snapshots) List() ([]dump.SnapshotRef, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), snapshotTimeout)
+	defer cancel()
+	rows, err := s.db.pool.Query(ctx, `SELECT workspace, revision FROM revision_snapshots ORDER BY workspace, revision`)
+	if err != nil {
+		return nil, fmt.Errorf("list revision snapshots: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (dump.SnapshotRef, error) {
+		var ref dump.SnapshotRef
+		err := r.Scan(&ref.Workspace, &ref.Revision)
+		return ref, err
+	})
+}
+
+// Put stores a snapshot's tarball as it is (an import's).
+func (s *Snapshots) Put(workspace, revision string, tarGz io.Reader) error {
+	if err := checkName(workspace, revision); err != nil {
+		return err
+	}
+	b, err := io.ReadAll(tarGz)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), snapshotTimeout)
+	defer cancel()
+	now := time.Now()
+	_, err = s.db.pool.Exec(ctx, `INSERT INTO revision_snapshots (workspace, revision, tarball, created_at, used_at)
+		VALUES ($1, $2, $3, $4, $4)
+		ON CONFLICT (workspace, revision) DO UPDATE SET tarball = excluded.tarball, used_at = excluded.used_at`,
+		workspace, revision, b, now)
+	if err != nil {
+		return fmt.Errorf("put revision snapshot %q/%q: %w", workspace, revision, err)
+	}
+	return nil
 }
