@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -45,7 +46,7 @@ func (db *DB) PrepareCommit(b *engine.Batch) (func(context.Context) error, error
 	if b == nil {
 		return func(context.Context) error { return nil }, nil
 	}
-	batch := &pgx.Batch{}
+	batch := &writes{}
 	if err := queueJobs(batch, b.Jobs); err != nil {
 		return nil, fmt.Errorf("commit batch: %w", err)
 	}
@@ -73,13 +74,38 @@ func (db *DB) PrepareCommit(b *engine.Batch) (func(context.Context) error, error
 // send runs a batch as one implicit transaction. A connection found dead
 // resets the pool: when the server restarted or the network dropped, the
 // other idle connections are dead too, and the next write should not
-// fail on each of them in turn.
-func (db *DB) send(ctx context.Context, batch *pgx.Batch) error {
-	err := db.pool.SendBatch(ctx, batch).Close()
+// fail on each of them in turn. A batch that never reached the server
+// (pgconn.SafeToRetry) is sent once more, on a new connection.
+func (db *DB) send(ctx context.Context, w *writes) error {
+	err := db.pool.SendBatch(ctx, w.batch()).Close()
 	if err != nil && connectionLost(err) {
 		db.pool.Reset()
+		if pgconn.SafeToRetry(err) {
+			err = db.pool.SendBatch(ctx, w.batch()).Close()
+		}
 	}
 	return err
+}
+
+// writes are a commit's statements, kept to build a pgx.Batch for each
+// attempt (pgx changes a batch's queries as it sends them).
+type writes struct {
+	sql  []string
+	args [][]any
+}
+
+func (w *writes) Queue(sql string, args ...any) {
+	w.sql, w.args = append(w.sql, sql), append(w.args, args)
+}
+
+func (w *writes) Len() int { return len(w.sql) }
+
+func (w *writes) batch() *pgx.Batch {
+	b := &pgx.Batch{}
+	for i, sql := range w.sql {
+		b.Queue(sql, w.args[i]...)
+	}
+	return b
 }
 
 // connectionLost says whether err ended the connection rather than the
@@ -120,6 +146,18 @@ func noNUL(what, s string) error {
 	return nil
 }
 
+// storable says whether PostgreSQL's text can hold every s: a key it
+// cannot hold names no record, so a read by it finds nothing (rather
+// than failing as the server would on such a parameter).
+func storable(ss ...string) bool {
+	for _, s := range ss {
+		if strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s) {
+			return false
+		}
+	}
+	return true
+}
+
 func encode(what string, r any) ([]byte, error) {
 	v, err := json.Marshal(r)
 	if err != nil {
@@ -134,7 +172,7 @@ ON CONFLICT (id) DO UPDATE SET workspace = excluded.workspace, task_name = exclu
 	access_path = excluded.access_path, status = excluded.status, source_type = excluded.source_type,
 	created_ns = excluded.created_ns, active = excluded.active, ended_ns = excluded.ended_ns, rec = excluded.rec`
 
-func queueJobs(batch *pgx.Batch, in []*engine.Job) error {
+func queueJobs(batch *writes, in []*engine.Job) error {
 	jobs := lastByKey(in, func(j *engine.Job) string { return j.ID })
 	if len(jobs) == 0 {
 		return nil
@@ -191,7 +229,7 @@ SELECT * FROM unnest($1::text[], $2::int4[], $3::text[], $4::text[], $5::text[],
 ON CONFLICT (job_id, seq, name) DO UPDATE SET status = excluded.status, worker_id = excluded.worker_id,
 	claim_ns = excluded.claim_ns, rec = excluded.rec`
 
-func queueSteps(batch *pgx.Batch, in []*engine.Step) error {
+func queueSteps(batch *writes, in []*engine.Step) error {
 	if len(in) == 0 {
 		return nil
 	}
@@ -282,7 +320,7 @@ const upsertWorkers = `INSERT INTO workers AS w (id, registered_ns, rec)
 SELECT * FROM unnest($1::text[], $2::int8[], $3::bytea[])
 ON CONFLICT (id) DO UPDATE SET registered_ns = excluded.registered_ns, rec = excluded.rec`
 
-func queueWorkers(batch *pgx.Batch, in []*engine.Worker) error {
+func queueWorkers(batch *writes, in []*engine.Worker) error {
 	workers := lastByKey(in, func(w *engine.Worker) string { return w.ID })
 	if len(workers) == 0 {
 		return nil

@@ -24,7 +24,7 @@ ON CONFLICT (source) DO UPDATE SET consumed = excluded.consumed`
 // queueEventMarks queues a batch's marks and the sources' counts; the
 // batch's last mark of a step, and last count of a source, win. They are
 // the batch's last statements: what they refuse undoes the whole batch.
-func queueEventMarks(batch *pgx.Batch, marks []engine.EventMark) {
+func queueEventMarks(batch *writes, marks []engine.EventMark) {
 	if len(marks) == 0 {
 		return
 	}
@@ -48,6 +48,9 @@ func queueEventMarks(batch *pgx.Batch, marks []engine.EventMark) {
 
 // EventMark returns the last line accepted from a consumer step's run.
 func (db *DB) EventMark(ctx context.Context, jobID, step string) (run string, seq int64, err error) {
+	if !storable(jobID, step) {
+		return "", 0, nil
+	}
 	err = db.pool.QueryRow(ctx, `SELECT run, seq FROM event_marks WHERE job_id = $1 AND step = $2`, jobID, step).Scan(&run, &seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", 0, nil
@@ -61,6 +64,9 @@ func (db *DB) EventMark(ctx context.Context, jobID, step string) (run string, se
 // EventsConsumed returns how many events a trigger has had accepted.
 func (db *DB) EventsConsumed(ctx context.Context, source string) (int64, error) {
 	var n int64
+	if !storable(source) {
+		return 0, nil
+	}
 	err := db.pool.QueryRow(ctx, `SELECT consumed FROM event_counts WHERE source = $1`, source).Scan(&n)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil

@@ -29,7 +29,10 @@ type querier interface {
 // names it in the errors.
 func getRecord[T any](ctx context.Context, q querier, query, what, id string) (*T, error) {
 	var v []byte
-	err := q.QueryRow(ctx, query, id).Scan(&v)
+	err := pgx.ErrNoRows
+	if storable(id) {
+		err = q.QueryRow(ctx, query, id).Scan(&v)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("%s %s: %w", what, id, engine.ErrNotFound)
 	}
@@ -69,6 +72,9 @@ func queryRecords[T any](ctx context.Context, q querier, what, query string, arg
 
 // Steps returns a job's steps ordered by Seq (none for an unknown job).
 func (db *DB) Steps(ctx context.Context, jobID string) ([]*engine.Step, error) {
+	if !storable(jobID) {
+		return nil, nil
+	}
 	steps, err := queryRecords[engine.Step](ctx, db.pool, "step",
 		`SELECT rec FROM steps WHERE job_id = $1 ORDER BY seq, name`, jobID)
 	if err != nil {

@@ -15,11 +15,14 @@ var _ engine.StepPager = (*DB)(nil)
 // StepSummary counts a job's step records per status: its few maintained
 // counts, whatever the job's size.
 func (db *DB) StepSummary(ctx context.Context, jobID string) (map[string]int, error) {
+	out := map[string]int{}
+	if !storable(jobID) {
+		return out, nil
+	}
 	rows, err := db.pool.Query(ctx, `SELECT status, n FROM step_counts WHERE job_id = $1 AND n > 0`, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("step summary of job %s: %w", jobID, err)
 	}
-	out := map[string]int{}
 	var status string
 	var n int
 	if _, err := pgx.ForEachRow(rows, []any{&status, &n}, func() error { out[status] = n; return nil }); err != nil {
@@ -33,7 +36,7 @@ func (db *DB) StepSummary(ctx context.Context, jobID string) (map[string]int, er
 // statuses one range of the status index per status, merged. FlowOnly
 // passes over for_each instances (`name[i]`) by name.
 func (db *DB) StepsPage(ctx context.Context, jobID string, q engine.StepQuery) ([]*engine.Step, error) {
-	if q.Limit <= 0 {
+	if q.Limit <= 0 || !storable(jobID) {
 		return nil, nil
 	}
 	var statuses []string
@@ -69,6 +72,9 @@ func (db *DB) StepsPage(ctx context.Context, jobID string, q engine.StepQuery) (
 // HasStep looks the name up among the job's steps' keys, reading no record.
 func (db *DB) HasStep(ctx context.Context, jobID, name string) (bool, error) {
 	var found bool
+	if !storable(jobID, name) {
+		return false, nil
+	}
 	err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM steps WHERE job_id = $1 AND name = $2)`, jobID, name).Scan(&found)
 	if err != nil {
 		return false, fmt.Errorf("steps of job %s: %w", jobID, err)

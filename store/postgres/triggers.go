@@ -18,6 +18,9 @@ func (db *DB) LastFire(ws, trigger string) (time.Time, bool, error) {
 		return time.Time{}, false, err
 	}
 	var v string
+	if !storable(ws, trigger) {
+		return time.Time{}, false, nil
+	}
 	err := db.pool.QueryRow(context.Background(),
 		`SELECT fired_at FROM trigger_fires WHERE workspace = $1 AND trigger = $2`, ws, trigger).Scan(&v)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -35,7 +38,7 @@ func (db *DB) LastFire(ws, trigger string) (time.Time, bool, error) {
 
 // SetLastFire records, durably, when a workspace's trigger last fired.
 func (db *DB) SetLastFire(ws, trigger string, t time.Time) error {
-	batch := &pgx.Batch{}
+	batch := &writes{}
 	if err := queueFires(batch, []engine.TriggerFire{{Workspace: ws, Trigger: trigger, At: t}}); err != nil {
 		return err
 	}
@@ -52,7 +55,7 @@ ON CONFLICT (workspace, trigger) DO UPDATE SET fired_at = excluded.fired_at`
 // queueFires checks a batch's fires and queues them, the last of a
 // trigger winning; times are kept as bbolt keeps them, RFC 3339 with
 // nanoseconds in UTC.
-func queueFires(batch *pgx.Batch, fires []engine.TriggerFire) error {
+func queueFires(batch *writes, fires []engine.TriggerFire) error {
 	if len(fires) == 0 {
 		return nil
 	}

@@ -47,6 +47,9 @@ func (db *DB) WorkerSteps(ctx context.Context, workerID string, limit int) ([]*e
 	if limit <= 0 {
 		limit = defaultLimit
 	}
+	if !storable(workerID) {
+		return nil, 0, nil
+	}
 	batch := &pgx.Batch{}
 	var total int
 	batch.Queue(`SELECT coalesce((SELECT n FROM worker_step_counts WHERE worker_id = $1), 0)`, workerID).
