@@ -35,6 +35,27 @@ func BenchmarkCommitBatch(b *testing.B) {
 	}
 }
 
+// BenchmarkCommitForEach commits what a 10,000-instance for_each expands
+// to: one job's 10,000 step records in one batch.
+func BenchmarkCommitForEach(b *testing.B) {
+	db, _ := openTemp(b)
+	ctx := context.Background()
+	n := 0
+	for b.Loop() {
+		id := fmt.Sprintf("job-%09d", n)
+		batch := &engine.Batch{Jobs: []*engine.Job{newJob(id, "ws", "task", n)}}
+		for i := range 10_000 {
+			st := newStep(id, fmt.Sprintf("each[%d]", i), i+1)
+			st.FlowStep, st.Index, st.Item = "each", i, float64(i)
+			batch.Steps = append(batch.Steps, st)
+		}
+		if err := db.Commit(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+}
+
 // BenchmarkJobsPage lists a page of 50 out of 100k jobs: the cost is the
 // page's, not the table's, because listing walks an index and reads a
 // maintained total.

@@ -33,6 +33,15 @@ type Backend struct {
 	// and opens the same data again. Nil for a backend that keeps nothing
 	// across a restart (the crash-restart cases are then skipped, saying so).
 	Reopen func(t *testing.T, s Store) Store
+	// Peer, if set, opens a second handle on s's data, as a second server
+	// on the same database holds, closed by the test's cleanup. Nil: the
+	// racing case races goroutines over s alone.
+	Peer func(t *testing.T, s Store) Store
+	// Sever, for a backend that talks to a server, ends every session s
+	// holds on it at once, as a restart of the server or a cut network
+	// does. Nil for a backend with no connection to cut (the case is then
+	// skipped, saying so).
+	Sever func(t *testing.T, s Store)
 }
 
 // t0 is the suite's epoch; records get times after it, in order.
@@ -60,6 +69,10 @@ func Run(t *testing.T, b Backend) {
 		{"EventMarksCommitWithTheBatch", eventMarks},
 		{"AFailedCommitWritesNothing", failedCommitWritesNothing},
 		{"EverythingSurvivesAReopen", survivesReopen},
+		{"RacingCommitsApplyOneAfterTheOther", racingCommits},
+		{"ABatchRefusedHalfWayWritesNothing", halfWayFailure},
+		{"ACutConnectionLeavesNoHalfBatch", cutConnections},
+		{"StepPagesAndSummaryFollowTheRecords", stepPages},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, b) })

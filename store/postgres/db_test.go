@@ -14,7 +14,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := pgtest.Main(m)
+	stopDurable()
+	os.Exit(code)
+}
 
 // open opens a store on a new database, closed when the test ends.
 func open(t *testing.T, dsn string) *postgres.DB {

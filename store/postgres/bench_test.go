@@ -1,0 +1,201 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/store/postgres"
+	"github.com/appliance-sh/appliance/store/postgres/pgtest"
+)
+
+// The benchmarks mirror store/bench_test.go's, on a cluster with fsync
+// and synchronous commits on (pgtest Durable), over its Unix socket, so
+// the figures compare with bbolt's fsync'd commits.
+
+var durable struct {
+	sync.Mutex
+	c   *pgtest.Cluster
+	err error
+}
+
+// benchDB opens a store on a new database of the durable cluster.
+func benchDB(b *testing.B) (*postgres.DB, string) {
+	b.Helper()
+	durable.Lock()
+	if durable.c == nil && durable.err == nil {
+		durable.c, durable.err = pgtest.Start(pgtest.Options{Durable: true})
+	}
+	c, err := durable.c, durable.err
+	durable.Unlock()
+	if err != nil {
+		pgtest.Unavailable(b, err)
+	}
+	name, err := c.CreateDatabase(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.DropDatabase(context.Background(), name) })
+	dsn := c.DSN(name)
+	db, err := postgres.Open(context.Background(), postgres.Config{DSN: dsn})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = db.Close() })
+	return db, dsn
+}
+
+// stopDurable stops the benchmarks' cluster, if one was started.
+func stopDurable() {
+	durable.Lock()
+	defer durable.Unlock()
+	if durable.c != nil {
+		_ = durable.c.Stop()
+		durable.c = nil
+	}
+}
+
+var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newJob(id, ws, task string, i int) *engine.Job {
+	return &engine.Job{
+		ID: id, Workspace: ws, TaskName: task, AccessPath: task, Mode: "distributed",
+		Status: engine.JobPending, SourceType: engine.SourceAPI,
+		Input:     map[string]any{"n": float64(i)},
+		CreatedAt: t0.Add(time.Duration(i) * time.Second),
+	}
+}
+
+func newStep(jobID, name string, seq int) *engine.Step {
+	return &engine.Step{
+		JobID: jobID, Name: name, FlowStep: name, Index: -1, Seq: seq,
+		ActionName: name, ActionType: "script", Runner: "local",
+		Status: engine.StepPending,
+	}
+}
+
+// BenchmarkCommitBatch measures group commit: one transaction (one round
+// trip, one WAL flush) per batch, so the per-job cost falls as batches grow.
+func BenchmarkCommitBatch(b *testing.B) {
+	for _, size := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("jobs=%d", size), func(b *testing.B) {
+			db, _ := benchDB(b)
+			ctx := context.Background()
+			n := 0
+			for b.Loop() {
+				batch := &engine.Batch{}
+				for range size {
+					id := fmt.Sprintf("job-%09d", n)
+					batch.Jobs = append(batch.Jobs, newJob(id, "ws", "task", n))
+					batch.Steps = append(batch.Steps, newStep(id, "build", 0))
+					n++
+				}
+				if err := db.Commit(ctx, batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/job")
+		})
+	}
+}
+
+// BenchmarkCommitForEach commits what a 10,000-instance for_each expands
+// to: one job's 10,000 step records in one batch.
+func BenchmarkCommitForEach(b *testing.B) {
+	db, _ := benchDB(b)
+	ctx := context.Background()
+	n := 0
+	for b.Loop() {
+		id := fmt.Sprintf("job-%09d", n)
+		batch := &engine.Batch{Jobs: []*engine.Job{newJob(id, "ws", "task", n)}}
+		for i := range 10_000 {
+			st := newStep(id, fmt.Sprintf("each[%d]", i), i+1)
+			st.FlowStep, st.Index, st.Item = "each", i, float64(i)
+			batch.Steps = append(batch.Steps, st)
+		}
+		if err := db.Commit(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+}
+
+// BenchmarkJobsCursorAtDepth lists a page of 50 half-way down 1,000,000
+// jobs, as bbolt's benchmark does: with a cursor the page is a range scan
+// from there (O(limit)); with the offset it walks 500,000 index entries.
+// The jobs are loaded with COPY (the counts follow by trigger). Set
+// APPLIANCE_BENCH_JOBS to build fewer.
+func BenchmarkJobsCursorAtDepth(b *testing.B) {
+	total := 1_000_000
+	if n, err := strconv.Atoi(os.Getenv("APPLIANCE_BENCH_JOBS")); err == nil && n > 0 {
+		total = n
+	}
+	db, dsn := benchDB(b)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	built := time.Now()
+	i := 0
+	n, err := conn.CopyFrom(ctx, pgx.Identifier{"jobs"},
+		[]string{"id", "workspace", "task_name", "access_path", "status", "source_type", "created_ns", "active", "ended_ns", "rec"},
+		pgx.CopyFromFunc(func() ([]any, error) {
+			if i == total {
+				return nil, nil
+			}
+			j := newJob(fmt.Sprintf("job-%07d", i), []string{"alpha", "beta"}[i%2], "build", i)
+			j.Status = []string{engine.JobCompleted, engine.JobFailed}[i%2]
+			rec, err := json.Marshal(j)
+			i++
+			return []any{j.ID, j.Workspace, j.TaskName, j.AccessPath, j.Status, j.SourceType,
+				j.CreatedAt.UnixNano(), false, j.CreatedAt.UnixNano(), rec}, err
+		}))
+	if err != nil || n != int64(total) {
+		b.Fatalf("copy %d jobs: %d, %v", total, n, err)
+	}
+	// As a database that has been up a while: hint bits and the
+	// visibility map set, the load's dirty pages written out.
+	for _, sql := range []string{"VACUUM ANALYZE jobs", "CHECKPOINT"} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("%d jobs loaded with COPY in %v", total, time.Since(built).Round(time.Millisecond))
+	depth := total / 2
+	mark := newJob(fmt.Sprintf("job-%07d", total-depth), "", "", total-depth)
+	cur, err := engine.ParseJobCursor(engine.CursorOf(mark))
+	if err != nil {
+		b.Fatal(err)
+	}
+	first := fmt.Sprintf("job-%07d", total-depth-1)
+	for _, bc := range []struct {
+		name   string
+		filter engine.JobFilter
+		first  string
+		total  int
+	}{
+		{"cursor", engine.JobFilter{Limit: 50, Cursor: &cur}, first, total},
+		{"cursor+status", engine.JobFilter{Limit: 50, Cursor: &cur, Statuses: []string{engine.JobFailed, engine.JobCompleted}}, first, total},
+		{"cursor+workspace", engine.JobFilter{Limit: 50, Cursor: &cur, Workspace: []string{"alpha", "beta"}[(total-depth-1)%2]}, first, total / 2},
+		{"offset", engine.JobFilter{Limit: 50, Offset: depth}, first, total},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				jobs, n, err := db.Jobs(ctx, bc.filter)
+				if err != nil || len(jobs) != 50 || jobs[0].ID != bc.first || n != bc.total {
+					b.Fatalf("Jobs = %d jobs (total %d), %v; want 50 from %s of %d", len(jobs), n, err, bc.first, bc.total)
+				}
+			}
+		})
+	}
+}

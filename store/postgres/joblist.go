@@ -1,0 +1,196 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/appliance-sh/appliance/engine"
+)
+
+// Jobs returns a page of jobs, newest first, and the total matching the
+// filter, as bbolt's store does. A page is a range of the index that fits
+// the filter, read backwards from the cursor (a row comparison on
+// (created_ns, id)), so a cursor page costs O(limit) at any depth. Several
+// statuses, or the groups access control lets through, are several
+// ranges: each is read up to the page's size (LATERAL) and the heads are
+// merged. The total is a sum of maintained counts (job_counts), never a
+// count of jobs, whatever the filters.
+//
+// Visibility (f.Visible) is judged once per access group, that is per
+// workspace and access path the counts know, as bbolt judges its access
+// index's groups: hidden groups are left out of the ranges (or filtered
+// out of a status or source range) and of the total, so pages stay full
+// and the total counts only visible jobs.
+func (db *DB) Jobs(ctx context.Context, f engine.JobFilter) ([]*engine.Job, int, error) {
+	if f.TaskName != "" && f.Workspace == "" {
+		return nil, 0, fmt.Errorf("list jobs: task filter %q needs a workspace: %w", f.TaskName, engine.ErrInvalid)
+	}
+	if f.Offset < 0 {
+		return nil, 0, fmt.Errorf("list jobs: negative offset %d: %w", f.Offset, engine.ErrInvalid)
+	}
+	if f.Limit <= 0 {
+		f.Limit = defaultLimit
+	}
+	var statuses []string
+	for _, s := range f.Statuses {
+		if !slices.Contains(statuses, s) {
+			statuses = append(statuses, s)
+		}
+	}
+	var (
+		jobs  []*engine.Job
+		total int
+		vis   *visibility
+	)
+	if f.Visible != nil {
+		var err error
+		if vis, total, err = db.visibleGroups(ctx, f, statuses); err != nil {
+			return nil, 0, fmt.Errorf("list jobs: %w", err)
+		}
+		if vis.none() {
+			return []*engine.Job{}, 0, nil
+		}
+	}
+	batch := &pgx.Batch{}
+	if vis == nil {
+		sql, args := countQuery(f, statuses, "coalesce(sum(n), 0)")
+		batch.Queue(sql, args...).QueryRow(func(r pgx.Row) error { return r.Scan(&total) })
+	}
+	sql, args := pageQuery(f, statuses, vis)
+	batch.Queue(sql, args...).Query(func(rows pgx.Rows) (err error) {
+		jobs, err = records[engine.Job](rows, "job")
+		return err
+	})
+	if err := db.pool.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, 0, fmt.Errorf("list jobs: %w", err)
+	}
+	if jobs == nil {
+		jobs = []*engine.Job{}
+	}
+	return jobs, total, nil
+}
+
+// sqlArgs builds a statement's numbered parameters.
+type sqlArgs []any
+
+func (a *sqlArgs) add(v any) string {
+	*a = append(*a, v)
+	return "$" + strconv.Itoa(len(*a))
+}
+
+// filterConds are the conditions of f's workspace, task, statuses and
+// source type on a relation with those columns; statuses go in as one
+// array unless the caller ranges over them.
+func filterConds(f engine.JobFilter, statuses []string, args *sqlArgs) []string {
+	var conds []string
+	if f.Workspace != "" {
+		conds = append(conds, "workspace = "+args.add(f.Workspace))
+	}
+	if f.TaskName != "" {
+		conds = append(conds, "task_name = "+args.add(f.TaskName))
+	}
+	switch len(statuses) {
+	case 0:
+	case 1: // an equality, so an index range gives the order
+		conds = append(conds, "status = "+args.add(statuses[0]))
+	default:
+		conds = append(conds, "status = ANY("+args.add(statuses)+"::text[])")
+	}
+	if f.SourceType != "" {
+		conds = append(conds, "source_type = "+args.add(f.SourceType))
+	}
+	return conds
+}
+
+func where(conds []string) string {
+	if len(conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(conds, " AND ")
+}
+
+// countQuery selects what from the counts of the jobs f matches.
+func countQuery(f engine.JobFilter, statuses []string, what string) (string, []any) {
+	var args sqlArgs
+	return "SELECT " + what + " FROM job_counts" + where(filterConds(f, statuses, &args)), args
+}
+
+// visibility is what access control lets a list see: the visible access
+// groups, and whether it hides any.
+type visibility struct {
+	ws, path, task []string // visible (workspace, access path, task) groups
+	hidden         bool
+}
+
+func (v *visibility) none() bool { return v.hidden && len(v.ws) == 0 }
+
+// visibleGroups reads the counts' groups f matches, asks f.Visible about
+// each workspace and access path once, and sums the visible ones' counts.
+func (db *DB) visibleGroups(ctx context.Context, f engine.JobFilter, statuses []string) (*visibility, int, error) {
+	sql, args := countQuery(f, statuses, "workspace, access_path, task_name, sum(n)")
+	rows, err := db.pool.Query(ctx, sql+" GROUP BY 1, 2, 3 HAVING sum(n) > 0 ORDER BY 1, 2, 3", args...)
+	if err != nil {
+		return nil, 0, err
+	}
+	v := &visibility{}
+	total := 0
+	judged := map[[2]string]bool{}
+	var ws, path, task string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&ws, &path, &task, &n}, func() error {
+		ok, seen := judged[[2]string{ws, path}]
+		if !seen {
+			ok = f.Visible(ws, path)
+			judged[[2]string{ws, path}] = ok
+		}
+		if !ok {
+			v.hidden = true
+			return nil
+		}
+		v.ws, v.path, v.task = append(v.ws, ws), append(v.path, path), append(v.task, task)
+		total += n
+		return nil
+	})
+	return v, total, err
+}
+
+// pageQuery selects the page's records. Each range is read newest first
+// from the cursor up to offset+limit rows; the ranges' rows are merged.
+func pageQuery(f engine.JobFilter, statuses []string, vis *visibility) (string, []any) {
+	var args sqlArgs
+	hidden := vis != nil && vis.hidden
+	var ranged string // the LATERAL's source, when the page merges ranges
+	var conds []string
+	switch {
+	case len(statuses) > 1:
+		ranged = "unnest(" + args.add(statuses) + "::text[]) AS r(status)"
+		conds = append(filterConds(f, nil, &args), "status = r.status")
+	case hidden && f.SourceType == "" && len(statuses) == 0:
+		// The visible groups are the ranges; they hold the workspace and
+		// task filters already.
+		ranged = "unnest(" + args.add(vis.ws) + "::text[], " + args.add(vis.path) + "::text[], " + args.add(vis.task) +
+			"::text[]) AS r(workspace, access_path, task_name)"
+		conds = []string{"workspace = r.workspace", "access_path = r.access_path", "task_name = r.task_name"}
+		hidden = false
+	default:
+		conds = filterConds(f, statuses, &args)
+	}
+	if hidden {
+		conds = append(conds, "(workspace, access_path) IN (SELECT * FROM unnest("+args.add(vis.ws)+"::text[], "+args.add(vis.path)+"::text[]))")
+	}
+	if f.Cursor != nil {
+		conds = append(conds, "(created_ns, id) < ("+args.add(f.Cursor.CreatedAt)+"::int8, "+args.add(f.Cursor.ID)+"::text)")
+	}
+	const order = " ORDER BY created_ns DESC, id DESC"
+	if ranged == "" {
+		return "SELECT rec FROM jobs" + where(conds) + order + " LIMIT " + args.add(f.Limit) + " OFFSET " + args.add(f.Offset), args
+	}
+	return "SELECT j.rec FROM " + ranged + " CROSS JOIN LATERAL (SELECT id, created_ns FROM jobs" + where(conds) + order +
+		" LIMIT " + args.add(f.Offset+f.Limit) + ") x JOIN jobs j ON j.id = x.id" +
+		" ORDER BY x.created_ns DESC, x.id DESC LIMIT " + args.add(f.Limit) + " OFFSET " + args.add(f.Offset), args
+}
