@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -144,18 +143,6 @@ func noNUL(what, s string) error {
 		return fmt.Errorf("%s %q contains a NUL byte: %w", what, s, engine.ErrInvalid)
 	}
 	return nil
-}
-
-// storable says whether PostgreSQL's text can hold every s: a key it
-// cannot hold names no record, so a read by it finds nothing (rather
-// than failing as the server would on such a parameter).
-func storable(ss ...string) bool {
-	for _, s := range ss {
-		if strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s) {
-			return false
-		}
-	}
-	return true
 }
 
 func encode(what string, r any) ([]byte, error) {

@@ -19,12 +19,6 @@ func (db *DB) Job(ctx context.Context, id string) (*engine.Job, error) {
 	return getRecord[engine.Job](ctx, db.pool, `SELECT rec FROM jobs WHERE id = $1`, "job", id)
 }
 
-// querier is the pool or a transaction.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // getRecord reads the one record query selects (its rec) for id; what
 // names it in the errors.
 func getRecord[T any](ctx context.Context, q querier, query, what, id string) (*T, error) {
