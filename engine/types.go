@@ -58,6 +58,9 @@ var (
 	// ErrUnavailable is a store behind the engine that did not answer
 	// (the log archive): a retry may succeed, so it is no server fault.
 	ErrUnavailable = errors.New("unavailable") // 503
+	// ErrNotLeader is a write refused because this replica does not lead
+	// (it never did, or it lost the lease): the leader must make it.
+	ErrNotLeader = errors.New("this replica is not the leader") // 503
 )
 
 // Job is one execution of a task. JSON tags are the interface's field names.

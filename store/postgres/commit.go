@@ -75,15 +75,32 @@ func (db *DB) PrepareCommit(b *engine.Batch) (func(context.Context) error, error
 // other idle connections are dead too, and the next write should not
 // fail on each of them in turn. A batch that never reached the server
 // (pgconn.SafeToRetry) is sent once more, on a new connection.
+//
+// A leader's batch begins with the fence (fence.go): the lease row locked
+// FOR SHARE and its epoch checked, in the same transaction.
 func (db *DB) send(ctx context.Context, w *writes) error {
-	err := db.pool.SendBatch(ctx, w.batch()).Close()
+	epoch, fenced, err := db.fenceEpoch()
+	if err != nil {
+		return err
+	}
+	build := func() *pgx.Batch {
+		b := &pgx.Batch{}
+		if fenced {
+			b.Queue(fenceSQL, epoch)
+		}
+		for i, sql := range w.sql {
+			b.Queue(sql, w.args[i]...)
+		}
+		return b
+	}
+	err = db.pool.SendBatch(ctx, build()).Close()
 	if err != nil && connectionLost(err) {
 		db.pool.Reset()
 		if pgconn.SafeToRetry(err) {
-			err = db.pool.SendBatch(ctx, w.batch()).Close()
+			err = db.pool.SendBatch(ctx, build()).Close()
 		}
 	}
-	return err
+	return fenceError(err)
 }
 
 // writes are a commit's statements, kept to build a pgx.Batch for each
@@ -98,14 +115,6 @@ func (w *writes) Queue(sql string, args ...any) {
 }
 
 func (w *writes) Len() int { return len(w.sql) }
-
-func (w *writes) batch() *pgx.Batch {
-	b := &pgx.Batch{}
-	for i, sql := range w.sql {
-		b.Queue(sql, w.args[i]...)
-	}
-	return b
-}
 
 // connectionLost says whether err ended the connection rather than the
 // statement: the session was terminated, or the socket failed.

@@ -13,6 +13,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,12 +27,19 @@ const DefaultMaxConns = 10
 type Config struct {
 	DSN      string
 	MaxConns int // default DefaultMaxConns
+	// IdleInTransaction ends a session left idle inside a transaction
+	// this long (idle_in_transaction_session_timeout; 0: the server's
+	// setting). Two replicas set it below the lease, so a leader stopped
+	// mid-transaction cannot hold the lease row and block a takeover.
+	IdleInTransaction time.Duration
 }
 
 // DB is appliance's state in one PostgreSQL database.
 type DB struct {
 	pool *pgxpool.Pool
 	dsn  string
+	// fence is nil for a single server; with two, see fence.go.
+	fence atomic.Pointer[fenceState]
 }
 
 // Open connects, checks the server can be used, applies the migrations
@@ -45,6 +53,10 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	pc.MaxConns = int32(cfg.MaxConns)
 	if pc.MaxConns <= 0 {
 		pc.MaxConns = DefaultMaxConns
+	}
+	if cfg.IdleInTransaction > 0 {
+		pc.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] =
+			strconv.FormatInt(max(1, cfg.IdleInTransaction.Milliseconds()), 10)
 	}
 	if _, err := migrate(ctx, cfg.DSN); err != nil {
 		return nil, describe(pc.ConnConfig, err)

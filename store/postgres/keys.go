@@ -27,7 +27,7 @@ func (db *DB) CreateAPIKey(ctx context.Context, k *accounts.APIKey) error {
 	if err != nil {
 		return fmt.Errorf("create api key: encode: %w", err)
 	}
-	_, err = db.pool.Exec(ctx, `INSERT INTO api_keys (hash, user_id, prefix, record) VALUES ($1, $2, $3, $4)`,
+	_, err = db.execFenced(ctx, `INSERT INTO api_keys (hash, user_id, prefix, record) VALUES ($1, $2, $3, $4)`,
 		k.Hash, k.UserID, k.Prefix, rec)
 	switch {
 	case violates(err, "api_keys_user_prefix_unique"):
@@ -79,7 +79,7 @@ func (db *DB) APIKeys(ctx context.Context, userID string) ([]*accounts.APIKey, e
 // key is accounts.ErrAPIKeyNotFound, exactly like a missing one.
 func (db *DB) DeleteAPIKey(ctx context.Context, userID, prefix string) error {
 	if storable(userID, prefix) {
-		tag, err := db.pool.Exec(ctx, `DELETE FROM api_keys WHERE user_id = $1 AND prefix = $2`, userID, prefix)
+		tag, err := db.execFenced(ctx, `DELETE FROM api_keys WHERE user_id = $1 AND prefix = $2`, userID, prefix)
 		if err != nil {
 			return fmt.Errorf("revoke api key: %w", err)
 		}

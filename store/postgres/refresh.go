@@ -20,7 +20,7 @@ import (
 // PutRefreshToken stores a refresh token by its hash (a hash stored
 // already is replaced, as bbolt's put does).
 func (db *DB) PutRefreshToken(ctx context.Context, t *accounts.RefreshToken) error {
-	if err := putRefresh(ctx, db.pool, t); err != nil {
+	if err := putRefresh(ctx, db.writer(), t); err != nil {
 		return fmt.Errorf("store refresh token: %w", err)
 	}
 	return nil

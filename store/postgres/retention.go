@@ -36,6 +36,9 @@ func (db *DB) DeleteEndedJobs(ctx context.Context, cutoff time.Time, from []byte
 		op = ">"
 	}
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		if err := db.fenceTx(ctx, tx); err != nil {
+			return err
+		}
 		res = store.SweepResult{}
 		type candidate struct {
 			id      string

@@ -26,7 +26,12 @@ const maxTxAttempts = 16
 func (db *DB) serializable(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	var err error
 	for attempt := 1; attempt <= maxTxAttempts; attempt++ {
-		err = pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, fn)
+		err = pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(tx pgx.Tx) error {
+			if err := db.fenceTx(ctx, tx); err != nil {
+				return err
+			}
+			return fn(tx)
+		})
 		if !retryable(err) {
 			return err
 		}
