@@ -166,6 +166,9 @@ type Config struct {
 	// Workers serves the worker protocol (default one over Engine with
 	// StepTokens; the in-process pool shares the server's).
 	Workers *dispatch.Service
+	// HA, set with two replicas on one database, forwards to the leader
+	// while this replica follows (ha.go).
+	HA *HA
 }
 
 // server holds the handlers' dependencies.
@@ -233,8 +236,9 @@ func New(cfg Config) *echo.Echo {
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
 	// c.RealIP() is the client's address wherever it is asked for.
-	e.IPExtractor = auth.ClientAddr(cfg.TrustedProxies)
-	e.Use(s.recoverPanics, s.limitHeaders, s.guardBrowsers, s.limitBody, s.bodyDeadline, s.authenticate)
+	// Behind a follower, it is the address the follower passes (ha.go).
+	e.IPExtractor = s.clientAddr()
+	e.Use(s.recoverPanics, s.limitHeaders, s.guardBrowsers, s.limitBody, s.bodyDeadline, s.forwardToLeader, s.authenticate)
 
 	s.opsRoutes(e)
 
@@ -289,5 +293,6 @@ func (s *server) getConfig(c echo.Context) error {
 		resp.HasInternalAuth = s.auth.HasInternal()
 		resp.OIDCProviders = s.auth.OIDCLogins()
 	}
+	resp.HA = s.haStatus()
 	return c.JSON(http.StatusOK, resp)
 }

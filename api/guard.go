@@ -65,7 +65,9 @@ func (s *server) guardBrowsers(next echo.HandlerFunc) echo.HandlerFunc {
 	g := s.guard
 	return func(c echo.Context) error {
 		r := c.Request()
-		if !underAPI(r.URL.Path) {
+		// A peer forwards only what it checked itself, under the client's
+		// Host (ha.go); it may have rewritten the Host to this replica's.
+		if !underAPI(r.URL.Path) || s.fromPeer(r) {
 			return next(c)
 		}
 		if !g.hostAllowed(r.Host) {

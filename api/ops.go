@@ -22,7 +22,13 @@ const healthTimeout = 2 * time.Second
 // with auth on.
 func (s *server) opsRoutes(e *echo.Echo) {
 	e.GET("/healthz", s.probe(s.cfg.Health))
-	e.GET("/readyz", s.probe(s.cfg.Ready))
+	ready := s.probe(s.cfg.Ready)
+	e.GET("/readyz", func(c echo.Context) error {
+		if err := s.readyHA(c); err != nil || c.Response().Committed {
+			return err
+		}
+		return ready(c)
+	})
 	e.GET("/metrics", s.metrics, s.requireMetricsReader)
 }
 

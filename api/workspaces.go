@@ -186,6 +186,9 @@ func (s *server) executeTask(c echo.Context) error {
 		SourceType: sourceType,
 		SourceID:   sourceID,
 		Strict:     true, // a typo in a key is a 400, not an ignored value
+		// A retried submission (a broken forward, a failover) answers the
+		// job the first one made.
+		IdempotencyKey: c.Request().Header.Get("Idempotency-Key"),
 	})
 	if err != nil {
 		return err

@@ -77,6 +77,9 @@ type Engine struct {
 	// eventHints mirrors the loop's event marks (StepRef -> stepMark) for
 	// Emit to read off the loop; only a hint (see Emit).
 	eventHints sync.Map
+	// keys are the idempotency keys of the jobs this engine made lately
+	// (see idempotency.go); owned by the Run goroutine.
+	keys recentKeys
 
 	st *state // owned by the Run goroutine
 }
@@ -146,6 +149,11 @@ func (e *Engine) CreateJob(ctx context.Context, req CreateJob) (*Job, error) {
 	if req.Fire != nil {
 		return nil, fmt.Errorf("%w: only a triggered job records a trigger fire", ErrInvalid)
 	}
+	if req.IdempotencyKey != "" {
+		if j, err := e.jobForKey(ctx, req.IdempotencyKey); j != nil || err != nil {
+			return j, err
+		}
+	}
 	var old []*Step
 	if req.Rerun != nil {
 		var err error
@@ -160,9 +168,19 @@ func (e *Engine) CreateJob(ctx context.Context, req CreateJob) (*Job, error) {
 	if req.Rerun != nil {
 		markRerun(js, req.Rerun, old)
 	}
-	v, err := e.do(ctx, func(b *batch) (any, error) { return e.insertJob(b, js), nil })
+	js.job.IdempotencyKey = req.IdempotencyKey
+	v, err := e.do(ctx, func(b *batch) (any, error) {
+		if id, ok := e.keys.get(req.IdempotencyKey, e.clock.Now()); ok {
+			return id, nil
+		}
+		e.keys.put(req.IdempotencyKey, js.job.ID, e.clock.Now())
+		return e.insertJob(b, js), nil
+	})
 	if err != nil {
 		return nil, err
+	}
+	if id, ok := v.(string); ok { // made by a request with the same key
+		return e.JobRecord(ctx, id)
 	}
 	return v.(*Job), nil
 }

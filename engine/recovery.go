@@ -191,6 +191,8 @@ func (e *Engine) reload(ctx context.Context) error {
 	for _, w := range e.st.waiters.drain() {
 		w.got <- claimResult{}
 	}
+	// A key whose job the failed write lost must make a job again.
+	e.keys = recentKeys{}
 	if err := e.load(ctx, false); err != nil {
 		return err
 	}

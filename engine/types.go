@@ -100,6 +100,9 @@ type Job struct {
 	// ones, so a restart in between fires the hooks again. Internal: the
 	// API does not show it.
 	HooksPending bool `json:"hooks_pending,omitempty"`
+	// IdempotencyKey is the key the request that made the job carried
+	// (CreateJob.IdempotencyKey). Internal.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // Terminal reports whether the job can no longer change.
@@ -275,6 +278,10 @@ type CreateJob struct {
 	// as for any input a person typed). Workspace and Task are taken from
 	// the old job.
 	Rerun *Rerun
+	// IdempotencyKey, when set, makes the request once: a request with
+	// a key a job was made with answers that job (a submission retried
+	// after a broken connection or a failover never makes two jobs).
+	IdempotencyKey string
 }
 
 // Rerun names the job a new job re-runs.
@@ -362,6 +369,12 @@ type Store interface {
 	Workers(ctx context.Context, limit, offset int) ([]*Worker, int, error)
 	// WorkerSteps returns the newest steps a worker claimed, at most limit, and their total.
 	WorkerSteps(ctx context.Context, workerID string, limit int) ([]*WorkerStep, int, error)
+}
+
+// KeyedJobs is a Store that finds a job by the idempotency key it was
+// made with (Job.IdempotencyKey): "" when no stored job has the key.
+type KeyedJobs interface {
+	JobByIdempotencyKey(ctx context.Context, key string) (string, error)
 }
 
 // Workspaces gives the engine the loaded workspaces.

@@ -108,6 +108,7 @@ func (db *DB) PrepareCommit(b *engine.Batch) (func(context.Context) error, error
 		return nil, fmt.Errorf("commit batch: %w", err)
 	}
 	marks := slices.Clone(b.EventMarks)
+	keys := jobKeys(b.Jobs)
 	return func(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -126,6 +127,9 @@ func (db *DB) PrepareCommit(b *engine.Batch) (func(context.Context) error, error
 				if err := putFire(tx, f.key, f.val); err != nil {
 					return err
 				}
+			}
+			if err := putJobKeys(tx, keys); err != nil {
+				return err
 			}
 			return putEventMarks(tx, marks)
 		})

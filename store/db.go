@@ -43,7 +43,8 @@ var (
 	bucketBySource    = []byte("idx_source")  // source type \0 time id -> facets
 	bucketStepStatus  = []byte("idx_sstatus") // job id \0 status \0 seq name -> steps key
 	bucketByAccess    = []byte("idx_access")  // workspace \0 access path \0 task \0 time id
-	allBuckets        = [][]byte{bucketJobs, bucketSteps, bucketWorkers, bucketByTime, bucketByWorkspace, bucketByTask, bucketActive, bucketWorkerSteps, bucketWorkerOrder, bucketCounts, bucketByStatus, bucketBySource, bucketStepStatus, bucketByAccess}
+	bucketJobKeys     = []byte("idx_keys")    // idempotency key -> job id (see jobkeys.go)
+	allBuckets        = [][]byte{bucketJobs, bucketSteps, bucketWorkers, bucketByTime, bucketByWorkspace, bucketByTask, bucketActive, bucketWorkerSteps, bucketWorkerOrder, bucketCounts, bucketByStatus, bucketBySource, bucketStepStatus, bucketByAccess, bucketJobKeys}
 )
 
 // DB is the bbolt implementation of engine.Store.

@@ -14,6 +14,15 @@ type Config struct {
 	OIDCProviders   []OIDCProvider `json:"oidc_providers"`
 	ACLEnabled      bool           `json:"acl_enabled"`
 	Version         string         `json:"version"`
+	HA              *HAStatus      `json:"ha,omitempty"`
+}
+
+// HAStatus says, with two replicas on one database, which answered and
+// which leads.
+type HAStatus struct {
+	Replica string `json:"replica"` // the answering replica's advertise_url
+	Leader  string `json:"leader"`  // the leader's, "" during a failover
+	Leading bool   `json:"leading"`
 }
 
 // OIDCProvider is a sign-in provider Config lists.
@@ -26,6 +35,8 @@ type OIDCProvider struct {
 type Health struct {
 	Status string `json:"status"`
 	Error  string `json:"error,omitempty"`
+	// Leader is a follower's answer to /readyz: where the leader is.
+	Leader *string `json:"leader,omitempty"`
 }
 
 // HookAccepted is a webhook's async answer, and (with status and output)

@@ -49,6 +49,9 @@ func (db *DB) PrepareCommit(b *engine.Batch) (func(context.Context) error, error
 	if err := queueJobs(batch, b.Jobs); err != nil {
 		return nil, fmt.Errorf("commit batch: %w", err)
 	}
+	if err := queueJobKeys(batch, b.Jobs); err != nil {
+		return nil, fmt.Errorf("commit batch: %w", err)
+	}
 	if err := queueSteps(batch, b.Steps); err != nil {
 		return nil, fmt.Errorf("commit batch: %w", err)
 	}

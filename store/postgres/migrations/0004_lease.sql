@@ -37,3 +37,12 @@ BEGIN
     END IF;
 END
 $$;
+
+-- The job each execute request's Idempotency-Key made (engine.KeyedJobs):
+-- a submission retried after a failover answers the job it made. The
+-- key goes with its job when retention removes it.
+CREATE TABLE job_keys (
+    key    text COLLATE "C" PRIMARY KEY,
+    job_id text COLLATE "C" NOT NULL REFERENCES jobs (id) ON DELETE CASCADE
+);
+CREATE INDEX job_keys_by_job ON job_keys (job_id);
