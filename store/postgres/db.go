@@ -62,6 +62,10 @@ func (db *DB) Close() error {
 	return nil
 }
 
+// Ping takes a connection from the pool and makes a round trip to the
+// server with it: that the database answers through the pool itself.
+func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
+
 // PoolStats are the pool's figures for /metrics.
 type PoolStats struct {
 	InUse, Idle, Max int32
