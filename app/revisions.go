@@ -15,7 +15,6 @@ import (
 	"github.com/appliance-sh/appliance/engine/workflow"
 	"github.com/appliance-sh/appliance/engine/workspace"
 	"github.com/appliance-sh/appliance/runners/worker"
-	"github.com/appliance-sh/appliance/store"
 )
 
 // Revision snapshots: every revision a job is created on is packed (under
@@ -33,7 +32,7 @@ const (
 
 // revisions keeps the snapshots and sweeps the ones no live job needs.
 type revisions struct {
-	snaps      *store.Snapshots
+	snaps      snapshotStore
 	registry   *workspace.Registry
 	live       func(context.Context) (map[string]map[string]bool, error)
 	log        *slog.Logger
@@ -49,13 +48,10 @@ type revisions struct {
 	loaded map[string]*workflow.Workspace // by workspace + "\x00" + revision
 }
 
-// openRevisions opens data_dir/revisions and snapshots each revision the
-// registry loads from now on, starting with the current ones.
-func openRevisions(dataDir string, max int64, registry *workspace.Registry, loadOpts workspace.LoadOptions, log *slog.Logger) (*revisions, error) {
-	snaps, err := store.OpenSnapshots(filepath.Join(dataDir, "revisions"), max)
-	if err != nil {
-		return nil, err
-	}
+// openRevisions snapshots into snaps each revision the registry loads from
+// now on, starting with the current ones; in-process workers extract them
+// under data_dir/workspaces.
+func openRevisions(snaps snapshotStore, dataDir string, max int64, registry *workspace.Registry, loadOpts workspace.LoadOptions, log *slog.Logger) *revisions {
 	r := &revisions{snaps: snaps, registry: registry, log: log, interval: revisionSweepInterval,
 		grace: revisionSweepGrace, extractDir: filepath.Join(dataDir, "workspaces"), loadOpts: loadOpts,
 		loaded: map[string]*workflow.Workspace{}}
@@ -67,7 +63,7 @@ func openRevisions(dataDir string, max int64, registry *workspace.Registry, load
 			log.Warn("cannot snapshot workspace revision", "workspace", ws.Name, "revision", ws.Revision, "err", err)
 		}
 	})
-	return r, nil
+	return r
 }
 
 // open serves a revision's tarball (the current one for ""), for the
