@@ -20,7 +20,13 @@ package app
 //     and files below go.
 //  4. Delete errPostgresIncomplete and its test
 //     (TestPostgresStorageIsRefusedUntilComplete, app/storage_test.go),
-//     and start a real server on pgtest instead.
+//     and start a real server on pgtest instead (its /metrics then shows
+//     the appliance_db_ series through st.pool, already wired).
+//  5. README, "Storage": delete the paragraph under its TODO(pg-integration).
+//  6. store/postgres/db.go: Open wraps migrate's error, already naming the
+//     server (connect's describe), in describe again, so serve prints
+//     "PostgreSQL at H (...): PostgreSQL at H (...): ..." (not fixed here:
+//     that file is not this branch's).
 
 import (
 	"context"
