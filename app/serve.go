@@ -245,9 +245,9 @@ func (s *Server) Failed() <-chan struct{} { return s.sup.failed.Done() }
 const inProcessPart = "the in-process workers to register"
 
 // Start opens the storage (bbolt, or PostgreSQL: an unreachable database
-// stops start-up here, before anything else), loads the workspaces and the engine's
-// state (failing here, before anything is served, if either cannot be
-// loaded), then starts the orchestrator, the scheduler, the HTTP server,
+// stops start-up here, before anything else), loads the workspaces and
+// the engine's state (failing here, before anything is served, if either
+// cannot be loaded), then starts the orchestrator, the scheduler, the HTTP server,
 // the workspace watcher, the retention sweeper and the in-process workers
 // under one supervisor.
 func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server, err error) {
