@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -37,13 +38,13 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // /mcp, over real HTTP; every answer is checked against the OpenAPI
 // document. progress collects the progress notifications it receives.
 type mcpClient struct {
-	t        *testing.T
+	t        testing.TB
 	cs       *mcp.ClientSession
 	mu       sync.Mutex
 	progress []string
 }
 
-func (f *fixture) mcp(t *testing.T, token string) *mcpClient {
+func (f *fixture) mcp(t testing.TB, token string) *mcpClient {
 	t.Helper()
 	m := &mcpClient{t: t}
 	client := mcp.NewClient(&mcp.Implementation{Name: "appliance-test", Version: "1"}, &mcp.ClientOptions{
@@ -340,4 +341,214 @@ func TestMCPToolsHappyPath(t *testing.T) {
 		t.Fatalf("validate_workflow on a bad file = %v", bad)
 	}
 	m.refused("validate_workflow", map[string]any{"files": map[string]any{"../escape.yaml": "x"}}, "relative")
+}
+
+func TestMCPExecuteTaskWaitsForTheEndWithProgress(t *testing.T) {
+	f := newFixture(t)
+	m := f.mcp(t, "")
+	w := f.register("w1")
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		params := &mcp.CallToolParams{Name: "execute_task", Arguments: map[string]any{
+			"workspace": "main", "task": "hello", "input": map[string]any{"name": "ada"}, "wait_seconds": 60}}
+		params.SetProgressToken("wait-1")
+		res, err := m.cs.CallTool(context.Background(), params)
+		got <- answer{res, err}
+	}()
+	var id string
+	eventually(t, "the job to be created", func() bool {
+		list := f.api("GET", "/api/jobs?workspace=main", nil).expect(200).object()["items"].([]any)
+		if len(list) == 1 {
+			id = list[0].(map[string]any)["job_id"].(string)
+		}
+		return id != ""
+	})
+	f.runStep(w, id, "say", map[string]any{"greeting": "hi"})
+	f.runStep(w, id, "after", map[string]any{})
+	a := <-got
+	if a.err != nil || a.res.IsError {
+		t.Fatalf("execute_task with wait: %v %v", a.err, a.res)
+	}
+	out := a.res.StructuredContent.(map[string]any)
+	if out["status"] != "completed" || out["ended"] != true {
+		t.Fatalf("execute_task answered %v, want the completed job", out)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !slices.ContainsFunc(m.progress, func(s string) bool { return strings.Contains(s, "step say") }) {
+		t.Fatalf("progress notifications %v, want the steps' changes", m.progress)
+	}
+	// A short wait answers the job as it stands.
+	res := m.ok("execute_task", map[string]any{"workspace": "main", "task": "hello", "input": map[string]any{"name": "bo"}, "wait_seconds": 1})
+	if res["ended"] != false || res["status"] != "pending" {
+		t.Fatalf("execute_task after a wait that ran out = %v", res)
+	}
+}
+
+// A wait ends when the key it runs on is revoked, as open streams do.
+func TestMCPWaitEndsWhenTheKeyIsRevoked(t *testing.T) {
+	f := newAuthFixture(t, nil)
+	f.addUser("ada@example.com", "pw", false)
+	access, _ := f.login("ada@example.com", "pw")
+	key := f.apiKey(access, "read", "run")
+	m := f.mcp(t, key)
+	got := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		got <- m.call("execute_task", map[string]any{"workspace": "main", "task": "hello", "input": map[string]any{"name": "ada"}, "wait_seconds": 60})
+	}()
+	eventually(t, "the job to be created", func() bool {
+		return f.as(access, "GET", "/api/jobs", nil).expect(200).object()["total"].(float64) == 1
+	})
+	keys := f.as(access, "GET", "/api/auth/api-keys", nil).expect(200).array()
+	for _, k := range keys {
+		f.as(access, "DELETE", "/api/auth/api-keys/"+k["prefix"].(string), nil).expect(200)
+	}
+	select {
+	case res := <-got:
+		if !res.IsError || !strings.Contains(text(res), "revoked") {
+			t.Fatalf("wait after revocation: %s", text(res))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the wait went on after its key was revoked")
+	}
+}
+
+func TestMCPUnderTheACL(t *testing.T) {
+	f := newACLFixture(t)
+	id := f.run("hello")
+	other := f.run("other")
+	viewer := f.mcp(t, f.tokens[roleView])
+	// Lists are filtered; a hidden job does not exist; view cannot act.
+	jobs := viewer.ok("list_jobs", map[string]any{})
+	if jobs["total"].(float64) != 1 {
+		t.Fatalf("viewer list_jobs = %v, want only the hello job", jobs)
+	}
+	viewer.refused("get_job", map[string]any{"job_id": other}, "not found")
+	viewer.refused("get_job_logs", map[string]any{"job_id": other}, "not found")
+	viewer.ok("get_job", map[string]any{"job_id": id})
+	viewer.refused("cancel_job", map[string]any{"job_id": id}, "may view")
+	viewer.refused("execute_task", map[string]any{"workspace": "main", "task": "hello", "input": map[string]any{"name": "x"}}, "may view")
+	viewer.refused("rerun_job", map[string]any{"job_id": id}, "may view")
+	viewer.refused("decide_approval", map[string]any{"job_id": id, "step": "say", "approved": true}, "may view")
+	tasks := viewer.ok("list_tasks", map[string]any{"workspace": "main"})["tasks"].([]any)
+	if len(tasks) != 1 {
+		t.Fatalf("viewer list_tasks = %v, want hello only", tasks)
+	}
+	denied := f.mcp(t, f.tokens[roleDeny])
+	denied.refused("get_job", map[string]any{"job_id": id}, "not found")
+	if ws := denied.ok("list_workspaces", map[string]any{})["workspaces"].([]any); len(ws) != 0 {
+		t.Fatalf("a user with no task sees workspaces %v", ws)
+	}
+	runner := f.mcp(t, f.tokens[roleRun])
+	runner.ok("cancel_job", map[string]any{"job_id": id})
+}
+
+// The HTTP side of /mcp answers as /api does: JSON errors, 401 with
+// WWW-Authenticate, 405 with Allow, the Host and Origin checks, the body
+// limit.
+func TestMCPEndpointRefusesAsTheAPIDoes(t *testing.T) {
+	f := newAuthFixture(t, nil)
+	accept := map[string]string{"Accept": "application/json, text/event-stream"}
+	init := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	r := f.do("POST", "/mcp", init, accept)
+	r.expectError(401, "token")
+	if r.header.Get("WWW-Authenticate") != "Bearer" {
+		t.Fatalf("401 WWW-Authenticate = %q", r.header.Get("WWW-Authenticate"))
+	}
+	f.addUser("ada@example.com", "pw", false)
+	access, _ := f.login("ada@example.com", "pw")
+	// Stateless: no session stream to GET, no session to DELETE.
+	for _, method := range []string{"GET", "DELETE"} {
+		r = f.do(method, "/mcp", nil, map[string]string{"Authorization": "Bearer " + access})
+		if r.status != 405 || r.header.Get("Allow") != "POST" {
+			t.Fatalf("%s /mcp = %d Allow %q, want 405 Allow POST", method, r.status, r.header.Get("Allow"))
+		}
+	}
+	with := func(extra map[string]string) map[string]string {
+		h := map[string]string{"Authorization": "Bearer " + access}
+		for k, v := range extra {
+			h[k] = v
+		}
+		return h
+	}
+	f.do("POST", "/mcp", init, with(nil)).expectError(400, "Accept")
+	f.do("POST", "/mcp", "{not json", with(accept)).expectError(400, "JSON")
+	f.do("POST", "/mcp", init, with(map[string]string{"Accept": accept["Accept"], "Host": "evil.example"})).expectError(421, "evil.example")
+	f.do("POST", "/mcp", init, with(map[string]string{"Accept": accept["Accept"], "Origin": "https://evil.example"})).expectError(403, "cross-origin")
+	f.do("POST", "/mcp", init, with(map[string]string{"Accept": accept["Accept"], "Content-Type": "text/plain"})).expectError(415, "JSON")
+	big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_job","arguments":{"job_id":"` + strings.Repeat("x", 11<<20) + `"}}}`
+	f.do("POST", "/mcp", big, with(accept)).expectError(413, "")
+	f.do("POST", "/mcp", init, with(map[string]string{"Accept": accept["Accept"], "MCP-Protocol-Version": "1999-01-01"})).expectError(400, "protocol version")
+}
+
+// Bad input is a clear MCP error: an unknown tool a protocol error, wrong
+// argument types and unknown keys a tool error naming them, a missing job
+// "not found".
+func TestMCPBadInputIsAClearError(t *testing.T) {
+	f := newFixture(t)
+	m := f.mcp(t, "")
+	_, err := m.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "drop_tables", Arguments: map[string]any{}})
+	if err == nil || !strings.Contains(err.Error(), `unknown tool "drop_tables"`) {
+		t.Fatalf("unknown tool: %v", err)
+	}
+	m.refused("get_job", map[string]any{"job_id": 42}, "job_id")
+	m.refused("get_job", map[string]any{"job_id": "x", "extra": true}, "extra")
+	m.refused("get_job", map[string]any{}, "job_id")
+	m.refused("get_job", map[string]any{"job_id": "0195c3a0-0000-7000-8000-000000000000"}, "not found")
+	m.refused("get_job_logs", map[string]any{"job_id": "0195c3a0-0000-7000-8000-000000000000", "tail": 5000}, "tail")
+	m.refused("get_job_logs", map[string]any{"job_id": "0195c3a0-0000-7000-8000-000000000000", "stream": "stdin"}, "stream")
+	m.refused("execute_task", map[string]any{"workspace": "main", "task": "hello", "wait_seconds": 61}, "wait_seconds")
+	m.refused("execute_task", map[string]any{"workspace": "main", "task": "nope"}, "not found")
+	m.refused("list_jobs", map[string]any{"status": []string{"exploded"}}, "status")
+	m.refused("get_task", map[string]any{"workspace": strings.Repeat("w", 5000), "task": "t"}, "workspace")
+}
+
+// FuzzMCPToolArguments: whatever a tool's arguments hold, the answer is
+// a tool result or a JSON-RPC error, never a broken exchange or a stuck
+// call, and the server goes on answering.
+func FuzzMCPToolArguments(f *testing.F) {
+	tmp := f.TempDir()
+	dir := filepath.Join(tmp, "main")
+	writeFile(f, filepath.Join(dir, ".workflows", "main.yaml"), mainWorkflow, 0o644)
+	fx := startAPI(f, tmp, map[string]string{"main": dir})
+	m := fx.mcp(f, "")
+	tools := api.ToolsFor(nil)
+	f.Add(uint8(0), []byte(`{}`))
+	f.Add(uint8(3), []byte(`{"workspace":"main","task":"hello","input":{"name":"x"}}`))
+	f.Add(uint8(3), []byte(`{"workspace":"main","task":"hello","input":{"name":1,"times":"x"},"wait_seconds":-1}`))
+	f.Add(uint8(6), []byte(`{"job_id":"0195c3a0-0000-7000-8000-000000000000","after":-3,"tail":2}`))
+	f.Add(uint8(9), []byte(`{"job_id":"../../etc","step":"%2e%2e","approved":"yes"}`))
+	f.Add(uint8(10), []byte(`{"files":{"/etc/passwd":"x","a.yaml":"tasks: [}"}}`))
+	f.Add(uint8(4), []byte(`{"status":["running","failed"],"limit":1e9,"cursor":"\u0000"}`))
+	f.Fuzz(func(t *testing.T, tool uint8, args []byte) {
+		if !json.Valid(args) {
+			return // the transport's JSON is the SDK's; arguments are what is fuzzed
+		}
+		name := tools[int(tool)%len(tools)]
+		if name == "execute_task" && strings.Contains(string(args), "wait_seconds") {
+			return // a wait is up to a minute by design; TestMCPExecuteTaskWaits... covers it
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		res, err := m.cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(args)})
+		if ctx.Err() != nil {
+			t.Fatalf("%s(%s) did not answer in time", name, args)
+		}
+		if err == nil && res == nil {
+			t.Fatalf("%s(%s): no result and no error", name, args)
+		}
+		if err != nil && strings.Contains(err.Error(), "internal") {
+			t.Fatalf("%s(%s): %v", name, args, err)
+		}
+		if res != nil && res.IsError && strings.Contains(text(res), "internal server error") {
+			t.Fatalf("%s(%s): %s", name, args, text(res))
+		}
+		if _, err := m.cs.ListTools(ctx, nil); err != nil {
+			t.Fatalf("the server stopped answering after %s(%s): %v", name, args, err)
+		}
+	})
 }
