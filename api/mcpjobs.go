@@ -109,10 +109,29 @@ func (m *mcpCaller) waitJob(ctx context.Context, req *mcp.CallToolRequest, id st
 		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: progress, Message: msg})
 	}
 	items := sub.Items()
+	report := func(it engine.FeedItem) {
+		switch {
+		case it.Step != nil:
+			notify(fmt.Sprintf("step %s: %s", it.Step.Name, it.Step.Status))
+		case it.Change == engine.JobStatusChanged:
+			notify("job: " + it.Job.Status)
+		}
+	}
 	for {
 		select {
 		case <-done:
-			return true, nil
+			// The changes committed with the end are told before the answer.
+			for {
+				select {
+				case it, ok := <-items:
+					if ok {
+						report(it)
+						continue
+					}
+				default:
+				}
+				return true, nil
+			}
 		case <-timeout.C:
 			return false, nil
 		case <-ctx.Done():
@@ -122,12 +141,7 @@ func (m *mcpCaller) waitJob(ctx context.Context, req *mcp.CallToolRequest, id st
 				items = nil // fell behind: the end still comes through done
 				continue
 			}
-			switch {
-			case it.Step != nil:
-				notify(fmt.Sprintf("step %s: %s", it.Step.Name, it.Step.Status))
-			case it.Change == engine.JobStatusChanged:
-				notify("job: " + it.Job.Status)
-			}
+			report(it)
 		case <-ping.C:
 			notify("waiting for job " + id)
 		case <-g.revoked:
