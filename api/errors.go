@@ -40,6 +40,11 @@ func (s *server) handleError(err error, c echo.Context) {
 	if errors.As(err, &later) {
 		c.Response().Header().Set("Retry-After", retryAfterSeconds(later.After))
 	}
+	if status == http.StatusUnauthorized {
+		// RFC 6750: a 401 names the scheme the client should use (an MCP
+		// client reads it to know a token is wanted).
+		c.Response().Header().Set("WWW-Authenticate", "Bearer")
+	}
 	if status >= http.StatusInternalServerError && status != http.StatusServiceUnavailable {
 		s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 	}

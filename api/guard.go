@@ -23,7 +23,7 @@ import (
 //   - 415 for a state-changing request whose body is not JSON (the only
 //     kinds of body a page can send cross-origin without asking first).
 //
-// /worker needs a bearer token a browser cannot attach cross-origin, and
+// /mcp gets the same checks. /worker needs a bearer token a browser cannot attach cross-origin, and
 // remote workers reach it by whatever name routes to the server, so it is
 // left alone; /hooks are called by other servers from anywhere.
 type browserGuard struct {
@@ -65,7 +65,7 @@ func (s *server) guardBrowsers(next echo.HandlerFunc) echo.HandlerFunc {
 	g := s.guard
 	return func(c echo.Context) error {
 		r := c.Request()
-		if !underAPI(r.URL.Path) {
+		if !underAPI(r.URL.Path) && !underMCP(r.URL.Path) {
 			return next(c)
 		}
 		if !g.hostAllowed(r.Host) {
@@ -105,6 +105,9 @@ func errMisdirected(host string) error {
 }
 
 func underAPI(p string) bool { return p == "/api" || strings.HasPrefix(p, "/api/") }
+
+// underMCP: /mcp is guarded and authenticated as /api is.
+func underMCP(p string) bool { return p == mcpRoute || strings.HasPrefix(p, mcpRoute+"/") }
 
 // hostAllowed accepts loopback names and addresses on any port, the listen
 // address (any address of the machine when listening on all of them: an
