@@ -86,6 +86,10 @@ type APIKey struct {
 	CreatedAt  time.Time  `json:"created_at"`
 	ExpiresAt  *time.Time `json:"expires_at"`
 	LastUsedAt *time.Time `json:"last_used_at"`
+	// Scopes limit what the key may do (see scopes.go); none (a record of
+	// before scopes, or a key created without) is every scope: all its
+	// user may do.
+	Scopes []Scope `json:"scopes,omitempty"`
 }
 
 // UserStore persists users and their credentials; *store.DB implements it.

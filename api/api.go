@@ -182,6 +182,10 @@ type server struct {
 	workers *dispatch.Service
 	// stepTokens mints the step-bound workspace tokens of pods.
 	stepTokens *StepTokens
+	// echo routes the API; MCP tools call its handlers (mcpcall.go).
+	echo *echo.Echo
+	// mcp holds what every /mcp request shares (mcp.go).
+	mcp *mcpShared
 }
 
 // New returns the HTTP handler of the API. The caller may add routes (the
@@ -232,6 +236,8 @@ func New(cfg Config) *echo.Echo {
 	}
 
 	e := echo.New()
+	s.echo = e
+	s.mcp = newMCPShared()
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
@@ -276,6 +282,8 @@ func New(cfg Config) *echo.Echo {
 	w.POST("/jobs/:id/steps/:step/workspace-token", s.mintStepToken)
 	// The download also takes a step-bound token (a pod's init container).
 	e.GET("/worker/workspace/:file", s.workspaceTarball, s.requireTarballToken)
+
+	e.POST(mcpRoute, s.serveMCP)
 
 	s.webhookRoutes(e)
 	if s.auth != nil {

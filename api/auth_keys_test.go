@@ -25,7 +25,7 @@ func TestAPIKeyLifecycle(t *testing.T) {
 	access, _ := f.login("ada@example.com", "pw")
 
 	created := f.as(access, "POST", "/api/auth/api-keys", map[string]any{"name": "ci", "expires_in_days": nil}).expect(200).object()
-	assertKeys(t, "created key", created, "key", "name", "prefix", "expires_at")
+	assertKeys(t, "created key", created, "key", "name", "prefix", "expires_at", "scopes")
 	key, prefix := created["key"].(string), created["prefix"].(string)
 	if !apiKeyShape.MatchString(key) || len(key) != 37 || prefix != key[:8] || created["expires_at"] != nil || created["name"] != "ci" {
 		t.Fatalf("created key = %v", created)
@@ -37,7 +37,7 @@ func TestAPIKeyLifecycle(t *testing.T) {
 		t.Fatalf("me with the key = %v", me)
 	}
 	item := f.keyItem(access, prefix)
-	assertKeys(t, "key item", item, "prefix", "name", "created_at", "expires_at", "last_used_at")
+	assertKeys(t, "key item", item, "prefix", "name", "created_at", "expires_at", "last_used_at", "scopes")
 	firstUse, _ := item["last_used_at"].(string)
 	if firstUse == "" || item["name"] != "ci" {
 		t.Fatalf("after a use: %v, want last_used_at set", item)

@@ -44,6 +44,11 @@ func (s *server) handleError(err error, c echo.Context) {
 		// A failover is seconds long: the client retries (see ha.go).
 		c.Response().Header().Set("Retry-After", "1")
 	}
+	if status == http.StatusUnauthorized {
+		// RFC 6750: a 401 names the scheme the client should use (an MCP
+		// client reads it to know a token is wanted).
+		c.Response().Header().Set("WWW-Authenticate", "Bearer")
+	}
 	if status >= http.StatusInternalServerError && status != http.StatusServiceUnavailable {
 		s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 	}

@@ -23,7 +23,7 @@ import (
 //   - 415 for a state-changing request whose body is not JSON (the only
 //     kinds of body a page can send cross-origin without asking first).
 //
-// /worker needs a bearer token a browser cannot attach cross-origin, and
+// /mcp gets the same checks. /worker needs a bearer token a browser cannot attach cross-origin, and
 // remote workers reach it by whatever name routes to the server, so it is
 // left alone; /hooks are called by other servers from anywhere.
 type browserGuard struct {
@@ -67,7 +67,7 @@ func (s *server) guardBrowsers(next echo.HandlerFunc) echo.HandlerFunc {
 		r := c.Request()
 		// A peer forwards only what it checked itself, under the client's
 		// Host (ha.go); it may have rewritten the Host to this replica's.
-		if !underAPI(r.URL.Path) || s.fromPeer(r) {
+		if !underAPI(r.URL.Path) && !underMCP(r.URL.Path) || s.fromPeer(r) {
 			return next(c)
 		}
 		if !g.hostAllowed(r.Host) {
@@ -107,6 +107,9 @@ func errMisdirected(host string) error {
 }
 
 func underAPI(p string) bool { return p == "/api" || strings.HasPrefix(p, "/api/") }
+
+// underMCP: /mcp is guarded and authenticated as /api is.
+func underMCP(p string) bool { return p == mcpRoute || strings.HasPrefix(p, mcpRoute+"/") }
 
 // hostAllowed accepts loopback names and addresses on any port, the listen
 // address (any address of the machine when listening on all of them: an

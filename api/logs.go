@@ -19,29 +19,35 @@ import (
 // read, so a big log costs the server a buffer, not its size.
 
 func (s *server) jobLogs(c echo.Context) error {
-	job, err := s.allowedJobRecord(c, accounts.View)
+	id, step, err := s.logTarget(c)
 	if err != nil {
 		return err
 	}
-	return s.writeLogs(c, job.ID, "")
+	return s.writeLogs(c, id, step)
 }
 
-func (s *server) stepLogs(c echo.Context) error {
+// stepLogs is jobLogs: the route's `step` parameter narrows the log.
+func (s *server) stepLogs(c echo.Context) error { return s.jobLogs(c) }
+
+// logTarget is the job (`id`) whose log the caller may read, and the step
+// (`step`, "" for the whole log) that must exist in it: the check of the
+// log routes, which the MCP tool and resource share.
+func (s *server) logTarget(c echo.Context) (jobID, step string, err error) {
 	job, err := s.allowedJobRecord(c, accounts.View)
 	if err != nil {
-		return err
+		return "", "", err
 	}
-	step := c.Param("step")
-	if step != engine.ServerStep {
+	step = c.Param("step")
+	if step != "" && step != engine.ServerStep {
 		found, err := s.cfg.Engine.HasStep(c.Request().Context(), job.ID, step)
 		if err != nil {
-			return err
+			return "", "", err
 		}
 		if !found {
-			return httpx.NotFound("step %q in job %s", step, job.ID)
+			return "", "", httpx.NotFound("step %q in job %s", step, job.ID)
 		}
 	}
-	return s.writeLogs(c, job.ID, step)
+	return job.ID, step, nil
 }
 
 // logQuery reads `tail` (the last N lines) and `after` (the lines after

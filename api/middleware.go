@@ -122,15 +122,17 @@ var publicRoutes = map[string]bool{
 const streamRoute = "/api/jobs/:id/logs/stream"
 
 // authenticate requires a user (auth.Service.RequireUser) on /api routes
-// other than the public ones when auth is on. /worker and /hooks keep
-// their own credentials.
+// other than the public ones, and on /mcp, when auth is on, and a key
+// scope the route allows (requireScope). /worker and /hooks keep their
+// own credentials.
 func (s *server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	if s.auth == nil {
 		return next
 	}
-	requireUser := s.auth.RequireUser(streamRoute, eventsRoute)(next)
+	requireUser := s.auth.RequireUser(streamRoute, eventsRoute)(requireScope(next))
 	return func(c echo.Context) error {
-		if !underAPI(c.Request().URL.Path) || publicRoutes[c.Path()] || auth.Public(c.Path()) {
+		path := c.Request().URL.Path
+		if (!underAPI(path) && !underMCP(path)) || publicRoutes[c.Path()] || auth.Public(c.Path()) {
 			return next(c)
 		}
 		return requireUser(c)

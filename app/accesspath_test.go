@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/appliance-sh/appliance/engine/workspace"
+	"github.com/appliance-sh/appliance/store"
 )
 
 // The store's migration asks where an old job's task was: in the revision
@@ -22,11 +23,11 @@ func TestTaskPathComesFromTheJobsRevisionSnapshot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		revs, err := openRevisions(data, 1<<20, reg, workspace.LoadOptions{}, log)
+		snaps, err := store.OpenSnapshots(filepath.Join(data, "revisions"), 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return reg, revs
+		return reg, openRevisions(snaps, data, 1<<20, reg, workspace.LoadOptions{}, log)
 	}
 	reg, _ := open()
 	ws, _ := reg.Current("main")

@@ -24,18 +24,19 @@ type serverLogs interface {
 	api.LogStore
 }
 
-// openArchive wraps logs with the configured archive; without one it
-// returns logs itself and a nil archiver.
-func openArchive(cfg config.LogStorage, logs *store.Logs, jobs store.JobLookup, log *slog.Logger) (serverLogs, *store.ArchivingLogs, error) {
+// openArchive wraps the storage's logs with the configured archive;
+// without one it returns the logs themselves and a nil archiver.
+func openArchive(cfg config.LogStorage, st *storage, log *slog.Logger) (serverLogs, *store.ArchivingLogs, error) {
 	a, key, err := cfg.EffectiveArchive()
 	if err != nil || a == nil {
-		return logs, nil, err
+		return st.logs, nil, err
 	}
 	backend, err := store.NewArchive(store.ArchiveConfig{Type: a.Type, Bucket: a.Bucket, Region: a.Region, Endpoint: a.Endpoint, Path: a.Path})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", key, err)
 	}
-	archiving := store.NewArchivingLogs(logs, backend, jobs, store.ArchiveOptions{
+	// TODO(pg-integration) 3: NewArchivingLogs(st.logs, ...)
+	archiving := store.NewArchivingLogs(st.files, backend, st.state, store.ArchiveOptions{
 		Prefix: a.Prefix,
 		Logger: log.With("component", "log-archive"),
 	})

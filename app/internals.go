@@ -7,7 +7,6 @@ import (
 	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/runners/worker"
-	"github.com/appliance-sh/appliance/store"
 )
 
 // Internals are the parts of a running server the system tests (app/e2e)
@@ -15,8 +14,8 @@ import (
 type Internals struct {
 	Config     *config.Server
 	Engine     *engine.Engine
-	DB         *store.DB
-	Logs       *store.Logs
+	DB         StateStore
+	Logs       LogStore
 	WorkerTags []string // the in-process workers' tags
 	// StopOrchestrator stops the engine's loop, as its failure would.
 	StopOrchestrator func()
@@ -35,8 +34,8 @@ func (s *Server) Internals() Internals {
 	return Internals{
 		Config:             s.cfg,
 		Engine:             s.engine,
-		DB:                 s.db,
-		Logs:               s.logs,
+		DB:                 s.storage.state,
+		Logs:               s.storage.logs,
 		WorkerTags:         s.workerTags,
 		StopOrchestrator:   s.orchestrator.stop,
 		SweepRevisions:     s.revisions.sweep,

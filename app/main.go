@@ -41,6 +41,10 @@ const usage = `usage: appliance <command> [arguments]
 commands:
   serve       run the server (defaults: 127.0.0.1:8080, ./data, workspace ./examples)
   worker      run a remote worker (--config worker-config.yaml)
+  migrate     bring a PostgreSQL database (storage.type: postgres) to this binary's schema, as serve does
+              at start-up: appliance migrate --config FILE [--dry-run] (--dry-run prints what would run)
+  export      write a stopped server's whole state as JSON lines: appliance export --config FILE > dump.jsonl
+  import      read a dump into an empty store (bbolt or PostgreSQL): appliance import --config FILE [--in dump.jsonl]
   validate    check a workspace directory: appliance validate DIR
   schema      print the JSON Schema of the workflow format
   fetch-workspace  a step pod's init container (set up by the pod runner)

@@ -7,9 +7,11 @@ import (
 	"testing"
 
 	"github.com/appliance-sh/appliance/runners/local"
+	"github.com/appliance-sh/appliance/store/postgres/pgtest"
 )
 
-// TestMain lets this test binary serve as the step keeper, as main does.
+// TestMain lets this test binary serve as the step keeper, as main does,
+// and stops the PostgreSQL cluster the storage tests started, if any.
 func TestMain(m *testing.M) {
 	local.StepKeeperMain()
 	// In-process client commands read stored logins from the user config
@@ -19,14 +21,15 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Setenv("XDG_CONFIG_HOME", dir)
-	code := m.Run()
+	code := pgtest.Main(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
 func TestMainUsage(t *testing.T) {
 	var out, errOut strings.Builder
-	if code := Main([]string{"--help"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "serve") {
+	if code := Main([]string{"--help"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "serve") ||
+		!strings.Contains(out.String(), "migrate --config FILE [--dry-run]") {
 		t.Fatalf("--help: exit %d, stdout %q", code, out.String())
 	}
 	out.Reset()

@@ -50,20 +50,10 @@ type revisions struct {
 	loaded map[string]*workflow.Workspace // by workspace + "\x00" + revision
 }
 
-// openRevisions keeps the snapshots in data_dir/revisions (see
-// newRevisions).
-func openRevisions(dataDir string, max int64, registry *workspace.Registry, loadOpts workspace.LoadOptions, log *slog.Logger) (*revisions, error) {
-	snaps, err := store.OpenSnapshots(filepath.Join(dataDir, "revisions"), max)
-	if err != nil {
-		return nil, err
-	}
-	return newRevisions(snaps, dataDir, max, registry, loadOpts, log), nil
-}
-
-// newRevisions snapshots into snaps each revision the registry loads from
-// now on, starting with the current ones; snapshots are extracted for the
-// in-process workers under data_dir/workspaces, files of at most max bytes.
-func newRevisions(snaps store.RevisionSnapshots, dataDir string, max int64, registry *workspace.Registry, loadOpts workspace.LoadOptions, log *slog.Logger) *revisions {
+// openRevisions snapshots into snaps each revision the registry loads from
+// now on, starting with the current ones; in-process workers extract them
+// under data_dir/workspaces.
+func openRevisions(snaps store.RevisionSnapshots, dataDir string, max int64, registry *workspace.Registry, loadOpts workspace.LoadOptions, log *slog.Logger) *revisions {
 	r := &revisions{snaps: snaps, registry: registry, log: log, interval: revisionSweepInterval,
 		grace: revisionSweepGrace, extractDir: filepath.Join(dataDir, "workspaces"), loadOpts: loadOpts,
 		loaded: map[string]*workflow.Workspace{}}

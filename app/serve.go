@@ -141,6 +141,7 @@ func workspaceName(dir string) string {
 func printSettings(w io.Writer, cfg *config.Server, addr string, workerTags []string, consumerSlots int) {
 	fmt.Fprintf(w, "appliance %s serving on http://%s\n", Version, addr)
 	fmt.Fprintf(w, "  data_dir:              %s\n", cfg.DataDir)
+	fmt.Fprintf(w, "  storage:               %s\n", cfg.Storage.Describe(cfg.DBPath()))
 	fmt.Fprintf(w, "  log_storage.local_dir: %s\n", cfg.LogDir())
 	fmt.Fprintf(w, "  log_storage.archive:   %s\n", cfg.LogStorage.DescribeArchive())
 	names := make([]string, 0, len(cfg.Workspaces))
@@ -208,8 +209,7 @@ type Server struct {
 	log      *slog.Logger
 	listener net.Listener
 	http     *http.Server
-	db       *store.DB
-	logs     *store.Logs
+	storage  *storage
 	archive  *store.ArchivingLogs // nil unless log_storage archives logs
 	engine   *engine.Engine
 	// protocol serves the worker protocol to both transports: the HTTP
@@ -244,9 +244,10 @@ func (s *Server) Failed() <-chan struct{} { return s.sup.failed.Done() }
 // in-process pool registers.
 const inProcessPart = "the in-process workers to register"
 
-// Start opens the storage, loads the workspaces and the engine's
-// state (failing here, before anything is served, if either cannot be
-// loaded), then starts the orchestrator, the scheduler, the HTTP server,
+// Start opens the storage (bbolt, or PostgreSQL: an unreachable database
+// stops start-up here, before anything else), loads the workspaces and
+// the engine's state (failing here, before anything is served, if either
+// cannot be loaded), then starts the orchestrator, the scheduler, the HTTP server,
 // the workspace watcher, the retention sweeper and the in-process workers
 // under one supervisor.
 func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server, err error) {
@@ -260,6 +261,12 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 			}
 		}
 	}()
+
+	st, err := openStorage(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	opened = append(opened, st.Close)
 
 	pool := worker.Config{
 		Name:          hostname() + "-inprocess",
@@ -288,46 +295,37 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 	if err != nil {
 		return nil, err
 	}
-	revs, err := openRevisions(cfg.DataDir, cfg.Effective.Limits.WorkspaceSize, registry, loadOpts, log.With("component", "revisions"))
-	if err != nil {
-		return nil, err
-	}
+	revs := openRevisions(st.snapshots, cfg.DataDir, cfg.Effective.Limits.WorkspaceSize, registry, loadOpts, log.With("component", "revisions"))
 	agentCaller, err := agent.New(cfg.Agents, nil)
 	if err != nil {
 		return nil, err
 	}
-	// A database from before jobs carried their access path gets them
-	// here, from the revisions their tasks were in.
-	db, err := store.OpenWith(cfg.DBPath(), store.Options{TaskPath: revs.taskPath})
-	if err != nil {
+	if err := st.openRecords(cfg, revs.taskPath); err != nil {
 		return nil, err
 	}
-	opened = append(opened, db.Close)
-	logs, err := store.OpenLogs(cfg.LogStorage.LocalDir)
-	if err != nil {
-		return nil, err
-	}
-	opened = append(opened, logs.Close)
-	logs.SetLimits(store.LogLimits{StepLog: cfg.Effective.Limits.StepLog, LogLine: cfg.Effective.Limits.LogLine})
-	jobLogs, archive, err := openArchive(cfg.LogStorage, logs, db, log)
+	st.logs.SetLimits(store.LogLimits{StepLog: cfg.Effective.Limits.StepLog, LogLine: cfg.Effective.Limits.LogLine})
+	jobLogs, archive, err := openArchive(cfg.LogStorage, st, log)
 	if err != nil {
 		return nil, err
 	}
 	if archive != nil {
 		opened = append(opened, archive.Close)
 	}
-	if created, err := seedInitialUser(ctx, db, cfg.Auth, time.Now()); err != nil {
+	if created, err := seedInitialUser(ctx, st.users, cfg.Auth, time.Now()); err != nil {
 		return nil, err
 	} else if created {
 		log.Info("created the initial admin user", "email", cfg.Auth.InitialUser.Email)
 	}
 	var eng *engine.Engine
 	reg := metrics.New(func(ctx context.Context) (engine.Stats, error) { return eng.Stats(ctx) })
+	if st.pool != nil {
+		reg.WatchPool(st.pool)
+	}
 	// The engine masks every line on its way in (engine.AppendLog): workers'
 	// pushes reach the log through it, never straight to the sink.
 	sink := meteredLogs{serverLogs: jobLogs, metrics: reg}
 	eng, err = engine.New(engine.Config{
-		Store:            db,
+		Store:            st.state,
 		Workspaces:       revs, // the registry's, and older revisions from their snapshots
 		Logs:             sink,
 		Logger:           log,
@@ -367,12 +365,12 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 	if *cfg.Workers > 0 {
 		parts = append(parts, inProcessPart)
 	}
-	s := &Server{cfg: cfg, log: log, listener: ln, db: db, logs: logs, archive: archive, engine: eng,
+	s := &Server{cfg: cfg, log: log, listener: ln, storage: st, archive: archive, engine: eng,
 		metrics: reg, ready: newReadiness(parts...), workerTags: pool.Tags, sup: newSupervisor(), revisions: revs}
-	health := &healthCheck{loop: eng.Ready, write: db.CheckWrite}
+	health := &healthCheck{loop: eng.Ready, write: st.state.CheckWrite}
 
 	s.orchestrator = s.sup.start("orchestrator", eng.Run)
-	sched := scheduler.New(scheduler.Config{Workspaces: registry, Jobs: eng, State: db, Clock: scheduler.RealClock{},
+	sched := scheduler.New(scheduler.Config{Workspaces: registry, Jobs: eng, State: st.state, Clock: scheduler.RealClock{},
 		Logger: log.With("component", "scheduler"), Late: reg.SchedulerLate})
 	s.scheduler = s.sup.start("scheduler", sched.Run)
 	consumers := eventsources.New(eventsources.Config{Workspaces: registry, Jobs: eng, Clock: scheduler.RealClock{},
@@ -383,7 +381,7 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 	s.watcher = s.sup.start("workspace watcher", registry.Watch)
 	// Ended jobs are no longer the orchestrator's, so the sweeper deletes
 	// them through the store, between its commits.
-	sweeper := store.NewSweeper(store.SweeperConfig{DB: db, Logs: logs, Retention: cfg.Effective.Retention,
+	sweeper := st.newSweeper(store.SweeperConfig{Retention: cfg.Effective.Retention,
 		Archive: archive, ArchivePending: reg.LogArchivePending,
 		Interval: cfg.Test.SweepInterval, Logger: log.With("component", "retention")})
 	s.sweeper = s.sup.start("retention sweeper", sweeper.Run)
@@ -411,7 +409,7 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 			Logger:      log,
 			UI:          ui.Handler(),
 			Auth:        cfg.Auth.APIConfig(cfg.Effective.Limits),
-			Users:       db,
+			Users:       st.users,
 			ACL:         cfg.Effective.ACL,
 
 			EventSources: consumers,
@@ -501,7 +499,7 @@ func (s *Server) Shutdown() error {
 	failed := s.sup.wait()
 	// Uploads started by the last finished jobs go out before the logs close.
 	archiveErr := s.drainArchive()
-	return errors.Join(failed, httpErr, archiveErr, s.logs.Close(), s.db.Close())
+	return errors.Join(failed, httpErr, archiveErr, s.storage.Close())
 }
 
 // eventSourceCount is how many event sources the loaded workspaces have:

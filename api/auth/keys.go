@@ -38,6 +38,10 @@ func (a *Service) createAPIKey(c echo.Context) error {
 	if len(name) > maxAPIKeyNameLen {
 		return httpx.BadRequest("name is too long (%d characters, at most %d)", len(name), maxAPIKeyNameLen)
 	}
+	scopes, err := accounts.ParseScopes(req.Scopes)
+	if err != nil {
+		return httpx.BadRequest("scopes: %v", err)
+	}
 	now := a.now()
 	var expires *time.Time
 	if req.ExpiresInDays != nil {
@@ -56,7 +60,7 @@ func (a *Service) createAPIKey(c echo.Context) error {
 		}
 		rec := &APIKey{
 			Hash: apiKeyHash(key), Prefix: key[:apiKeyShownLen], Name: name,
-			UserID: p.User.ID, CreatedAt: now.UTC(), ExpiresAt: expires,
+			UserID: p.User.ID, CreatedAt: now.UTC(), ExpiresAt: expires, Scopes: scopes,
 		}
 		err = a.users.CreateAPIKey(c.Request().Context(), rec)
 		if errors.Is(err, accounts.ErrAPIKeyPrefixTaken) {
@@ -65,7 +69,7 @@ func (a *Service) createAPIKey(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, wire.APIKeyCreated{Key: key, Name: name, Prefix: rec.Prefix, ExpiresAt: expires})
+		return c.JSON(http.StatusOK, wire.APIKeyCreated{Key: key, Name: name, Prefix: rec.Prefix, ExpiresAt: expires, Scopes: scopeList(scopes)})
 	}
 	return echo.NewHTTPError(http.StatusConflict, "too many api keys: no free key prefix left; revoke unused keys")
 }
@@ -77,7 +81,7 @@ func (a *Service) listAPIKeys(c echo.Context) error {
 	}
 	out := make([]wire.APIKey, len(keys))
 	for i, k := range keys {
-		out[i] = wire.APIKey{Prefix: k.Prefix, Name: k.Name, CreatedAt: k.CreatedAt.UTC(), ExpiresAt: httpx.UTCPtr(k.ExpiresAt), LastUsedAt: httpx.UTCPtr(k.LastUsedAt)}
+		out[i] = wire.APIKey{Prefix: k.Prefix, Name: k.Name, CreatedAt: k.CreatedAt.UTC(), ExpiresAt: httpx.UTCPtr(k.ExpiresAt), LastUsedAt: httpx.UTCPtr(k.LastUsedAt), Scopes: scopeList(k.Scopes)}
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -91,4 +95,17 @@ func (a *Service) deleteAPIKey(c echo.Context) error {
 	}
 	a.revocations.changed(userID)
 	return c.JSON(http.StatusOK, wire.StatusAnswer{Status: "revoked"})
+}
+
+// scopeList is a key's scopes as answers show them: every scope for a key
+// without any (it may do all its user may).
+func scopeList(scopes []accounts.Scope) []string {
+	if len(scopes) == 0 {
+		scopes = accounts.AllScopes
+	}
+	out := make([]string, len(scopes))
+	for i, s := range scopes {
+		out[i] = string(s)
+	}
+	return out
 }

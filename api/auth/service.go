@@ -74,7 +74,17 @@ type Principal struct {
 	keyHash string
 	// family is the login (refresh token family) of an access token.
 	family string
+	// scopes are the API key's (none: every scope, and always for an
+	// access token).
+	scopes []accounts.Scope
 }
+
+// Scopes are what the caller's credential may do: an API key's scopes,
+// nil (everything) for an access token or a key without scopes.
+func (p *Principal) Scopes() []accounts.Scope { return p.scopes }
+
+// Allows reports whether the caller's credential has scope s.
+func (p *Principal) Allows(s accounts.Scope) bool { return accounts.Allows(p.scopes, s) }
 
 // principalKey is where RequireUser leaves the principal in the echo context.
 const principalKey = "appliance.principal"
@@ -214,7 +224,11 @@ func (a *Service) resolve(ctx context.Context, p *Principal) (*Principal, *APIKe
 	if err != nil {
 		return nil, nil, fmt.Errorf("load user: %w", err)
 	}
-	return &Principal{User: u, keyHash: p.keyHash, family: p.family}, key, nil
+	np := &Principal{User: u, keyHash: p.keyHash, family: p.family}
+	if key != nil {
+		np.scopes = key.Scopes
+	}
+	return np, key, nil
 }
 
 // Caller returns the request's principal; nil when auth is off or the
@@ -223,6 +237,11 @@ func Caller(c echo.Context) *Principal {
 	p, _ := c.Get(principalKey).(*Principal)
 	return p
 }
+
+// SetCaller makes p the principal of c: a tool call of /mcp reaches the
+// API's handlers through a context of its own, as the /mcp request's
+// caller.
+func SetCaller(c echo.Context, p *Principal) { c.Set(principalKey, p) }
 
 // requireAdmin guards the admin endpoints (403 for other users).
 func (a *Service) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {

@@ -113,6 +113,10 @@ func Header(token string) http.Header {
 	return h
 }
 
+// Bearer is the token of the next request (renewed first when a stored
+// login's is about to expire): the MCP bridge sends it on its own requests.
+func (c *Client) Bearer(ctx context.Context) string { return c.bearer(ctx) }
+
 // bearer is the token of the next request.
 func (c *Client) bearer(ctx context.Context) string {
 	if c.creds != nil {

@@ -39,6 +39,9 @@ type Me struct {
 type CreateAPIKeyRequest struct {
 	Name          string `json:"name"`
 	ExpiresInDays *int   `json:"expires_in_days"`
+	// Scopes limit the key (read, run, approve, admin); none = every
+	// scope, all its user may do.
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // APIKeyCreated is the answer of POST /api/auth/api-keys, the only answer
@@ -48,6 +51,7 @@ type APIKeyCreated struct {
 	Name      string     `json:"name"`
 	Prefix    string     `json:"prefix"`
 	ExpiresAt *time.Time `json:"expires_at"`
+	Scopes    []string   `json:"scopes"`
 }
 
 // APIKey is an item of GET /api/auth/api-keys: a key without its secret,
@@ -58,6 +62,7 @@ type APIKey struct {
 	CreatedAt  time.Time  `json:"created_at"`
 	ExpiresAt  *time.Time `json:"expires_at"`
 	LastUsedAt *time.Time `json:"last_used_at"`
+	Scopes     []string   `json:"scopes"`
 }
 
 // User is a user as the admin endpoints (/api/users) show it. AuthMethods

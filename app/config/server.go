@@ -77,6 +77,9 @@ type Server struct {
 	// Agents are the language model providers agent steps call
 	// (agents/config.go); none configured = agent steps fail when run.
 	Agents agent.Config `yaml:"agents"`
+	// Storage is where the state lives: bbolt under data_dir (default) or
+	// PostgreSQL (storage.go).
+	Storage Storage `yaml:"storage"`
 
 	// Effective is what LoadServer derived from the sections above; the
 	// server is wired from these (tests may change them after loading).
@@ -153,6 +156,9 @@ func LoadServer(path string) (*Server, error) {
 	if cfg.DataDir == "" {
 		cfg.DataDir = "data"
 	}
+	if cfg.Storage.Type == "" {
+		cfg.Storage.Type = StorageBbolt // no section, or an empty one
+	}
 	if len(cfg.Workspaces) == 0 {
 		cfg.Workspaces = map[string]Workspace{"examples": {Type: "folder", Path: "examples"}}
 	}
@@ -221,7 +227,6 @@ func Path(flagValue string) string {
 	return os.Getenv("APPLIANCE_CONFIG")
 }
 
-// DBPath is where the server keeps its bbolt file.
 // LogDir is where local job logs go: log_storage.local_dir, by default
 // "logs" under data_dir (decided once data_dir is final, after the
 // command-line flags), so the logs live and move with the database.
@@ -232,6 +237,7 @@ func (c *Server) LogDir() string {
 	return filepath.Join(c.DataDir, "logs")
 }
 
+// DBPath is where the server keeps its bbolt file.
 func (c *Server) DBPath() string { return filepath.Join(c.DataDir, "appliance.db") }
 
 // positiveDuration parses a duration setting, or gives its default when unset.

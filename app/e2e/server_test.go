@@ -9,7 +9,6 @@ import (
 	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/runners/worker"
-	"github.com/appliance-sh/appliance/store"
 )
 
 // testServer is a running server (app.Start) with the parts of it the
@@ -18,8 +17,8 @@ type testServer struct {
 	*app.Server
 	cfg                *config.Server
 	engine             *engine.Engine
-	db                 *store.DB
-	logs               *store.Logs
+	db                 app.StateStore
+	logs               app.LogStore
 	workerTags         []string
 	stopOrchestrator   func()
 	sweepRevisions     func(ctx context.Context, now time.Time, grace time.Duration) (int, error)

@@ -9,6 +9,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -74,6 +75,10 @@ func (db *DB) Close() error {
 	return nil
 }
 
+// Ping takes a connection from the pool and makes a round trip to the
+// server with it: that the database answers through the pool itself.
+func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
+
 // PoolStats are the pool's figures for /metrics.
 type PoolStats struct {
 	InUse, Idle, Max int32
@@ -114,16 +119,26 @@ func dsnError(dsn string, err error) error {
 // describe names the server an error came from (host, port, database,
 // user), never the password.
 func describe(cc *pgx.ConnConfig, err error) error {
+	var named *namedError
+	if errors.As(err, &named) {
+		return err // named already, by connect
+	}
 	host := cc.Host
 	if !strings.HasPrefix(host, "/") {
 		host = net.JoinHostPort(host, strconv.Itoa(int(cc.Port)))
 	}
 	where := fmt.Sprintf("PostgreSQL at %s (database %q, user %q)", host, cc.Database, cc.User)
 	if cc.Password != "" && strings.Contains(err.Error(), cc.Password) {
-		return fmt.Errorf("%s: %s", where, strings.ReplaceAll(err.Error(), cc.Password, "xxxxx"))
+		return &namedError{fmt.Errorf("%s: %s", where, strings.ReplaceAll(err.Error(), cc.Password, "xxxxx"))}
 	}
-	return fmt.Errorf("%s: %w", where, err)
+	return &namedError{fmt.Errorf("%s: %w", where, err)}
 }
+
+// namedError is an error describe has named the server in.
+type namedError struct{ err error }
+
+func (e *namedError) Error() string { return e.err.Error() }
+func (e *namedError) Unwrap() error { return e.err }
 
 // passwordOf finds the password in a DSN that failed to parse, to redact it.
 func passwordOf(dsn string) string {

@@ -80,10 +80,11 @@ export async function apiKeysPage(ctx) {
     keys = await api('/api/auth/api-keys', { signal });
     showList();
   };
-  const showList = () => replace(list, table(['Name', 'Key starts with', 'Created', 'Expires', 'Last used', ''],
+  const showList = () => replace(list, table(['Name', 'Key starts with', 'Scopes', 'Created', 'Expires', 'Last used', ''],
     keys.map((k) => h('tr', { 'data-key': k.prefix },
       h('th', { scope: 'row' }, k.name),
       h('td', {}, h('code', {}, `${k.prefix}…`)),
+      h('td', {}, (k.scopes || []).join(', ')),
       h('td', {}, time(k.created_at)),
       h('td', {}, k.expires_at ? time(k.expires_at) : 'never'),
       h('td', {}, k.last_used_at ? time(k.last_used_at) : h('span', { class: 'muted' }, 'not yet')),
@@ -102,6 +103,16 @@ export async function apiKeysPage(ctx) {
 
   const name = h('input', { id: 'key-name', type: 'text', autocomplete: 'off', required: true, placeholder: 'e.g. CI deploys' });
   const days = h('input', { id: 'key-days', type: 'number', min: 1, step: 1, inputmode: 'numeric', 'aria-describedby': 'key-days-help' });
+  // Scopes narrow what the key may do; all checked is all you may do.
+  const scopeHelp = {
+    read: 'read: lists, details, logs',
+    run: 'run: run, cancel, re-run',
+    approve: 'approve: approval decisions',
+    admin: 'admin: users, groups, keys',
+  };
+  const scopes = Object.keys(scopeHelp).map((s) => h('input', { type: 'checkbox', id: `key-scope-${s}`, name: 'scopes', value: s, checked: true }));
+  const scopeBoxes = h('fieldset', { id: 'key-scopes' }, h('legend', {}, 'Scopes'),
+    ...scopes.map((box) => h('label', { for: box.id }, box, ' ', scopeHelp[box.value])));
   const error = h('p', { class: 'error', role: 'alert', id: 'key-error' });
   const submit = h('button', { type: 'submit' }, 'Create key');
   const form = h('form', {
@@ -110,7 +121,11 @@ export async function apiKeysPage(ctx) {
       e.preventDefault();
       error.textContent = '';
       replace(created);
-      const body = { name: name.value.trim(), expires_in_days: null };
+      const body = { name: name.value.trim(), expires_in_days: null, scopes: scopes.filter((b) => b.checked).map((b) => b.value) };
+      if (body.scopes.length === 0) {
+        error.textContent = 'Scopes: check at least one.';
+        return;
+      }
       if (days.value.trim() !== '') {
         const n = Number(days.value);
         if (!Number.isInteger(n) || n < 1) {
@@ -123,6 +138,7 @@ export async function apiKeysPage(ctx) {
       try {
         const k = await api('/api/auth/api-keys', { method: 'POST', body });
         form.reset();
+        scopes.forEach((b) => { b.checked = true; });
         replace(created, newKey(k));
         await reload();
       } catch (err) {
@@ -134,6 +150,7 @@ export async function apiKeysPage(ctx) {
   },
   field('key-name', 'Name', name),
   field('key-days', 'Expires in (days)', days, 'Leave empty for a key that never expires.'),
+  scopeBoxes,
   h('div', { class: 'actions' }, submit, error));
 
   ctx.show(h('h1', {}, 'API keys'),
