@@ -2,7 +2,10 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"net/url"
 	"strconv"
 
@@ -31,9 +34,15 @@ func (c *Client) Tasks(ctx context.Context, workspace string) ([]wire.Task, json
 func (c *Client) Execute(ctx context.Context, workspace, task string, input map[string]any) (*wire.JobCreated, json.RawMessage, error) {
 	var created wire.JobCreated
 	path := "/api/workspaces/" + url.PathEscape(workspace) + "/tasks/" + url.PathEscape(task) + "/execute"
-	raw, err := c.Post(ctx, path, wire.ExecuteRequest{Input: input}, &created)
+	// One key for every attempt: a retry after a failover answers the job
+	// the first attempt made, if it made one.
+	raw, err := c.send(ctx, http.MethodPost, path, wire.ExecuteRequest{Input: input},
+		http.Header{"Idempotency-Key": {newIdempotencyKey()}})
 	if err != nil {
 		return nil, nil, err
+	}
+	if err := Decode(raw, &created); err != nil {
+		return nil, nil, fmt.Errorf("POST %s: %w", path, err)
 	}
 	return &created, raw, nil
 }
@@ -169,3 +178,6 @@ func (c *Client) Config(ctx context.Context) (*wire.Config, json.RawMessage, err
 	}
 	return &cfg, raw, nil
 }
+
+// newIdempotencyKey is a random key for one execute and its retries.
+func newIdempotencyKey() string { return "cli-" + rand.Text() }

@@ -15,6 +15,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -128,18 +129,65 @@ func (c *Client) bearer(ctx context.Context) string {
 // Send makes one request with an optional JSON body and returns the raw
 // JSON answer of a 2xx; any other status is an *Error. A 401 with
 // credentials renews the token and tries once more.
+//
+// A 503 with Retry-After (a failover between two replicas, a server
+// starting) is sent again after the pause it asks for, for at most
+// RetryBudget; nothing else is retried, so a request whose answer was
+// lost midway is not repeated blindly (execute carries an
+// Idempotency-Key for that).
 func (c *Client) Send(ctx context.Context, method, path string, body any) (json.RawMessage, error) {
+	return c.send(ctx, method, path, body, nil)
+}
+
+// RetryBudget bounds how long a request answered 503 with Retry-After is
+// retried: a failover takes the lease plus a renew interval (12 s by
+// default).
+const RetryBudget = 30 * time.Second
+
+func (c *Client) send(ctx context.Context, method, path string, body any, extra http.Header) (json.RawMessage, error) {
 	token := c.bearer(ctx)
-	raw, _, status, err := c.Do(ctx, method, path, body, token, nil)
+	raw, status, err := c.doRetrying(ctx, method, path, body, token, extra)
 	if status == http.StatusUnauthorized && c.creds != nil {
 		if fresh, rerr := c.creds.Refresh(ctx, token); rerr == nil {
-			raw, _, status, err = c.Do(ctx, method, path, body, fresh, nil)
+			raw, status, err = c.doRetrying(ctx, method, path, body, fresh, extra)
 		}
 	}
 	if status == http.StatusUnauthorized {
 		return nil, c.withHint(err)
 	}
 	return raw, err
+}
+
+// doRetrying is Do, again after each 503 with Retry-After, within RetryBudget.
+func (c *Client) doRetrying(ctx context.Context, method, path string, body any, token string, extra http.Header) (json.RawMessage, int, error) {
+	deadline := time.Now().Add(RetryBudget)
+	for {
+		raw, h, status, err := c.Do(ctx, method, path, body, token, extra)
+		pause, ok := retryAfter(status, h)
+		if !ok || time.Now().Add(pause).After(deadline) {
+			return raw, status, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return raw, status, err
+		case <-t.C:
+		}
+	}
+}
+
+// retryAfter reads the pause a 503 asks for (Retry-After in seconds,
+// at most 5 s: a failover's end is noticed promptly).
+func retryAfter(status int, h http.Header) (time.Duration, bool) {
+	if status != http.StatusServiceUnavailable {
+		return 0, false
+	}
+	secs, err := strconv.Atoi(strings.TrimSpace(h.Get("Retry-After")))
+	if err != nil || secs < 0 {
+		return 0, false
+	}
+	return min(time.Duration(secs)*time.Second, 5*time.Second), true
 }
 
 // withHint adds the login hint to a 401's *Error.
