@@ -53,7 +53,7 @@ func WorkerMain(ctx context.Context, configFile string, stdout, stderr io.Writer
 		return 2
 	}
 	defer spool.Close()
-	client := worker.NewClient(cfg.ServerURL, cfg.Token, nil,
+	client := worker.NewClient(cfg.ServerURL, cfg.Token, nil, worker.WithServerURLs(cfg.ServerURLs...),
 		worker.WithWorkspaceCache(cfg.WorkspaceCacheDir), worker.WithWorkspaceLimits(cfg.WorkspaceLimits))
 	wcfg := worker.Config{
 		Name:              cfg.Name,
@@ -103,7 +103,7 @@ func printWorkerSettings(w io.Writer, cfg *config.Worker) {
   spool_dir:           %s
   spool_max:           %s
   workspace_limits:    total_size %s, files %d, file_size %s, ratio %d:1
-`, cfg.ServerURL, cfg.Name, tags, cfg.MaxConcurrent, cfg.WorkspaceCacheDir,
+`, strings.Join(append([]string{cfg.ServerURL}, cfg.ServerURLs...), ", "), cfg.Name, tags, cfg.MaxConcurrent, cfg.WorkspaceCacheDir,
 		cfg.HeartbeatInterval, cfg.LogPushInterval, cfg.DrainTimeout,
 		cfg.RetryMinInterval, cfg.RetryMaxInterval, cfg.SpoolDir, units.BytesSize(float64(cfg.SpoolMax)),
 		units.BytesSize(float64(cfg.WorkspaceLimits.TotalSize)), cfg.WorkspaceLimits.Files,

@@ -13,6 +13,7 @@ import (
 // workerFile is worker-config.yaml as written.
 type workerFile struct {
 	ServerURL         string   `yaml:"server_url"`
+	ServerURLs        []string `yaml:"server_urls"`
 	WorkerToken       string   `yaml:"worker_token"`
 	WorkerName        string   `yaml:"worker_name"`
 	Tags              []string `yaml:"tags"`
@@ -43,7 +44,11 @@ type WorkspaceLimitsSection struct {
 
 // Worker is a remote worker's effective configuration, defaults applied.
 type Worker struct {
-	ServerURL         string
+	ServerURL string
+	// ServerURLs are the other replicas' addresses of the same service,
+	// tried in turn after ServerURL (server_urls; its first entry is
+	// ServerURL when server_url is not set).
+	ServerURLs        []string
 	Token             string
 	Name              string
 	Tags              []string
@@ -86,8 +91,18 @@ func LoadWorker(path string) (*Worker, error) {
 		Docker:            f.Docker,
 		Kubernetes:        f.Kubernetes,
 	}
+	for i, u := range f.ServerURLs {
+		if _, err := worker.ParseServerURL(u); err != nil {
+			return nil, fmt.Errorf("%s: server_urls[%d]: %w", path, i, err)
+		}
+		if cfg.ServerURL == "" {
+			cfg.ServerURL = u
+		} else if u != cfg.ServerURL {
+			cfg.ServerURLs = append(cfg.ServerURLs, u)
+		}
+	}
 	if cfg.ServerURL == "" {
-		return nil, fmt.Errorf("%s: server_url is required (e.g. http://appliance.internal:8080)", path)
+		return nil, fmt.Errorf("%s: server_url (or server_urls, one per replica) is required (e.g. http://appliance.internal:8080)", path)
 	}
 	if _, err := worker.ParseServerURL(cfg.ServerURL); err != nil {
 		return nil, fmt.Errorf("%s: server_url: %w", path, err)

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/appliance-sh/appliance/api/workerproto"
@@ -29,7 +30,11 @@ const (
 
 // Client is the HTTP transport of the worker protocol, for remote workers.
 type Client struct {
-	base    *url.URL
+	// bases are the servers' addresses (replicas of one service), tried
+	// in turn: cur is the one in use, left for the next on a connection
+	// failure or a 503 (a replica that does not lead, and no leader yet).
+	bases   []*url.URL
+	cur     atomic.Int32
 	baseErr error
 	token   string
 	http    *http.Client
@@ -63,6 +68,22 @@ func WithWorkspaceLimits(l WorkspaceLimits) ClientOption {
 	return func(c *Client) { c.limits = l }
 }
 
+// WithServerURLs adds more addresses of the same service (the replicas of
+// a pair, see ha in the README): a call that cannot reach one, or is
+// answered 503, makes the next call go to the next.
+func WithServerURLs(urls ...string) ClientOption {
+	return func(c *Client) {
+		for _, s := range urls {
+			u, err := ParseServerURL(s)
+			if err != nil {
+				c.baseErr = err
+				return
+			}
+			c.bases = append(c.bases, u)
+		}
+	}
+}
+
 // NewClient returns a client of the worker endpoints at serverURL,
 // authenticating with the worker token. httpClient may be nil; its own
 // Timeout is not used, as each request carries a deadline fitting its
@@ -77,7 +98,7 @@ func NewClient(serverURL, token string, httpClient *http.Client, opts ...ClientO
 		copied.Timeout = 0
 		hc = &copied
 	}
-	c := &Client{base: base, baseErr: err, token: token, http: hc, secrets: map[string]string{}}
+	c := &Client{bases: []*url.URL{base}, baseErr: err, token: token, http: hc, secrets: map[string]string{}}
 	for _, o := range opts {
 		o(c)
 	}
@@ -255,9 +276,13 @@ func (c *Client) call(ctx context.Context, workerID, op, method, path string, q 
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.do(req, workerID)
 	if err != nil {
+		c.failedOver(req)
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		c.failedOver(req)
+	}
 	if resp.StatusCode/100 != 2 {
 		return statusError(op, path, resp)
 	}
@@ -272,12 +297,26 @@ func (c *Client) call(ctx context.Context, workerID, op, method, path string, q 
 }
 
 func (c *Client) url(path string, q url.Values) string {
-	u := *c.base
+	base := c.bases[int(c.cur.Load())%len(c.bases)]
+	u := *base
 	// RawPath keeps escaped segments (step names like "build[0]") intact.
-	u.RawPath = c.base.EscapedPath() + path
+	u.RawPath = base.EscapedPath() + path
 	u.Path, _ = url.PathUnescape(u.RawPath)
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// failedOver moves on to the next server address after req's failed,
+// unless another call moved on already.
+func (c *Client) failedOver(req *http.Request) {
+	if len(c.bases) < 2 {
+		return
+	}
+	cur := c.cur.Load()
+	if b := c.bases[int(cur)%len(c.bases)]; b.Host != req.URL.Host {
+		return
+	}
+	c.cur.CompareAndSwap(cur, (cur+1)%int32(len(c.bases)))
 }
 
 // do sends req with the worker token and, once registered, the secret of

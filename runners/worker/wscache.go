@@ -247,8 +247,12 @@ func (c *Client) download(ctx context.Context, ws, want, cached string) (*downlo
 	}
 	resp, err := c.do(req, "")
 	if err != nil {
+		c.failedOver(req)
 		cancel()
 		return nil, fmt.Errorf("download workspace: %w", err)
+	}
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		c.failedOver(req)
 	}
 	switch {
 	case resp.StatusCode == http.StatusNotModified:
