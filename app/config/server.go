@@ -80,6 +80,9 @@ type Server struct {
 	// Storage is where the state lives: bbolt under data_dir (default) or
 	// PostgreSQL (storage.go).
 	Storage Storage `yaml:"storage"`
+	// HA makes the server one replica of several on one PostgreSQL
+	// database, one of which leads (ha.go).
+	HA HA `yaml:"ha"`
 
 	// Effective is what LoadServer derived from the sections above; the
 	// server is wired from these (tests may change them after loading).
@@ -175,6 +178,9 @@ func LoadServer(path string) (*Server, error) {
 		cfg.Workspaces[name] = ws
 	}
 	if _, _, err := cfg.LogStorage.EffectiveArchive(); err != nil {
+		return nil, err
+	}
+	if err := cfg.validateHA(); err != nil {
 		return nil, err
 	}
 	if err := cfg.Auth.validate(); err != nil {
