@@ -121,7 +121,13 @@ func openStorage(ctx context.Context, cfg *config.Server) (*storage, error) {
 }
 
 func openPostgres(ctx context.Context, cfg *config.Server) (*storage, error) {
-	db, err := postgres.Open(ctx, postgres.Config{DSN: cfg.Storage.DSN, MaxConns: cfg.Storage.EffectiveMaxConns()})
+	pc := postgres.Config{DSN: cfg.Storage.DSN, MaxConns: cfg.Storage.EffectiveMaxConns()}
+	if cfg.HA.Enabled() {
+		// A replica stopped inside a transaction must not hold the lease
+		// row past the lease and block the takeover.
+		pc.IdleInTransaction = cfg.HA.Lease / 2
+	}
+	db, err := postgres.Open(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("storage: %w", err)
 	}
