@@ -57,7 +57,7 @@ func (a *ArchivingLogs) Subscribe(jobID string, q engine.LogQuery) (backfill io.
 	}
 	backfill.Close()
 	q.Step = ""
-	backfill = pipeRead(context.Background(), func(ctx context.Context, w io.Writer) error {
+	backfill = PipeRead(context.Background(), func(ctx context.Context, w io.Writer) error {
 		_, err := readForward(ctx, gzipOpener(gz), q, w)
 		return err
 	})

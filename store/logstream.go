@@ -127,9 +127,9 @@ func (h *LogHub) unsubscribe(jobID string, jl *jobLog, s *subscriber) {
 	h.release(jobID, jl)
 }
 
-// pipeRead runs read in the background and returns what it writes as a
+// PipeRead runs read in the background and returns what it writes as a
 // reader; closing the reader stops it.
-func pipeRead(ctx context.Context, read func(ctx context.Context, w io.Writer) error) io.ReadCloser {
+func PipeRead(ctx context.Context, read func(ctx context.Context, w io.Writer) error) io.ReadCloser {
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(ctx)
 	go func() {
