@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/store"
@@ -70,11 +71,23 @@ type row struct {
 }
 
 // Write stores the chunk's lines, its step runs and the job's totals in
-// one batch, which PostgreSQL runs as one implicit transaction: a failed
-// write leaves nothing half-applied.
+// one batch, which PostgreSQL runs as one implicit transaction (one Sync
+// ends it): a failed write leaves nothing half-applied. When another
+// process wrote the job since this one read its position (the writer
+// moved in a failover), the rows' keys collide: the position is read
+// again and the write tried once more.
 func (m *logMedium) Write(jobID string, c store.LogChunk) error {
 	ctx, cancel := context.WithTimeout(context.Background(), logTimeout)
 	defer cancel()
+	err := m.write(ctx, jobID, c)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == uniqueViolation {
+		err = m.write(ctx, jobID, c)
+	}
+	return err
+}
+
+func (m *logMedium) write(ctx context.Context, jobID string, c store.LogChunk) error {
 	p, err := m.position(ctx, jobID)
 	if err != nil {
 		return err
@@ -137,8 +150,7 @@ func (m *logMedium) Write(jobID string, c store.LogChunk) error {
 		return nil
 	}
 	if err := m.db.pool.SendBatch(ctx, b).Close(); err != nil {
-		// Another process may have written the job meanwhile (a failover):
-		// read the positions again next time.
+		// Whatever failed, the position is read again next time.
 		m.forget(jobID)
 		return fmt.Errorf("write log: %w", err)
 	}
@@ -272,3 +284,6 @@ func (db *DB) logTotals(ctx context.Context, jobID string) (lines, bytes int64, 
 	}
 	return lines, bytes, nil
 }
+
+// uniqueViolation is PostgreSQL's SQLSTATE for a duplicate key.
+const uniqueViolation = "23505"
