@@ -222,20 +222,6 @@ func (h *LogHub) publish(jl *jobLog, chunk []byte) {
 	}
 }
 
-// Publish hands a chunk that another process wrote to the job's live
-// subscribers here (a backend that follows other writers calls it).
-func (h *LogHub) Publish(jobID string, chunk []byte) {
-	h.mu.Lock()
-	jl := h.jobs[jobID]
-	h.mu.Unlock()
-	if jl == nil {
-		return // nobody watches here
-	}
-	jl = h.lock(jobID)
-	h.publish(jl, chunk)
-	h.release(jobID, jl)
-}
-
 // cutLines returns the lines with each one cut to the log_line limit,
 // copying only when one is too long.
 func (h *LogHub) cutLines(lines []engine.LogLine) []engine.LogLine {
