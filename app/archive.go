@@ -35,8 +35,7 @@ func openArchive(cfg config.LogStorage, st *storage, log *slog.Logger) (serverLo
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", key, err)
 	}
-	// TODO(pg-integration) 3: NewArchivingLogs(st.logs, ...)
-	archiving := store.NewArchivingLogs(st.files, backend, st.state, store.ArchiveOptions{
+	archiving := store.NewArchivingLogs(st.logs, backend, st.state, store.ArchiveOptions{
 		Prefix: a.Prefix,
 		Logger: log.With("component", "log-archive"),
 	})

@@ -1,33 +1,5 @@
 package app
 
-// TODO(pg-integration): `storage: {type: postgres}` connects, migrates and
-// then refuses to start (errPostgresIncomplete) until the rest of
-// store/postgres is merged. Each part is one line in openPostgres, then the
-// refusal goes:
-//
-//  1. pg-core: *postgres.DB satisfies StateStore (the engine's Store with
-//     PreparingStore, EventStore and StepPager, the scheduler's State,
-//     CheckWrite, and the retention's DeleteEndedJobs and EndedBefore):
-//     `st.state = db`.
-//  2. pg-accounts: *postgres.DB satisfies accounts.UserStore:
-//     `st.users = db`; its revision snapshots satisfy snapshotStore:
-//     `st.snapshots = <its constructor>(db)` (Open answers os.ErrNotExist
-//     for a revision it lacks, as revisions.open expects).
-//  3. pg-logs: the job logs in the database satisfy LogStore:
-//     `st.logs = <its constructor>(db)`. store.NewArchivingLogs and
-//     store.SweeperConfig then take interfaces: openArchive takes st.logs,
-//     newSweeper sets `DB: st.state, Logs: st.logs`, and the fields bolt
-//     and files below go.
-//  4. Delete errPostgresIncomplete and its test
-//     (TestPostgresStorageIsRefusedUntilComplete, app/storage_test.go),
-//     and start a real server on pgtest instead (its /metrics then shows
-//     the appliance_db_ series through st.pool, already wired).
-//  5. README, "Storage": delete the paragraph under its TODO(pg-integration).
-//  6. store/postgres/db.go: Open wraps migrate's error, already naming the
-//     server (connect's describe), in describe again, so serve prints
-//     "PostgreSQL at H (...): PostgreSQL at H (...): ..." (not fixed here:
-//     that file is not this branch's).
-
 import (
 	"context"
 	"errors"
@@ -66,12 +38,8 @@ type StateStore interface {
 }
 
 // LogStore keeps the jobs' logs: JSONL files beside bbolt, a table in
-// PostgreSQL (so any server on the database can read and stream them).
-type LogStore interface {
-	serverLogs
-	SetLimits(store.LogLimits)
-	Close() error
-}
+// PostgreSQL (so any server on the database can read them).
+type LogStore = store.LogBackend
 
 // Both stores are what the server needs; a part missing from one fails
 // the build here, not a request at run time.
@@ -80,6 +48,7 @@ var (
 	_ accounts.UserStore      = (*store.DB)(nil)
 	_ LogStore                = (*store.Logs)(nil)
 	_ store.RevisionSnapshots = (*store.Snapshots)(nil)
+	_ LogStore                = (*postgres.Logs)(nil)
 )
 
 // storage is the server's state, opened from the storage section.
@@ -91,19 +60,8 @@ type storage struct {
 	// pool reads the database pool's figures for /metrics; nil on bbolt.
 	pool metrics.PoolFunc
 
-	// bolt and files are bbolt's records and log files as the retention
-	// sweeper and the log archive still take them (TODO(pg-integration) 3).
-	bolt  *store.DB
-	files *store.Logs
-
 	closers []func() error // in the order opened
 }
-
-// errPostgresIncomplete refuses storage.type postgres while this build
-// cannot keep every record there (TODO(pg-integration) 4): half the state
-// in PostgreSQL and half in data_dir would lose the rest with the machine.
-var errPostgresIncomplete = errors.New("storage.type: postgres: this build connects to the database and applies its " +
-	"schema, but cannot yet keep the jobs, users and logs there; use storage.type: bbolt (the default) until it can")
 
 // openStorage opens what the state's records need before the workspaces
 // are loaded: the database on PostgreSQL (failing start-up with the
@@ -132,10 +90,9 @@ func openPostgres(ctx context.Context, cfg *config.Server) (*storage, error) {
 		return nil, fmt.Errorf("storage: %w", err)
 	}
 	st := &storage{pool: func() metrics.PoolStats { return metrics.PoolStats(db.PoolStats()) }, closers: []func() error{db.Close},
-		state: db, users: db, snapshots: db.Snapshots(cfg.Effective.Limits.WorkspaceSize)}
-	// TODO(pg-integration) 3: st.logs.
-	_ = st.Close()
-	return nil, errPostgresIncomplete
+		state: db, users: db, snapshots: db.Snapshots(cfg.Effective.Limits.WorkspaceSize), logs: postgres.OpenLogs(db)}
+	st.closers = append(st.closers, st.logs.Close)
+	return st, nil
 }
 
 // openRecords opens bbolt's records and log files. A database from before
@@ -150,20 +107,19 @@ func (st *storage) openRecords(cfg *config.Server, taskPath func(workspace, revi
 		return err
 	}
 	st.closers = append(st.closers, db.Close)
-	st.state, st.users, st.bolt = db, db, db
+	st.state, st.users = db, db
 	logs, err := store.OpenLogs(cfg.LogStorage.LocalDir)
 	if err != nil {
 		return err
 	}
 	st.closers = append(st.closers, logs.Close)
-	st.logs, st.files = logs, logs
+	st.logs = logs
 	return nil
 }
 
 // newSweeper is the retention sweeper over the storage's records and logs.
 func (st *storage) newSweeper(cfg store.SweeperConfig) *store.Sweeper {
-	// TODO(pg-integration) 3: cfg.DB, cfg.Logs = st.state, st.logs
-	cfg.DB, cfg.Logs = st.bolt, st.files
+	cfg.DB, cfg.Logs = st.state, st.logs
 	return store.NewSweeper(cfg)
 }
 

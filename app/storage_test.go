@@ -2,36 +2,12 @@ package app
 
 import (
 	"bytes"
-	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/appliance-sh/appliance/app/config"
-	"github.com/appliance-sh/appliance/store/postgres/pgtest"
 )
-
-// Until every part of the state can live in PostgreSQL, a server on it
-// connects and migrates, then refuses to start, saying so, with no bbolt
-// file made in data_dir as a fallback (TODO(pg-integration) 4: this test
-// becomes a server serving a job on PostgreSQL).
-func TestPostgresStorageIsRefusedUntilComplete(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	data := filepath.Join(t.TempDir(), "data")
-	cfg := postgresConfig(t, dsn)
-	var stdout, stderr bytes.Buffer
-	code := runServe([]string{"--config", cfg, "--data-dir", data, "--listen", "127.0.0.1:0", "--workspace", "../examples", "--workers", "0"}, &stdout, &stderr)
-	if code != 1 || !strings.Contains(stderr.String(), errPostgresIncomplete.Error()) || stdout.Len() != 0 {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
-	}
-	if p := schemaOf(t, dsn); len(p.Pending) != 0 || p.Current == 0 {
-		t.Fatalf("the database was not migrated: at %d, %d pending", p.Current, len(p.Pending))
-	}
-	if _, err := os.Stat(filepath.Join(data, "appliance.db")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("a bbolt file was made: %v", err)
-	}
-}
 
 // The settings printed at start-up say where the state is, never the DSN.
 func TestSettingsNameTheStorage(t *testing.T) {

@@ -51,12 +51,12 @@ func (o *ArchiveOptions) setDefaults() {
 	}
 }
 
-// ArchivingLogs is Logs plus an archive: Finish queues the finished job's
-// log for upload, and reads of a job with no local file fall back to the
-// archive. Uploads run on a few background goroutines, so the orchestrator
+// ArchivingLogs is a log backend plus an archive: Finish queues the
+// finished job's log for upload, and reads of a job whose log the backend
+// no longer holds fall back to the archive. Uploads run on a few background goroutines, so the orchestrator
 // calling Finish never waits for the network.
 type ArchivingLogs struct {
-	*Logs
+	LogBackend
 	archive Archive
 	jobs    JobLookup
 	opts    ArchiveOptions
@@ -92,10 +92,10 @@ var _ engine.LogSink = (*ArchivingLogs)(nil)
 // NewArchivingLogs archives logs' finished jobs to archive, looking their
 // keys up through jobs, and starts the upload workers; Drain or Close stops
 // them.
-func NewArchivingLogs(logs *Logs, archive Archive, jobs JobLookup, opts ArchiveOptions) *ArchivingLogs {
+func NewArchivingLogs(logs LogBackend, archive Archive, jobs JobLookup, opts ArchiveOptions) *ArchivingLogs {
 	opts.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	a := &ArchivingLogs{Logs: logs, archive: archive, jobs: jobs, opts: opts,
+	a := &ArchivingLogs{LogBackend: logs, archive: archive, jobs: jobs, opts: opts,
 		queue: make(chan string, opts.Queue), uploadCtx: ctx, cancelUpload: cancel,
 		finished: make(map[string]struct{}, recentFinished), finishedRing: make([]string, recentFinished),
 		inflight: make(map[string]bool), unarchived: make(map[string]bool)}
@@ -115,7 +115,7 @@ func NewArchivingLogs(logs *Logs, archive Archive, jobs JobLookup, opts ArchiveO
 // holds them. A full queue drops the upload with an error rather than
 // stall the orchestrator.
 func (a *ArchivingLogs) Finish(jobID string) {
-	a.Logs.Finish(jobID)
+	a.LogBackend.Finish(jobID)
 	a.remember(jobID)
 	a.enqueue(jobID)
 }
@@ -124,7 +124,7 @@ func (a *ArchivingLogs) Finish(jobID string) {
 // ended (a failed hook job's report, a late worker push): for a job
 // finished recently they queue it again, so its archive catches up.
 func (a *ArchivingLogs) Append(jobID string, lines []engine.LogLine) error {
-	if err := a.Logs.Append(jobID, lines); err != nil {
+	if err := a.LogBackend.Append(jobID, lines); err != nil {
 		return err
 	}
 	a.finishedMu.Lock()
@@ -211,15 +211,11 @@ func (a *ArchivingLogs) State(ctx context.Context, jobID string) (ArchiveState, 
 	if failed {
 		return UploadFailed, nil
 	}
-	f, end, err := a.Logs.openLocal(jobID)
+	size, _, err := a.LogBackend.Stored(jobID)
 	if err != nil {
 		return 0, fmt.Errorf("read log of job %s: %w", jobID, err)
 	}
-	if f == nil {
-		return Archived, nil
-	}
-	f.Close()
-	if end == 0 {
+	if size == 0 {
 		return Archived, nil
 	}
 	if _, err := a.archive.Get(ctx, ArchiveKey(a.opts.Prefix, job)); err != nil {
@@ -264,7 +260,7 @@ func (a *ArchivingLogs) Drain(ctx context.Context) error {
 func (a *ArchivingLogs) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return errors.Join(a.Drain(ctx), a.Logs.Close())
+	return errors.Join(a.Drain(ctx), a.LogBackend.Close())
 }
 
 // uploadLatest uploads a job's log, one upload per job at a time: two at
@@ -331,19 +327,18 @@ func (a *ArchivingLogs) archiveJob(jobID string) (retry bool, err error) {
 	if err != nil {
 		return !errors.Is(err, engine.ErrNotFound), fmt.Errorf("look up job: %w", err)
 	}
-	f, end, err := a.Logs.openLocal(jobID)
+	size, _, err := a.LogBackend.Stored(jobID)
 	if err != nil {
 		return true, fmt.Errorf("read log of job %s: %w", jobID, err)
 	}
-	if f == nil || end == 0 {
-		if f != nil {
-			f.Close()
-		}
+	if size == 0 {
 		return false, nil // a job that never logged (skipped) has nothing to keep
 	}
 	// Compressed as it is read: only the compressed log is held in memory.
-	gz, err := gzipFrom(io.NewSectionReader(f, 0, end))
-	f.Close()
+	gz, err := gzipRead(func(w io.Writer) error {
+		_, err := a.LogBackend.ReadLog(ctx, jobID, engine.LogQuery{}, w)
+		return err
+	})
 	if err != nil {
 		return true, fmt.Errorf("read log of job %s: %w", jobID, err)
 	}
@@ -354,9 +349,17 @@ func (a *ArchivingLogs) archiveJob(jobID string) (retry bool, err error) {
 }
 
 func gzipFrom(r io.Reader) ([]byte, error) {
+	return gzipRead(func(w io.Writer) error {
+		_, err := io.Copy(w, r)
+		return err
+	})
+}
+
+// gzipRead compresses what read writes.
+func gzipRead(read func(w io.Writer) error) ([]byte, error) {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
-	if _, err := io.Copy(zw, r); err != nil {
+	if err := read(zw); err != nil {
 		return nil, fmt.Errorf("gzip log: %w", err)
 	}
 	if err := zw.Close(); err != nil {

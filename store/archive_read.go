@@ -7,17 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/appliance-sh/appliance/engine"
 )
 
-// ReadLog is Logs.ReadLog falling back to the archive for a finished job
-// whose local file is gone. The archived object is fetched whole (it is
-// compressed) and decompressed as it is read, once per pass.
+// ReadLog is the backend's ReadLog falling back to the archive for a
+// finished job whose log the backend no longer holds. The archived object
+// is fetched whole (it is compressed) and decompressed as it is read, once
+// per pass.
 func (a *ArchivingLogs) ReadLog(ctx context.Context, jobID string, q engine.LogQuery, w io.Writer) (engine.LogPage, error) {
-	if validJobID(jobID) != nil || a.Logs.hasFile(jobID) {
-		return a.Logs.ReadLog(ctx, jobID, q, w)
+	if ValidJobID(jobID) != nil || a.stored(jobID) {
+		return a.LogBackend.ReadLog(ctx, jobID, q, w)
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
 	defer cancel()
@@ -27,7 +27,7 @@ func (a *ArchivingLogs) ReadLog(ctx context.Context, jobID string, q engine.LogQ
 	}
 	if gz == nil {
 		// Written meanwhile, or never: the local file is the answer.
-		return a.Logs.ReadLog(ctx, jobID, q, w)
+		return a.LogBackend.ReadLog(ctx, jobID, q, w)
 	}
 	page, err := readForward(ctx, gzipOpener(gz), q, w)
 	if err != nil {
@@ -36,11 +36,12 @@ func (a *ArchivingLogs) ReadLog(ctx context.Context, jobID string, q engine.LogQ
 	return page, nil
 }
 
-// Subscribe is Logs.Subscribe with the archived log as the backfill of a
-// finished job whose local file is gone, decompressed as it is read.
+// Subscribe is the backend's Subscribe with the archived log as the
+// backfill of a finished job whose log the backend no longer holds,
+// decompressed as it is read.
 func (a *ArchivingLogs) Subscribe(jobID string, q engine.LogQuery) (backfill io.ReadCloser, updates <-chan []byte, cancel func(), err error) {
-	backfill, updates, cancel, err = a.Logs.Subscribe(jobID, q)
-	if err != nil || a.Logs.hasFile(jobID) {
+	backfill, updates, cancel, err = a.LogBackend.Subscribe(jobID, q)
+	if err != nil || a.stored(jobID) {
 		return backfill, updates, cancel, err
 	}
 	ctx, done := context.WithTimeout(context.Background(), a.opts.Timeout)
@@ -56,7 +57,7 @@ func (a *ArchivingLogs) Subscribe(jobID string, q engine.LogQuery) (backfill io.
 	}
 	backfill.Close()
 	q.Step = ""
-	backfill = pipeRead(context.Background(), func(ctx context.Context, w io.Writer) error {
+	backfill = PipeRead(context.Background(), func(ctx context.Context, w io.Writer) error {
 		_, err := readForward(ctx, gzipOpener(gz), q, w)
 		return err
 	})
@@ -99,12 +100,9 @@ func (a *ArchivingLogs) archived(ctx context.Context, jobID string) ([]byte, err
 	return gz, nil
 }
 
-// hasFile reports whether the job has a local log file, JSONL or legacy.
-func (l *Logs) hasFile(jobID string) bool {
-	for _, path := range []string{l.jsonlPath(jobID), l.legacyPath(jobID)} {
-		if _, err := os.Stat(path); err == nil {
-			return true
-		}
-	}
-	return false
+// stored reports whether the backend holds the job's log. An error reading
+// it counts as yes: the backend's own read then reports it.
+func (a *ArchivingLogs) stored(jobID string) bool {
+	_, ok, err := a.LogBackend.Stored(jobID)
+	return ok || err != nil
 }

@@ -51,62 +51,64 @@ func (lim LogLimits) withDefaults() LogLimits {
 }
 
 // SetLimits sets the log limits; call it before the first Append.
-func (l *Logs) SetLimits(lim LogLimits) { l.limits = lim.withDefaults() }
+func (h *LogHub) SetLimits(lim LogLimits) { h.limits = lim.withDefaults() }
 
-// stepCount is how much one step run has written to its job's log, and
-// dropped once over the step_log limit.
-type stepCount struct {
-	bytes        int64 // printed bytes kept (see printedSize)
-	capped       bool  // the limit tripped: later lines are dropped
-	droppedBytes int64 // printed bytes of the dropped lines
-	droppedLines int
-}
-
-// jobCounts is the per-step count of one job's log, keyed by step name.
+// jobCounts is the per-step count of one job's log.
 //
 // It lives in memory from the job's first append until the step run ends
 // (EndStep) or the job does (Finish), when the warning of a capped run is
 // written. A server that restarts loses it, so the first append to a job
-// after a restart recounts the job's file once (a sequential read of no
-// more than the limits allow per step); a run that reached the limit
-// before the restart trips it again with its next line, and its warning
-// then counts what was dropped since. Nothing extra is persisted.
-type jobCounts map[string]*stepCount
+// after a restart asks the medium for the runs still open: the files
+// recount the job's log once (a sequential read of no more than the limits
+// allow per step), so a run that reached the limit before the restart
+// trips it again with its next line, and its warning then counts what was
+// dropped since; a medium that saves the runs with the lines (PostgreSQL)
+// returns them as they were.
+type jobCounts struct {
+	runs StepRuns
+	// ended are the runs closed since the job's last write, for a medium
+	// that saves runs to forget with the next one.
+	ended []string
+}
 
 // maxCountedJobs bounds the jobs whose counts are kept in memory.
 const maxCountedJobs = 10000
 
-// counts returns the job's step counts, loading them from its log file
-// on first use. The caller holds the job's lock.
-func (l *Logs) counts(jobID string) (jobCounts, error) {
-	l.mu.Lock()
-	c, ok := l.stepCounts[jobID]
-	l.mu.Unlock()
+// counts returns the job's step counts, loading them from the medium on
+// first use. The caller holds the job's lock.
+func (h *LogHub) counts(jobID string) (*jobCounts, error) {
+	h.mu.Lock()
+	c, ok := h.stepCounts[jobID]
+	h.mu.Unlock()
 	if ok {
 		return c, nil
 	}
-	c, err := countFile(l.jsonlPath(jobID))
+	runs, err := h.medium.Runs(jobID)
 	if err != nil {
 		return nil, fmt.Errorf("count log of job %s: %w", jobID, err)
 	}
-	l.mu.Lock()
-	if len(l.stepCounts) >= maxCountedJobs {
+	if runs == nil {
+		runs = StepRuns{}
+	}
+	c = &jobCounts{runs: runs}
+	h.mu.Lock()
+	if len(h.stepCounts) >= maxCountedJobs {
 		// Finish forgets a job's counts; lines that reach a job after it
 		// finished bring them back. This bounds those: a job dropped here
 		// is recounted if it logs again.
-		for id := range l.stepCounts {
-			delete(l.stepCounts, id)
+		for id := range h.stepCounts {
+			delete(h.stepCounts, id)
 			break
 		}
 	}
-	l.stepCounts[jobID] = c
-	l.mu.Unlock()
+	h.stepCounts[jobID] = c
+	h.mu.Unlock()
 	return c, nil
 }
 
 // countFile sums the printed bytes of each step in a JSONL log file.
-func countFile(path string) (jobCounts, error) {
-	c := jobCounts{}
+func countFile(path string) (StepRuns, error) {
+	c := StepRuns{}
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return c, nil
@@ -127,7 +129,7 @@ func countFile(path string) (jobCounts, error) {
 			}
 			return
 		}
-		c.step(step).bytes += storedPrintedSize(first, whole, size)
+		c.step(step).Bytes += storedPrintedSize(first, whole, size)
 	})
 	return c, err
 }
@@ -150,10 +152,10 @@ func storedPrintedSize(first []byte, whole bool, size int64) int64 {
 	return printedSize(l.Line)
 }
 
-func (c jobCounts) step(name string) *stepCount {
+func (c StepRuns) step(name string) *StepRun {
 	s := c[name]
 	if s == nil {
-		s = &stepCount{}
+		s = &StepRun{}
 		c[name] = s
 	}
 	return s
@@ -163,9 +165,9 @@ func (c jobCounts) step(name string) *stepCount {
 // reached the step_log limit ends; a recount after a restart looks for it.
 const capWarningPrefix = "log of step "
 
-func capWarning(step string, limit int64, s *stepCount) string {
+func capWarning(step string, limit int64, s *StepRun) string {
 	return fmt.Sprintf("%s%s cut at the step_log limit of %s: %d bytes kept, %d bytes in %d lines dropped (bytes the step printed, each line with its newline; raise limits.step_log in the server config to keep more)",
-		capWarningPrefix, strconv.Quote(step), limitText(limit), s.bytes, s.droppedBytes, s.droppedLines)
+		capWarningPrefix, strconv.Quote(step), limitText(limit), s.Bytes, s.DroppedBytes, s.DroppedLines)
 }
 
 // cappedStepOf returns the step a cap warning line names.
@@ -186,74 +188,113 @@ func cappedStepOf(first []byte, whole bool) (string, bool) {
 	return step, err == nil
 }
 
-// admit decides which encoded lines go into the file: a step's lines
-// until the one whose printed bytes would take it past the limit, then
-// none, counting what it drops. ends[i] is where line i ends in chunk.
-func (l *Logs) admit(c jobCounts, lines []engine.LogLine, chunk []byte, ends []int) []byte {
-	out := chunk[:0:0]
+// admit decides which encoded lines are written: a step's lines until the
+// one whose printed bytes would take it past the limit, then none,
+// counting what it drops. ends[i] is where line i ends in chunk. The
+// chunk it returns carries the runs it changed, as they stand after it.
+func (h *LogHub) admit(c *jobCounts, lines []engine.LogLine, chunk []byte, ends []int) LogChunk {
+	out := LogChunk{Steps: make([]string, 0, len(lines)), Ends: make([]int, 0, len(lines))}
+	var data []byte
 	start := 0
-	kept := 0
 	for i, ln := range lines {
 		enc := chunk[start:ends[i]]
 		start = ends[i]
-		if ln.Step == engine.ServerStep {
-			out = append(out, enc...)
-			kept++
-			continue
+		if ln.Step != engine.ServerStep {
+			s := c.runs.step(ln.Step)
+			if out.Runs == nil {
+				out.Runs = StepRuns{}
+			}
+			out.Runs[ln.Step] = s
+			size := printedSize(ln.Line)
+			if s.Capped || s.Bytes+size > h.limits.StepLog {
+				s.Capped = true
+				s.DroppedBytes += size
+				s.DroppedLines++
+				if data == nil {
+					data = append(make([]byte, 0, len(chunk)), chunk[:start-len(enc)]...)
+				}
+				continue
+			}
+			s.Bytes += size
 		}
-		s := c.step(ln.Step)
-		size := printedSize(ln.Line)
-		if s.capped || s.bytes+size > l.limits.StepLog {
-			s.capped = true
-			s.droppedBytes += size
-			s.droppedLines++
-			continue
+		if data != nil {
+			data = append(data, enc...)
 		}
-		s.bytes += size
-		out = append(out, enc...)
-		kept++
+		out.Steps = append(out.Steps, ln.Step)
+		if data != nil {
+			out.Ends = append(out.Ends, len(data))
+		} else {
+			out.Ends = append(out.Ends, ends[i])
+		}
 	}
-	if kept == len(lines) {
-		return chunk // the common case: nothing dropped, no copy made
+	out.Data = chunk // the common case: nothing dropped, no copy made
+	if data != nil {
+		out.Data = data
+	}
+	// The medium gets copies: the counts go on changing under later
+	// appends while it may still hold them.
+	for step, s := range out.Runs {
+		cp := *s
+		out.Runs[step] = &cp
 	}
 	return out
 }
 
+// savesRuns says whether the chunk changes any step run.
+func (c LogChunk) savesRuns() bool { return len(c.Runs) > 0 || len(c.Ended) > 0 }
+
 // EndStep closes a step run's count, so a next run (a retry) starts from
 // nothing, and writes the warning of a run that went over the step_log
 // limit. The engine calls it once the run has ended (engine.StepLogEnder).
-func (l *Logs) EndStep(jobID, step string) error {
-	if err := validJobID(jobID); err != nil {
+func (h *LogHub) EndStep(jobID, step string) error {
+	if err := ValidJobID(jobID); err != nil {
 		return fmt.Errorf("end step log: %w", err)
 	}
-	jl := l.lock(jobID)
-	defer l.release(jobID, jl)
-	l.mu.Lock()
-	c := l.stepCounts[jobID]
-	s := c[step]
-	delete(c, step)
-	l.mu.Unlock()
-	if s == nil || !s.capped {
+	jl := h.lock(jobID)
+	defer h.release(jobID, jl)
+	h.mu.Lock()
+	c := h.stepCounts[jobID]
+	var s *StepRun
+	if c != nil {
+		s = c.runs[step]
+		delete(c.runs, step)
+	}
+	h.mu.Unlock()
+	if s == nil {
 		return nil
 	}
-	return l.warnCapped(jobID, jl, map[string]*stepCount{step: s})
+	if !s.Capped {
+		// Nothing to write now: the medium forgets the run with the job's
+		// next write, so ending a step costs no I/O.
+		c.ended = append(c.ended, step)
+		return nil
+	}
+	return h.endRuns(jobID, jl, c, StepRuns{step: s})
 }
 
-// warnCapped writes the warning of each capped run in runs. The caller
-// holds the job's lock.
-func (l *Logs) warnCapped(jobID string, jl *jobLog, runs map[string]*stepCount) error {
+// endRuns writes the warning of each capped run in runs, and has the
+// medium forget them and the runs ended before. The caller holds the
+// job's lock.
+func (h *LogHub) endRuns(jobID string, jl *jobLog, c *jobCounts, runs StepRuns) error {
 	var lines []engine.LogLine
+	ended := c.ended
+	c.ended = nil
 	for _, step := range slices.Sorted(maps.Keys(runs)) {
-		if s := runs[step]; s.capped {
-			lines = append(lines, engine.LogLine{Stream: "stderr", Step: engine.ServerStep, Line: capWarning(step, l.limits.StepLog, s)})
+		ended = append(ended, step)
+		if s := runs[step]; s.Capped {
+			lines = append(lines, engine.LogLine{Stream: "stderr", Step: engine.ServerStep, Line: capWarning(step, h.limits.StepLog, s)})
 		}
 	}
-	if len(lines) == 0 {
+	if len(lines) == 0 && len(ended) == 0 {
 		return nil
 	}
-	chunk, _, err := encodeLines(lines)
+	chunk, ends, err := encodeLines(lines)
 	if err == nil {
-		err = l.write(jobID, jl, chunk)
+		steps := make([]string, len(lines))
+		for i := range steps {
+			steps[i] = engine.ServerStep
+		}
+		err = h.write(jobID, jl, LogChunk{Data: chunk, Steps: steps, Ends: ends, Ended: ended})
 	}
 	if err != nil {
 		return fmt.Errorf("write the step_log warning to the log of job %s: %w", jobID, err)

@@ -27,7 +27,7 @@ const readBlock = 64 << 10
 // appended meanwhile are left for the next read (q.After = the page's
 // Next), and a line being written is never shown half.
 func (l *Logs) ReadLog(ctx context.Context, jobID string, q engine.LogQuery, w io.Writer) (engine.LogPage, error) {
-	if err := validJobID(jobID); err != nil {
+	if err := ValidJobID(jobID); err != nil {
 		return engine.LogPage{}, fmt.Errorf("read log: %w", err)
 	}
 	f, end, err := l.openLocal(jobID)

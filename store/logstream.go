@@ -15,45 +15,53 @@ import (
 // Subscribe returns the job's log so far, or the part of it q selects (its
 // Tail or the lines After a line; q.Step is ignored: the stream is the
 // whole job's), and a channel of every chunk appended after it, with no
-// gap and no duplicate between the two. The backfill is read from the file
-// as the caller reads it, so a big log costs no memory; the caller closes
-// it. The channel is closed by Finish (after the chunks sent before it), by
-// Close, or when the subscriber falls too far behind. Chunks are shared
-// between subscribers: do not modify them. cancel unregisters and may be
-// called more than once.
+// gap and no duplicate between the two. The backfill is read from the
+// medium as the caller reads it, so a big log costs no memory; the caller
+// closes it. The channel is closed by Finish (after the chunks sent before
+// it), by Close, or when the subscriber falls too far behind. Chunks are
+// shared between subscribers: do not modify them. cancel unregisters and
+// may be called more than once.
 //
 // A job that is already finished gets its backfill and a channel nobody
 // will close, so callers subscribe first and then check whether the job is
 // terminal: if it is, the backfill is the whole log.
-func (l *Logs) Subscribe(jobID string, q engine.LogQuery) (backfill io.ReadCloser, updates <-chan []byte, cancel func(), err error) {
-	if err := validJobID(jobID); err != nil {
+func (h *LogHub) Subscribe(jobID string, q engine.LogQuery) (backfill io.ReadCloser, updates <-chan []byte, cancel func(), err error) {
+	if err := ValidJobID(jobID); err != nil {
 		return nil, nil, nil, fmt.Errorf("subscribe to log: %w", err)
 	}
-	jl := l.lock(jobID)
+	jl := h.lock(jobID)
 	// Under the job lock no append can land between fixing the end of the
-	// backfill and the registration below. The file only grows, so the
-	// backfill's bytes stay as they are after the lock is released.
-	f, end, err := l.openLocal(jobID)
+	// backfill and the registration below.
+	backfill, err = h.medium.Backfill(jobID, q)
 	if err != nil {
-		l.release(jobID, jl)
+		h.release(jobID, jl)
 		return nil, nil, nil, fmt.Errorf("subscribe to log of job %s: %w", jobID, err)
 	}
-	s := &subscriber{ch: make(chan []byte, l.subBuffer)}
+	s := &subscriber{ch: make(chan []byte, h.subBuffer)}
 	jl.subs[s] = struct{}{}
 	var once sync.Once
-	cancel = func() { once.Do(func() { l.unsubscribe(jobID, jl, s) }) }
-	l.release(jobID, jl)
+	cancel = func() { once.Do(func() { h.unsubscribe(jobID, jl, s) }) }
+	h.release(jobID, jl)
+	return backfill, s.ch, cancel, nil
+}
 
+// Backfill reads the job's file up to its last whole line. The file only
+// grows, so the backfill's bytes stay as they are once the job's lock is
+// released.
+func (m logFiles) Backfill(jobID string, q engine.LogQuery) (io.ReadCloser, error) {
+	f, end, err := m.l.openLocal(jobID)
+	if err != nil {
+		return nil, err
+	}
 	if f == nil {
-		return io.NopCloser(strings.NewReader("")), s.ch, cancel, nil
+		return io.NopCloser(strings.NewReader("")), nil
 	}
 	start, err := backfillStart(f, end, q)
 	if err != nil {
 		f.Close()
-		cancel()
-		return nil, nil, nil, fmt.Errorf("subscribe to log of job %s: %w", jobID, err)
+		return nil, err
 	}
-	return fileSection{io.NewSectionReader(f, start, end-start), f}, s.ch, cancel, nil
+	return fileSection{io.NewSectionReader(f, start, end-start), f}, nil
 }
 
 // fileSection reads part of a file and closes the file.
@@ -106,7 +114,7 @@ func lineOffset(f io.ReaderAt, end int64, n int) (int64, error) {
 	return end, nil
 }
 
-func (l *Logs) unsubscribe(jobID string, jl *jobLog, s *subscriber) {
+func (h *LogHub) unsubscribe(jobID string, jl *jobLog, s *subscriber) {
 	jl.mu.Lock()
 	if jl.closed {
 		jl.mu.Unlock()
@@ -116,12 +124,12 @@ func (l *Logs) unsubscribe(jobID string, jl *jobLog, s *subscriber) {
 		delete(jl.subs, s)
 		close(s.ch)
 	}
-	l.release(jobID, jl)
+	h.release(jobID, jl)
 }
 
-// pipeRead runs read in the background and returns what it writes as a
+// PipeRead runs read in the background and returns what it writes as a
 // reader; closing the reader stops it.
-func pipeRead(ctx context.Context, read func(ctx context.Context, w io.Writer) error) io.ReadCloser {
+func PipeRead(ctx context.Context, read func(ctx context.Context, w io.Writer) error) io.ReadCloser {
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(ctx)
 	go func() {

@@ -18,45 +18,54 @@ import (
 // waits for an append under way, so no line is written to a file that is
 // being removed.
 func (l *Logs) Remove(jobID string) (removed bool, err error) {
-	if err := validJobID(jobID); err != nil {
+	if err := ValidJobID(jobID); err != nil {
 		return false, fmt.Errorf("remove log: %w", err)
 	}
-	jl := l.lock(jobID)
-	defer l.release(jobID, jl)
-	var errs []error
-	for _, p := range []string{l.jsonlPath(jobID), l.legacyPath(jobID)} {
-		err := os.Remove(p)
-		switch {
-		case err == nil:
-			removed = true
-		case !errors.Is(err, fs.ErrNotExist):
-			errs = append(errs, err)
+	err = l.Locked(jobID, func() error {
+		var errs []error
+		for _, p := range []string{l.jsonlPath(jobID), l.legacyPath(jobID)} {
+			err := os.Remove(p)
+			switch {
+			case err == nil:
+				removed = true
+			case !errors.Is(err, fs.ErrNotExist):
+				errs = append(errs, err)
+			}
 		}
-	}
-	if err := errors.Join(errs...); err != nil {
+		return errors.Join(errs...)
+	})
+	if err != nil {
 		return removed, fmt.Errorf("remove log of job %s: %w", jobID, err)
 	}
 	return removed, nil
 }
 
-// appendKeepingTime appends a line to the job's log and puts its file's
+// AppendNote appends a line to the job's log and puts its file's
 // modification time back, so a note about the log does not restart its
-// retention.
-func (l *Logs) appendKeepingTime(jobID string, line engine.LogLine) error {
-	info, err := os.Stat(l.jsonlPath(jobID))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil // a legacy .log file: left as it is
+// retention. A legacy .log file is left as it is.
+func (l *Logs) AppendNote(jobID string, line engine.LogLine) error {
+	if ValidJobID(jobID) == nil {
+		if _, err := os.Stat(l.jsonlPath(jobID)); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("append log: %w", err)
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("append log: %w", err)
+	return l.LogHub.AppendNote(jobID, line)
+}
+
+// Stored says whether the job has a local log file, JSONL or legacy, and
+// the size of its whole lines.
+func (l *Logs) Stored(jobID string) (int64, bool, error) {
+	if err := ValidJobID(jobID); err != nil {
+		return 0, false, fmt.Errorf("read log: %w", err)
 	}
-	if err := l.Append(jobID, []engine.LogLine{line}); err != nil {
-		return err
+	f, end, err := l.openLocal(jobID)
+	if err != nil || f == nil {
+		return 0, false, err
 	}
-	if err := os.Chtimes(l.jsonlPath(jobID), time.Time{}, info.ModTime()); err != nil {
-		return fmt.Errorf("append log: %w", err)
-	}
-	return nil
+	f.Close()
+	return end, true, nil
 }
 
 // LastWrittenBefore lists the jobs whose local log file was last written
@@ -74,7 +83,7 @@ func (l *Logs) LastWrittenBefore(t time.Time) ([]string, error) {
 		if !ok {
 			id, ok = strings.CutSuffix(name, ".log")
 		}
-		if !ok || !e.Type().IsRegular() || validJobID(id) != nil {
+		if !ok || !e.Type().IsRegular() || ValidJobID(id) != nil {
 			continue
 		}
 		info, err := e.Info()

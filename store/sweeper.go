@@ -18,8 +18,8 @@ type Retention struct {
 
 // SweeperConfig configures a Sweeper; zero values take the defaults.
 type SweeperConfig struct {
-	DB   *DB
-	Logs *Logs // nil: no log files to delete
+	DB   SweepDB
+	Logs LogBackend // nil: no logs to delete
 	// Archive, if set, archives the logs: log retention deletes a local
 	// log only once the archive holds it.
 	Archive *ArchivingLogs
@@ -38,8 +38,8 @@ type SweeperConfig struct {
 	Pause time.Duration
 }
 
-// Sweeper deletes ended jobs and local logs older than the retention, once
-// at start and then every Interval.
+// Sweeper deletes ended jobs and logs older than the retention, once at
+// start and then every Interval, over either store and either log backend.
 type Sweeper struct {
 	cfg SweeperConfig
 	// told holds the jobs whose log already says it is kept for the
@@ -204,7 +204,7 @@ func (s *Sweeper) keepForArchive(ctx context.Context, id string) (bool, error) {
 			why = "its upload failed; trying again"
 		}
 		msg := fmt.Sprintf("log retention keeps this local log until the archive holds it: %s", why)
-		if err := s.cfg.Logs.appendKeepingTime(id, engine.LogLine{TS: s.cfg.Now().UTC(), Stream: "stderr", Step: engine.ServerStep, Line: msg}); err != nil {
+		if err := s.cfg.Logs.AppendNote(id, engine.LogLine{TS: s.cfg.Now().UTC(), Stream: "stderr", Step: engine.ServerStep, Line: msg}); err != nil {
 			return true, err
 		}
 		s.told[id] = true

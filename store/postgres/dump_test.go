@@ -6,6 +6,7 @@ import (
 
 	"github.com/appliance-sh/appliance/store"
 	"github.com/appliance-sh/appliance/store/dump"
+	"github.com/appliance-sh/appliance/store/postgres"
 	"github.com/appliance-sh/appliance/store/dump/dumptest"
 	"github.com/appliance-sh/appliance/store/postgres/pgtest"
 )
@@ -35,7 +36,7 @@ func bboltSources(t *testing.T) dump.Sources {
 func postgresSources(t *testing.T) dump.Sources {
 	t.Helper()
 	db := open(t, pgtest.DSN(t))
-	return dump.Sources{Store: db, Snapshots: db.Snapshots(1 << 20)}
+	return dump.Sources{Store: db, Logs: postgres.OpenLogs(db), Snapshots: db.Snapshots(1 << 20)}
 }
 
 // A populated bbolt server moves to PostgreSQL and back: each dump is the

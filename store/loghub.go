@@ -1,0 +1,288 @@
+package store
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/appliance-sh/appliance/engine"
+)
+
+// subscriberBuffer is how many appended chunks a live viewer may fall
+// behind before it is dropped (it then reconnects for a fresh backfill).
+const subscriberBuffer = 256
+
+// LogMedium is where a LogHub keeps the lines: the JSONL files of *Logs,
+// or a database table (store/postgres). The hub calls it under the job's
+// lock, so it sees one call at a time per job.
+type LogMedium interface {
+	// Write stores the chunk after the job's earlier lines. A chunk may
+	// carry no lines and only step runs to save or forget.
+	Write(jobID string, c LogChunk) error
+	// Runs returns the job's step runs still open, for a job whose counts
+	// the hub does not hold (its first append since the process started).
+	Runs(jobID string) (StepRuns, error)
+	// Backfill fixes the end of the job's log as it stands now and returns
+	// the part of it q selects (q.Step is ignored), read as the caller
+	// reads it. A job without a log has an empty backfill.
+	Backfill(jobID string, q engine.LogQuery) (io.ReadCloser, error)
+}
+
+// LogChunk is what one append, or the end of a step run, writes.
+type LogChunk struct {
+	Data  []byte   // the kept lines, JSONL; empty when there are none
+	Steps []string // the step of each line of Data
+	Ends  []int    // where each line of Data ends
+	// Runs are the step runs the chunk changed, as they stand after it: a
+	// medium that keeps them (so the step_log limit holds across a
+	// restart) overwrites its copies with these.
+	Runs StepRuns
+	// Ended are the step runs closed since the job's last write, to forget.
+	Ended []string
+	// Note marks a line about the log (retention's), which keeps the log's
+	// last-written time.
+	Note bool
+}
+
+// StepRun is how much one step run has written to its job's log, and
+// dropped once over the step_log limit.
+type StepRun struct {
+	Bytes        int64 // printed bytes kept (see printedSize)
+	Capped       bool  // the limit tripped: later lines are dropped
+	DroppedBytes int64 // printed bytes of the dropped lines
+	DroppedLines int
+}
+
+// StepRuns are a job's open step runs by step name.
+type StepRuns map[string]*StepRun
+
+// LogHub is what every job log backend shares, wherever its lines are:
+// one writer at a time per job, live subscribers fed by the appends, and
+// the log_line and step_log limits with their per-step counts.
+type LogHub struct {
+	medium    LogMedium
+	subBuffer int // chunks per subscriber channel
+
+	limits LogLimits
+
+	mu   sync.Mutex // guards jobs and stepCounts; each jobLog has its own lock for I/O
+	jobs map[string]*jobLog
+	// stepCounts holds the running jobs' per-step byte counts for the
+	// step_log cap; an entry is changed only under its job's lock.
+	stepCounts map[string]*jobCounts
+}
+
+// jobLog is the live state of one job's log: its subscribers. Its mutex
+// orders appends with subscriptions, so a subscriber sees every chunk
+// exactly once, in backfill or as an update. It exists while an append is
+// under way or someone watches.
+type jobLog struct {
+	mu     sync.Mutex
+	subs   map[*subscriber]struct{}
+	closed bool // removed from LogHub.jobs; callers retry
+}
+
+type subscriber struct {
+	ch chan []byte
+}
+
+// NewLogHub returns a hub keeping its lines in m, with the default limits
+// (see SetLimits).
+func NewLogHub(m LogMedium) *LogHub {
+	return &LogHub{medium: m, subBuffer: subscriberBuffer, limits: LogLimits{}.withDefaults(),
+		jobs: make(map[string]*jobLog), stepCounts: make(map[string]*jobCounts)}
+}
+
+// SetSubscriberBuffer sets how many chunks a live viewer may fall behind
+// before it is dropped (default 256); call it before the first Subscribe.
+func (h *LogHub) SetSubscriberBuffer(n int) {
+	if n > 0 {
+		h.subBuffer = n
+	}
+}
+
+// ValidJobID refuses ids that could name a file outside a log dir. Every
+// backend refuses the same ids, so a job's log can move between them.
+func ValidJobID(id string) error {
+	if id == "" || len(id) > 255 || strings.ContainsAny(id, "/\\\x00") || strings.Contains(id, "..") || id == "." {
+		return fmt.Errorf("job id %q is not a safe log file name: %w", id, engine.ErrInvalid)
+	}
+	return nil
+}
+
+// lock returns the job's state, locked and still registered: Finish may
+// retire a jobLog between the map lookup and the lock, so retry then.
+func (h *LogHub) lock(jobID string) *jobLog {
+	for {
+		h.mu.Lock()
+		jl := h.jobs[jobID]
+		if jl == nil {
+			jl = &jobLog{subs: make(map[*subscriber]struct{})}
+			h.jobs[jobID] = jl
+		}
+		h.mu.Unlock()
+		jl.mu.Lock()
+		if !jl.closed {
+			return jl
+		}
+		jl.mu.Unlock()
+	}
+}
+
+// release unlocks a job's state, retiring it when nobody watches.
+func (h *LogHub) release(jobID string, jl *jobLog) {
+	if len(jl.subs) == 0 {
+		jl.closed = true
+		h.mu.Lock()
+		if h.jobs[jobID] == jl {
+			delete(h.jobs, jobID)
+		}
+		h.mu.Unlock()
+	}
+	jl.mu.Unlock()
+}
+
+// Locked runs f holding the job's lock, so no append to the job runs
+// meanwhile (a backend's Remove uses it).
+func (h *LogHub) Locked(jobID string, f func() error) error {
+	jl := h.lock(jobID)
+	defer h.release(jobID, jl)
+	return f()
+}
+
+// Append writes the lines to the job's log as one chunk and hands that
+// chunk to the job's live subscribers without waiting for them. Lines
+// longer than the log_line limit are cut, and a step's lines beyond its
+// step_log limit are dropped (see LogLimits).
+func (h *LogHub) Append(jobID string, lines []engine.LogLine) error {
+	return h.append(jobID, lines, false)
+}
+
+// AppendNote appends a line about the log itself, which keeps the log's
+// last-written time, so a note does not restart its retention.
+func (h *LogHub) AppendNote(jobID string, line engine.LogLine) error {
+	return h.append(jobID, []engine.LogLine{line}, true)
+}
+
+func (h *LogHub) append(jobID string, lines []engine.LogLine, note bool) error {
+	if err := ValidJobID(jobID); err != nil {
+		return fmt.Errorf("append log: %w", err)
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	lines = h.cutLines(lines)
+	chunk, ends, err := encodeLines(lines)
+	if err != nil {
+		return fmt.Errorf("append log of job %s: %w", jobID, err)
+	}
+	jl := h.lock(jobID)
+	defer h.release(jobID, jl)
+	counts, err := h.counts(jobID)
+	if err != nil {
+		return fmt.Errorf("append log of job %s: %w", jobID, err)
+	}
+	c := h.admit(counts, lines, chunk, ends)
+	c.Note = note
+	if len(c.Data) == 0 && !c.savesRuns() {
+		return nil
+	}
+	c.Ended, counts.ended = counts.ended, nil
+	if err := h.write(jobID, jl, c); err != nil {
+		return fmt.Errorf("append log of job %s: %w", jobID, err)
+	}
+	return nil
+}
+
+// write stores a chunk and hands its lines to the job's live subscribers.
+// The caller holds the job's lock.
+func (h *LogHub) write(jobID string, jl *jobLog, c LogChunk) error {
+	if err := h.medium.Write(jobID, c); err != nil {
+		return err
+	}
+	if len(c.Data) > 0 {
+		h.publish(jl, c.Data)
+	}
+	return nil
+}
+
+// publish hands a chunk to a job's live subscribers; the caller holds the
+// job's lock.
+func (h *LogHub) publish(jl *jobLog, chunk []byte) {
+	for s := range jl.subs {
+		select {
+		case s.ch <- chunk:
+		default:
+			// A full buffer means a slow viewer: dropping it keeps writers
+			// and other viewers moving; it reconnects for a fresh backfill.
+			close(s.ch)
+			delete(jl.subs, s)
+		}
+	}
+}
+
+// cutLines returns the lines with each one cut to the log_line limit,
+// copying only when one is too long.
+func (h *LogHub) cutLines(lines []engine.LogLine) []engine.LogLine {
+	for i, ln := range lines {
+		if len(ln.Line) <= h.limits.LogLine {
+			continue
+		}
+		cut := append([]engine.LogLine(nil), lines...)
+		for j := i; j < len(cut); j++ {
+			cut[j].Line = cutLine(cut[j].Line, h.limits.LogLine)
+		}
+		return cut
+	}
+	return lines
+}
+
+// Finish ends the job's live subscriptions; each subscriber still receives
+// every chunk already sent before its channel reports closed. Lines
+// appended later are still written. A capped step run that EndStep did not
+// close gets its warning first.
+func (h *LogHub) Finish(jobID string) {
+	if ValidJobID(jobID) == nil {
+		jl := h.lock(jobID)
+		h.mu.Lock()
+		counts := h.stepCounts[jobID]
+		delete(h.stepCounts, jobID)
+		h.mu.Unlock()
+		if counts != nil {
+			// Finish has no caller to answer: a failed write leaves the log
+			// without the warning, as it would any line.
+			_ = h.endRuns(jobID, jl, counts, counts.runs)
+		}
+		h.release(jobID, jl)
+	}
+	h.mu.Lock()
+	jl := h.jobs[jobID]
+	delete(h.jobs, jobID)
+	h.mu.Unlock()
+	if jl != nil {
+		jl.retire()
+	}
+}
+
+// Close finishes every subscription; the hub must not be used afterwards.
+func (h *LogHub) Close() error {
+	h.mu.Lock()
+	jobs := h.jobs
+	h.jobs = make(map[string]*jobLog)
+	h.mu.Unlock()
+	for _, jl := range jobs {
+		jl.retire()
+	}
+	return nil
+}
+
+func (jl *jobLog) retire() {
+	jl.mu.Lock()
+	defer jl.mu.Unlock()
+	jl.closed = true
+	for s := range jl.subs {
+		close(s.ch)
+	}
+	jl.subs = nil
+}
