@@ -73,6 +73,15 @@ func (s *inProcessServer) Complete(ctx context.Context, workerID, jobID, step st
 	return s.service.CompleteInProcess(ctx, jobID, step, res)
 }
 
+var _ worker.HandBacker = (*inProcessServer)(nil)
+
+// HandBack gives back a step the pool stopped at the drain deadline: the
+// server is shutting down, and the step runs again from the start at its
+// next start (DESIGN: a graceful stop finishes or hands back its steps).
+func (s *inProcessServer) HandBack(ctx context.Context, workerID, jobID, step, reason string) error {
+	return s.service.HandBackInProcess(ctx, jobID, step, "the server shut down and "+reason, workerproto.WorkerRef{WorkerID: workerID})
+}
+
 func (s *inProcessServer) PushLogs(ctx context.Context, jobID string, push workerproto.LogPush) (bool, error) {
 	ans, err := s.service.PushLogs(ctx, dispatch.InProcess, jobID, push)
 	return ans.Cancelled, err

@@ -261,6 +261,17 @@ func (e *Engine) CompleteStepApplied(ctx context.Context, workerID, jobID, step 
 	return err
 }
 
+// HandBackStep gives back a running step its worker stopped before the
+// step ended (the in-process pool at the drain deadline of a graceful
+// stop): the step is ready again, on the same attempt, and runs from the
+// start on the next worker to claim it, at the latest when the server
+// starts again. reason says why, in the job's _server log. The refusals
+// are CompleteStep's.
+func (e *Engine) HandBackStep(ctx context.Context, workerID, jobID, step, reason string) error {
+	_, err := e.do(ctx, func(b *batch) (any, error) { return nil, e.handBackStep(ctx, b, workerID, jobID, step, reason) })
+	return err
+}
+
 // Ready waits until Run has loaded the state and its loop answers (for
 // start-up and health checks).
 func (e *Engine) Ready(ctx context.Context) error {

@@ -330,10 +330,22 @@ func TestRerunReusesForEachInstancesAfterAReload(t *testing.T) {
 			}
 		}
 	})
-	job, err := rerun(f, old, true, nil)
+	// The expansion must come in a commit after the job's: a render
+	// result that comes back while the creation still waits for the
+	// writer joins its batch, and the failed commit would be the
+	// creation's. Held renders start only once the job is durable.
+	release := f.Engine.HoldRenders()
+	t.Cleanup(release)
+	created, err := f.Engine.CreateJob(t.Context(), engine.CreateJob{
+		SourceType: engine.SourceAPI,
+		Rerun:      &engine.Rerun{JobID: old, FromFailed: true},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	job := created.ID
+	f.LastJob = job
+	release()
 	f.Eventually(func() bool { return f.Steps(job)["fan[1]"] != nil }, func() string { return "fan never expanded" })
 	if !failed {
 		t.Fatal("the expansion's commit did not fail")

@@ -69,3 +69,36 @@ func (e *Engine) completeStep(ctx context.Context, b *batch, workerID, jobID, na
 	e.stepDone(b, js, ss)
 	return nil
 }
+
+// RunInterrupted is how a step run its worker handed back ends, in the
+// metrics of ended step runs; it is never a step's status.
+const RunInterrupted = "interrupted"
+
+// handBackStep puts a running step its worker stopped before it ended
+// back to ready, to run again from the start: an interruption is not a
+// failed attempt, so it spends none of the step's retries. The run that
+// was cut ends like a retried attempt's (the log store closes its
+// accounting, metrics count it), and a _server line says why.
+func (e *Engine) handBackStep(ctx context.Context, b *batch, workerID, jobID, name, reason string) error {
+	js, ss, err := e.heldStep(ctx, workerID, jobID, name)
+	if err != nil {
+		return err
+	}
+	e.unhold(ss)
+	ended := *ss.rec
+	ended.Status = RunInterrupted
+	ended.CompletedAt = &b.now
+	b.ended = append(b.ended, &ended)
+
+	ss.rec.Status = StepReady
+	ss.rec.WorkerID = nil
+	ss.rec.StartedAt = nil
+	ss.rec.Deadline = nil
+	ss.rec.Output = nil
+	ss.noWorkerLogged = false
+	b.dirtyStep(ss.rec)
+	b.serverLog(jobID, fmt.Sprintf("step %q interrupted: %s; it is ready again and runs from the start", name, js.mask(reason)))
+	// It keeps its place among the ready steps (its ready_at is kept).
+	e.offer(b, js, ss)
+	return nil
+}

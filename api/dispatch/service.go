@@ -36,6 +36,7 @@ type Engine interface {
 	StartStepApplied(ctx context.Context, workerID, jobID, step string) error
 	CompleteStep(ctx context.Context, workerID, jobID, step string, res engine.StepResult) error
 	CompleteStepApplied(ctx context.Context, workerID, jobID, step string, res engine.StepResult) error
+	HandBackStep(ctx context.Context, workerID, jobID, step, reason string) error
 	CheckHolder(ctx context.Context, workerID, jobID, step string) error
 	WaitCancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error)
 	OnCancelled(ctx context.Context, jobID string, f func()) (stop func() bool, err error)
@@ -277,6 +278,26 @@ func (s *Service) CompleteInProcess(ctx context.Context, jobID, step string, req
 	return s.complete(InProcess, jobID, step, req, func(workerID string, res engine.StepResult) error {
 		return s.eng.CompleteStepApplied(ctx, workerID, jobID, step, res)
 	})
+}
+
+// HandBackInProcess gives back a step an in-process worker stopped at
+// the drain deadline of a graceful stop: it is ready again and runs from
+// the start, at the latest at the server's next start (see
+// engine.HandBackStep). Only the in-process transport offers it: a
+// remote worker's step cut by its drain is a failed attempt, as a step
+// that stops when its worker does.
+func (s *Service) HandBackInProcess(ctx context.Context, jobID, step, reason string, req workerproto.WorkerRef) error {
+	if err := workerproto.CheckJobID(jobID); err != nil {
+		return err
+	}
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	if err := s.eng.HandBackStep(ctx, req.WorkerID, jobID, step, reason); err != nil {
+		return refusal(err)
+	}
+	s.lineSeqs.forget(jobID, step)
+	return nil
 }
 
 // complete checks a result report, then records it with record.

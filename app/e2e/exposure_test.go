@@ -110,12 +110,16 @@ func TestSlowHeaderClientsAreCutOffWhileOthersAreServed(t *testing.T) {
 		go func(w int) {
 			defer wg.Done()
 			for i := w; i < slowClients; i += 50 {
+				// Taken before the dial: the server's header timeout starts
+				// once it reads the connection, which is never earlier,
+				// while this goroutine may see the dial return (and read the
+				// clock) long after the server began reading, under load.
+				opened := time.Now()
 				c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 				if err != nil {
 					errs <- err
 					return
 				}
-				opened := time.Now()
 				if _, err := io.WriteString(c, "GET /api/config HTTP/1.1\r\nHost: "+addr+"\r\nX-Slow: "); err != nil {
 					errs <- err
 					return

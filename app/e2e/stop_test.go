@@ -47,8 +47,8 @@ func errorLines(log string) []string {
 // TestGracefulStopLosesNothingAndSaysNoError stops a server (as Ctrl-C
 // does) while an in-process worker runs a long step and an event source's
 // consumer, then starts it again on the same data: the stop logs no
-// ERROR, the long step is recorded as stopped by the shutdown and run
-// again by its retry, and the consumer starts again after the events the
+// ERROR, the long step is handed back at the drain deadline and runs
+// again at the next start, and the consumer starts again after the events the
 // server accepted (the stopped one's waiting events are left to it), so
 // each event makes one job.
 func TestGracefulStopLosesNothingAndSaysNoError(t *testing.T) {
@@ -66,8 +66,6 @@ tasks:
     flow:
       work:
         type: script
-        retries: 1
-        retry_delay: 1s
         script: |
           if [ -f %[1]q ]; then echo "second run"; exit 0; fi
           touch %[1]q
@@ -173,6 +171,81 @@ triggers:
 		if seen[float64(n)] != 1 {
 			t.Errorf("event %d made %d jobs, want 1 (all: %v)", n, seen[float64(n)], seen)
 		}
+	}
+	if errs := errorLines(log.String()); len(errs) > 0 {
+		t.Errorf("errors logged:\n%s", strings.Join(errs, "\n"))
+	}
+}
+
+// TestGracefulStopHandsBackAnInProcessStepThatRunsAgainAtTheNextStart
+// stops a server while its in-process worker runs a step without retries
+// that outlives the drain deadline, then starts it again on the same data:
+// the step was handed back, not failed (a _server line says why), and
+// runs again from the start, on the same attempt, to the job's end.
+func TestGracefulStopHandsBackAnInProcessStepThatRunsAgainAtTheNextStart(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran-once")
+	sleep := uniqueSleep()
+	writeWorkspace(t, dir, fmt.Sprintf(`
+tasks:
+  long:
+    flow:
+      work:
+        type: script
+        script: |
+          if [ -f %[1]q ]; then echo "second run"; exit 0; fi
+          touch %[1]q
+          echo "first run: waiting for the stop"
+          %[2]s
+      after:
+        depends_on: [work]
+        type: script
+        script: echo after
+`, marker, sleep))
+	cfg := testServerConfig(t, map[string]string{"ws": dir}, 1, func(c *config.Server) {
+		c.Effective.DrainTimeout = 300 * time.Millisecond
+	})
+	var log lockedBuffer
+	logger := slog.New(slog.NewTextHandler(&log, nil))
+	srv, err := startServer(context.Background(), cfg, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &serverFixture{t: t, srv: srv, url: "http://" + srv.Addr()}
+	job := f.execute("ws", "long", nil)
+	waitSleepProcess(t, sleep)
+	killAtCleanup(t, sleep)
+
+	if err := srv.Shutdown(); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	if _, err := findProcessGroup(sleep); err == nil {
+		t.Fatalf("the step's process %q outlived the shutdown", sleep)
+	}
+	srv, err = startServer(context.Background(), cfg, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Shutdown(); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	f = &serverFixture{t: t, srv: srv, url: "http://" + srv.Addr()}
+	j := f.waitTerminal(job)
+	work := f.logs(job, "work")
+	if j.Status != "completed" || !strings.Contains(work, "first run") || !strings.Contains(work, "second run") {
+		t.Fatalf("job after the restart: %s, work's log %q; want completed, both runs logged", j.Status, work)
+	}
+	if s := j.step("work"); s.Attempt != 1 || s.ErrorMessage != nil {
+		t.Errorf("work: attempt %d, error %q; want attempt 1 (an interruption spends no retry) and no error", s.Attempt, deref(s.ErrorMessage))
+	}
+	if s := j.step("after"); s.Status != "completed" {
+		t.Errorf("the step after the handed-back one: %s, want completed", s.Status)
+	}
+	want := `step "work" interrupted: the server shut down and the step did not end within drain_timeout (300ms); it is ready again and runs from the start`
+	if logs := f.logs(job, "_server"); !hasLine(t, logs, "_server", "stderr", want) {
+		t.Errorf("_server log lacks %q:\n%s", want, logs)
 	}
 	if errs := errorLines(log.String()); len(errs) > 0 {
 		t.Errorf("errors logged:\n%s", strings.Join(errs, "\n"))

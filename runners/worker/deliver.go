@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/appliance-sh/appliance/runners"
@@ -37,6 +38,10 @@ type delivery struct {
 	// tracking ref, then closes delivered, once the run is delivered.
 	ref       StepRef
 	delivered chan struct{}
+	// handBack is set when the run was cut at the drain deadline and the
+	// server takes such a step back (see HandBacker): its result is not
+	// reported, the step is handed back instead.
+	handBack atomic.Bool
 }
 
 // reporters deliver a claim slot's step runs: two goroutines for as long
@@ -200,14 +205,21 @@ func (w *Worker) deliverOnce(ctx context.Context, d *delivery) (done bool, err e
 			return false, nil
 		}
 		res := *b.Result
-		err = w.srv.Complete(ctx, meta.WorkerID, meta.JobID, meta.Step, res)
 		attrs := []any{"exit_code", res.ExitCode, "duration", time.Since(meta.Created).Round(time.Millisecond)}
 		if res.Error != nil {
 			attrs = append(attrs, "error", firstLine(*res.Error))
 		}
+		done := "step finished"
+		if hb, ok := w.srv.(HandBacker); ok && d.handBack.Load() {
+			reason := fmt.Sprintf("the step did not end within drain_timeout (%s)", w.cfg.DrainTimeout)
+			err = hb.HandBack(ctx, meta.WorkerID, meta.JobID, meta.Step, reason)
+			done = "step stopped at the drain deadline and handed back: it runs again from the start"
+		} else {
+			err = w.srv.Complete(ctx, meta.WorkerID, meta.JobID, meta.Step, res)
+		}
 		switch {
 		case err == nil:
-			d.log.Info("step finished", attrs...)
+			d.log.Info(done, attrs...)
 		case refused(err):
 			d.log.Warn("server refused the step's result (the step was recovered or its job is gone): dropped", append(attrs, "err", err)...)
 		default:

@@ -59,6 +59,15 @@ type CancelNotifier interface {
 	OnCancelled(ctx context.Context, jobID string, f func()) (stop func() bool, err error)
 }
 
+// HandBacker is a Server that takes back a step the worker stopped at its
+// drain deadline, to run it again from the start, rather than the step's
+// failed result: the in-process transport, whose worker stops because the
+// server does, and whose server starts the step again at its next start.
+type HandBacker interface {
+	// HandBack gives the step back; reason says why, for the job's log.
+	HandBack(ctx context.Context, workerID, jobID, step, reason string) error
+}
+
 // The worker protocol's wire types, as this package names them.
 type (
 	Assignment = workerproto.Assignment

@@ -77,6 +77,12 @@ func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, rep *repo
 	res := w.execute(stepCtx, a, func(stream, line string) { j.Log(stepCtx, stream, line) })
 	stopWatch()
 	res.WorkerID = workerID
+	if _, ok := w.srv.(HandBacker); ok && res.Error != nil && errors.Is(context.Cause(stepCtx), runners.ErrShuttingDown) {
+		// Cut by the drain deadline, not failed: a server that takes the
+		// step back runs it again (set before the result is in the journal,
+		// where the reporter finds it).
+		d.handBack.Store(true)
+	}
 	// The result goes after the last line, so a finished job's log is whole.
 	j.Finish(res)
 	close(finished)

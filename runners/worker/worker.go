@@ -23,7 +23,8 @@ type Config struct {
 	// LogPushInterval is the time between log pushes of a running step (default 1s).
 	LogPushInterval time.Duration
 	// DrainTimeout is how long running steps may go on after shutdown
-	// begins before they are killed and reported failed (default 10m).
+	// begins before they are killed and reported failed, or handed back
+	// to a server that takes them (see HandBacker) (default 10m).
 	DrainTimeout time.Duration
 	// Runners maps runner names to runners; "local" is added if missing.
 	Runners map[string]runners.Runner
@@ -125,7 +126,8 @@ func (w *Worker) ID() string {
 
 // Run registers and then claims and runs steps until ctx ends. Shutdown is
 // graceful: claiming stops, running steps may finish for DrainTimeout, then
-// they are killed and reported failed. Run returns nil after a shutdown, or
+// they are killed and reported failed (or handed back, see HandBacker).
+// Run returns nil after a shutdown, or
 // an error the worker cannot get past (a rejected token).
 func (w *Worker) Run(ctx context.Context) error {
 	if err := w.reregister(ctx, ""); err != nil {

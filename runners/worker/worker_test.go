@@ -342,6 +342,66 @@ func TestShutdownKillsStepsStillRunningAtDrainTimeout(t *testing.T) {
 	}
 }
 
+// handingBack is a server that takes back steps cut at the drain
+// deadline (as the in-process transport does).
+type handingBack struct {
+	*fakeServer
+	reasons map[string]string // by "job/step"
+}
+
+func (s handingBack) HandBack(ctx context.Context, workerID, jobID, step, reason string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := jobID + "/" + step
+	s.events = append(s.events, "handback "+key)
+	s.reasons[key] = reason
+	s.notify()
+	return nil
+}
+
+// A step cut at the drain deadline is handed back, after its lines,
+// to a server that takes it back, rather than reported failed.
+func TestShutdownHandsBackStepsStillRunningAtDrainTimeout(t *testing.T) {
+	f := newFakeServer(t.TempDir())
+	srv := handingBack{fakeServer: f, reasons: map[string]string{}}
+	cfg := testWorkerConfig()
+	cfg.DrainTimeout = 300 * time.Millisecond
+	f.enqueue(script("j1", "stuck", "echo before; sleep 60"))
+	stop, done := startWorker(t, srv, cfg)
+	eventually(t, 20*time.Second, "the step's line", func() bool {
+		n := 0
+		f.with(func() { n = len(f.logs["j1/stuck"]) })
+		return n > 0
+	})
+	stop()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("worker did not stop at the drain timeout")
+	}
+	if res, ok := f.result("j1/stuck"); ok {
+		t.Fatalf("the cut step was reported: %+v, want it handed back", res)
+	}
+	f.with(func() {
+		want := "the step did not end within drain_timeout (300ms)"
+		if got := srv.reasons["j1/stuck"]; got != want {
+			t.Errorf("hand-back reason %q, want %q", got, want)
+		}
+		var order []string
+		for _, e := range f.events {
+			if strings.HasSuffix(e, " j1/stuck") {
+				order = append(order, strings.Fields(e)[0])
+			}
+		}
+		if len(order) < 3 || order[0] != "start" || order[1] != "logs" || order[len(order)-1] != "handback" {
+			t.Errorf("events of the cut step %v, want start, its lines, then the hand-back", order)
+		}
+		if lines := f.logs["j1/stuck"]; len(lines) != 1 || lines[0].Line != "before" {
+			t.Errorf("lines of the cut step %+v, want its one line", lines)
+		}
+	})
+}
+
 func TestCompletionIsRetriedOnErrorsButNotOnConflict(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
