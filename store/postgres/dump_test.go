@@ -6,8 +6,8 @@ import (
 
 	"github.com/appliance-sh/appliance/store"
 	"github.com/appliance-sh/appliance/store/dump"
-	"github.com/appliance-sh/appliance/store/postgres"
 	"github.com/appliance-sh/appliance/store/dump/dumptest"
+	"github.com/appliance-sh/appliance/store/postgres"
 	"github.com/appliance-sh/appliance/store/postgres/pgtest"
 )
 
