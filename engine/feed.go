@@ -237,16 +237,22 @@ func (f *jobFeed) collect(b *batch, jobOf func(id string) *Job) *feedBatch {
 	// job's end comes after its last step's.
 	var items, changed []FeedItem
 	for _, j := range b.jobList {
+		// A queued job leaving its line is a change too, though it stays
+		// pending until its first step starts.
+		sig := j.Status
+		if j.Queued() {
+			sig += "+queued"
+		}
 		change := JobStatusChanged
 		if created[j] {
 			change = JobCreated
-		} else if prev, ok := f.last[j.ID]; ok && prev == j.Status {
+		} else if prev, ok := f.last[j.ID]; ok && prev == sig {
 			continue
 		}
 		if JobTerminal(j.Status) {
 			delete(f.last, j.ID)
 		} else {
-			f.last[j.ID] = j.Status
+			f.last[j.ID] = sig
 		}
 		if !listening && !followed[j.ID] {
 			continue
