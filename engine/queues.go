@@ -33,9 +33,9 @@ type slotLimit struct {
 	queue    string // a named queue's name, "" for a task's limit
 	ws, task string // a task's limit
 	key      string
-	fallback int          // the task's limit when the job was created
-	holders  []*jobState  // in start order
-	waiting  []*jobState  // in line: by priority, then creation (before)
+	fallback int         // the task's limit when the job was created
+	holders  []*jobState // in start order
+	waiting  []*jobState // in line: by priority, then creation (before)
 }
 
 // slotIndex is every limit in use, on the loop.
