@@ -284,6 +284,8 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 	if cfg.Agents.Configured() {
 		loadOpts.Providers = cfg.Agents.IDs()
 	}
+	// A task joining a queue the config does not name is a load error.
+	loadOpts.Queues = config.QueueNames(cfg.Queues)
 	registry, err := workspace.NewRegistry(dirs, nil, log, loadOpts)
 	if err != nil {
 		return nil, err
@@ -338,6 +340,7 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 		Agents:           agentCaller,
 		RunnerTag:        runnerTags.CapabilityTag,
 		Clock:            cfg.Test.EngineClock,
+		Queues:           cfg.QueueLimits(),
 	})
 	if err != nil {
 		return nil, err

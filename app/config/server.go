@@ -77,6 +77,9 @@ type Server struct {
 	// Agents are the language model providers agent steps call
 	// (agents/config.go); none configured = agent steps fail when run.
 	Agents agent.Config `yaml:"agents"`
+	// Queues are named concurrency limits across tasks, which a task
+	// joins with `queue: NAME` (queues.go).
+	Queues map[string]Queue `yaml:"queues"`
 
 	// Effective is what LoadServer derived from the sections above; the
 	// server is wired from these (tests may change them after loading).
@@ -208,6 +211,9 @@ func LoadServer(path string) (*Server, error) {
 		return nil, err
 	}
 	if err := cfg.Agents.Validate(); err != nil {
+		return nil, err
+	}
+	if err := validateQueues(cfg.Queues); err != nil {
 		return nil, err
 	}
 	return cfg, nil
