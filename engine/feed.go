@@ -209,7 +209,7 @@ type feedBatch struct {
 // changed status, and the changed steps of followed jobs; jobOf is a live
 // job by ID (nil if unknown). Called by the loop only, in commit order;
 // nil when there is nothing to send.
-func (f *jobFeed) collect(b *batch, jobOf func(id string) *Job) *feedBatch {
+func (f *jobFeed) collect(b *batch, jobOf func(id string) *Job, place func(*Job) int) *feedBatch {
 	if len(b.jobList) == 0 && len(b.stepList) == 0 {
 		return nil
 	}
@@ -257,10 +257,16 @@ func (f *jobFeed) collect(b *batch, jobOf func(id string) *Job) *feedBatch {
 		if !listening && !followed[j.ID] {
 			continue
 		}
+		item := FeedItem{Change: change, Job: listCopy(j)}
+		if j.Queued() {
+			q := *j.Queue
+			q.Position = place(j)
+			item.Job.Queue = &q
+		}
 		if change == JobCreated {
-			items = append(items, FeedItem{Change: change, Job: listCopy(j)})
+			items = append(items, item)
 		} else {
-			changed = append(changed, FeedItem{Change: change, Job: listCopy(j)})
+			changed = append(changed, item)
 		}
 	}
 	if followed != nil {

@@ -19,6 +19,9 @@ type Job struct {
 	CompletedAt *time.Time `json:"completed_at"`
 	// Beyond the interface: the job this one re-runs.
 	RerunOf string `json:"rerun_of,omitempty"`
+	// Beyond the interface: the job's place in line while it waits for a
+	// slot of a concurrency limit or queue (status pending); null otherwise.
+	Queue *JobQueue `json:"queue"`
 }
 
 // JobHead is the job detail without its steps, which the server streams
