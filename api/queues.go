@@ -5,6 +5,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/api/auth"
 	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/appliance-sh/appliance/api/wire"
@@ -56,6 +57,10 @@ func (s *server) setPriority(c echo.Context) error {
 	}
 	if s.auth != nil {
 		if p := auth.Caller(c); p == nil || !p.User.IsAdmin {
+			// A job hidden from the caller is not found, as anywhere.
+			if err := s.checkJob(c, accounts.View); err != nil {
+				return err
+			}
 			return forbidden("only an admin may change a queued job's priority")
 		}
 	}

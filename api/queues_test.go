@@ -120,3 +120,51 @@ func TestOnlyAnAdminMayChangeAQueuedJobsPriority(t *testing.T) {
 		t.Fatalf("queues with none configured and none in use: %v", qs)
 	}
 }
+
+// GET /api/queues shows each caller only the jobs they may view: a
+// named queue is listed to all, with the visible jobs only.
+func TestQueuesListOnlyVisibleJobs(t *testing.T) {
+	f := newACLFixture(t, func(c *fixtureConfig) { c.engine.Queues = map[string]int{"shared": 1} })
+	src := strings.Replace(strings.Replace(mainWorkflow, "  other:\n    flow:", "  other:\n    queue: shared\n    flow:", 1),
+		"    folder: demo/greetings\n", "    folder: demo/greetings\n    queue: shared\n", 1)
+	writeFile(t, filepath.Join(f.wsDir, ".workflows", "main.yaml"), src, 0o644)
+	admin := f.tokens[roleAdmin]
+	sharedOf := func(tok string) map[string]any {
+		for _, q := range f.as(tok, "GET", "/api/queues", nil).expect(200).object()["queues"].([]any) {
+			if m := q.(map[string]any); m["name"] == "shared" {
+				return m
+			}
+		}
+		t.Fatal("queue shared is not listed")
+		return nil
+	}
+	var first string
+	eventually(t, "the reloaded workspace puts hello in the shared queue", func() bool {
+		first = f.run("hello")
+		return len(sharedOf(admin)["running"].([]any)) == 1
+	})
+	other := f.run("other")
+	second := f.run("hello")
+	ids := func(list any) []string {
+		var out []string
+		for _, j := range list.([]any) {
+			out = append(out, j.(map[string]any)["job_id"].(string))
+		}
+		return out
+	}
+	cases := []struct {
+		role            int
+		running, queued string
+	}{
+		{roleAdmin, first, other + " " + second},
+		{roleRun, first, other + " " + second},
+		{roleView, first, second},
+		{roleDeny, "", ""},
+	}
+	for _, c := range cases {
+		q := sharedOf(f.tokens[c.role])
+		if r, w := strings.Join(ids(q["running"]), " "), strings.Join(ids(q["queued"]), " "); r != c.running || w != c.queued {
+			t.Errorf("%s sees running [%s] queued [%s], want [%s] [%s]", roleNames[c.role], r, w, c.running, c.queued)
+		}
+	}
+}

@@ -20,8 +20,9 @@ type Job struct {
 	// Beyond the interface: the job this one re-runs.
 	RerunOf string `json:"rerun_of,omitempty"`
 	// Beyond the interface: the job's place in line while it waits for a
-	// slot of a concurrency limit or queue (status pending); null otherwise.
-	Queue *JobQueue `json:"queue"`
+	// slot of a concurrency limit or queue (status pending); absent
+	// otherwise, so the interface's own answers keep their exact keys.
+	Queue *JobQueue `json:"queue,omitempty"`
 }
 
 // JobHead is the job detail without its steps, which the server streams

@@ -3,7 +3,7 @@ package wire
 import "time"
 
 // JobQueue is a job's place in line while it waits for a slot of its
-// task's concurrency limit or its queue (null on a job that does not
+// task's concurrency limit or its queue (absent on a job that does not
 // wait).
 type JobQueue struct {
 	Name     string     `json:"name"` // the server config queue ("" for the task's own limit only)
