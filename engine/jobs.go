@@ -248,11 +248,14 @@ func normTags(tags []string) []string {
 // insertJob adds a built job to memory, evaluates its root steps and
 // returns a copy of the job as it will be committed.
 func (e *Engine) insertJob(b *batch, js *jobState) *Job {
-	if js.job.Queue != nil {
-		q := *js.job.Queue
-		js.job.Queue = &q
-		q.Slots = e.slotsOf(js)
-		if c := js.task.Concurrency; c != nil && c.OnLimit == workflow.OnLimitSkip && e.overLimit(js) {
+	if js.job.Queue != nil || js.job.ParentJobID != "" || len(js.within) > 0 {
+		slots := e.slotsOf(js)
+		if js.job.Queue != nil {
+			q := *js.job.Queue
+			q.Slots = slots
+			js.job.Queue = &q
+		}
+		if c := js.task.Concurrency; c != nil && c.OnLimit == workflow.OnLimitSkip && js.job.Queue != nil && e.overLimit(js) {
 			return e.insertOverLimit(b, js)
 		}
 	}

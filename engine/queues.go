@@ -33,9 +33,9 @@ type slotLimit struct {
 	queue    string // a named queue's name, "" for a task's limit
 	ws, task string // a task's limit
 	key      string
-	fallback int         // the task's limit when the job was created
-	holders  []*jobState // in start order
-	waiting  []*jobState // in line: by priority, then creation (before)
+	fallback int                  // the task's limit when the job was created
+	holders  map[*jobState]uint64 // by start order (slotIndex.started)
+	waiting  []*jobState          // in line: by priority, then creation (before)
 }
 
 // slotIndex is every limit in use, on the loop.
@@ -46,15 +46,17 @@ type slotIndex struct {
 	// adds to it, so nothing recurses).
 	dirty   []string
 	pumping bool
+	started uint64 // counts slots taken, to order holders
 }
 
 func newSlotIndex() *slotIndex { return &slotIndex{m: map[string]*slotLimit{}} }
 
-func queueLimitID(name string) string { return "queue/" + name }
+// Limit ids join their parts with a unit separator (U+001F), which no
+// workspace, task or queue name holds, and which a key, last, cannot
+// confuse. Not a NUL: a PostgreSQL jsonb value cannot hold one.
+func queueLimitID(name string) string { return "queue\x1f" + name }
 
-func taskLimitID(ws, task, key string) string {
-	return "task/" + strconv.Quote(ws) + "/" + strconv.Quote(task) + "/" + strconv.Quote(key)
-}
+func taskLimitID(ws, task, key string) string { return "task\x1f" + ws + "\x1f" + task + "\x1f" + key }
 
 // before says whether a is ahead of b in line.
 func before(a, b *Job) bool {
@@ -80,9 +82,8 @@ func jobQueueOf(ctx context.Context, ws *workflow.Workspace, task *workflow.Task
 		return q, nil
 	}
 	q.Keyed = true
-	vars := map[string]any{"input": input}
 	if c.Key != "" {
-		key, err := renderText(ctx, ws, c.Key, vars)
+		key, err := renderText(ctx, ws, c.Key, input)
 		if err != nil {
 			return nil, fmt.Errorf("%w: concurrency.key: %v", ErrInvalid, err)
 		}
@@ -95,7 +96,7 @@ func jobQueueOf(ctx context.Context, ws *workflow.Workspace, task *workflow.Task
 		q.Key = key
 	}
 	if c.Priority != "" {
-		text, err := renderText(ctx, ws, c.Priority, vars)
+		text, err := renderText(ctx, ws, c.Priority, input)
 		if err != nil {
 			return nil, fmt.Errorf("%w: concurrency.priority: %v", ErrInvalid, err)
 		}
@@ -129,34 +130,63 @@ func checkPriority(p int) error {
 	return nil
 }
 
-func renderText(ctx context.Context, ws *workflow.Workspace, src string, vars map[string]any) (string, error) {
+// renderText renders a key or priority. `{{ input.NAME }}` of a string or
+// an integer reads the input as the render would, without the template
+// engine; anything else renders.
+func renderText(ctx context.Context, ws *workflow.Workspace, src string, input map[string]any) (string, error) {
 	if !template.IsTemplate(src) {
 		return src, nil
 	}
-	return ws.Templates.RenderContext(ctx, src, vars)
+	if name, ok := workflow.InputRef(src); ok {
+		switch v := input[name].(type) {
+		case string:
+			return v, nil
+		case int:
+			return strconv.Itoa(v), nil
+		case int64:
+			return strconv.FormatInt(v, 10), nil
+		}
+	}
+	return ws.Templates.RenderContext(ctx, src, map[string]any{"input": input})
 }
 
 // slotsOf lists the limits a new job needs a slot of: its task's (for its
 // key) and its queue's, less those an ancestor holds, which it runs within
-// (js.within, for a hook job the firing job's).
+// (js.within; for a hook job, the firing job's). It sets js.within and the
+// job's Within, stored so that a restart knows them: a job of a task with
+// no limit gets a Queue for that alone when its parent runs within or
+// holds a limit, so that its own children run within it too.
 func (e *Engine) slotsOf(js *jobState) []string {
-	q := js.job.Queue
 	within := js.within
 	if p, ok := e.st.jobs[js.job.ParentJobID]; ok && js.job.ParentJobID != "" {
-		within = append(slices.Clone(within), p.within...)
-		if p.job.Queue != nil && !p.job.Queue.Waiting {
-			within = append(within, p.job.Queue.Slots...)
-		}
+		within = append(slices.Clone(within), heldBy(p)...)
 	}
 	js.within = within
-	var ids []string
+	if len(within) == 0 {
+		if js.job.Queue == nil {
+			return nil
+		}
+	} else if js.job.Queue == nil {
+		js.job.Queue = &JobQueue{Within: within}
+	} else {
+		q := *js.job.Queue
+		q.Within = within
+		js.job.Queue = &q
+	}
+	return neededSlots(js.job)
+}
+
+// neededSlots is the job's task limit and queue, less Within.
+func neededSlots(j *Job) []string {
+	q := j.Queue
+	ids := make([]string, 0, 2)
 	if q.Keyed {
-		ids = append(ids, taskLimitID(js.job.Workspace, js.job.TaskName, q.Key))
+		ids = append(ids, taskLimitID(j.Workspace, j.TaskName, q.Key))
 	}
 	if q.Name != "" {
 		ids = append(ids, queueLimitID(q.Name))
 	}
-	return slices.DeleteFunc(ids, func(id string) bool { return slices.Contains(within, id) })
+	return slices.DeleteFunc(ids, func(id string) bool { return slices.Contains(q.Within, id) })
 }
 
 // limit returns the limit id names, made for js if it is not in use.
@@ -164,8 +194,8 @@ func (e *Engine) limit(id string, js *jobState) *slotLimit {
 	if l, ok := e.st.slots.m[id]; ok {
 		return l
 	}
-	l := &slotLimit{id: id}
-	if strings.HasPrefix(id, "queue/") {
+	l := &slotLimit{id: id, holders: map[*jobState]uint64{}}
+	if strings.HasPrefix(id, "queue\x1f") {
 		l.queue = js.job.Queue.Name
 	} else {
 		l.ws, l.task, l.key = js.job.Workspace, js.job.TaskName, js.job.Queue.Key
@@ -227,21 +257,24 @@ func (e *Engine) overLimit(js *jobState) bool {
 }
 
 // enqueue puts a new job (registered, not yet begun) in line for its
-// limits and starts it if it can start now. cancel_previous cancels the
-// oldest running job of its task's key when it must wait for that.
+// limits and starts it if it can start now: at once, when every limit has
+// room and nobody waits ahead of it (the common case costs no line).
+// cancel_previous cancels the oldest running job of its task's key when it
+// must wait for that.
 func (e *Engine) enqueue(b *batch, js *jobState) {
+	if !e.overLimit(js) {
+		for _, id := range js.job.Queue.Slots {
+			e.hold(e.limit(id, js), js)
+		}
+		e.beginJob(b, js)
+		return
+	}
 	q := *js.job.Queue
 	q.Waiting, q.Since = true, &b.now
 	js.job.Queue = &q
-	if js.job.Deadline != nil {
-		js.job.Deadline = nil // the timeout counts from the start
-	}
+	js.job.Deadline = nil // the timeout counts from the start
 	for _, id := range q.Slots {
 		e.limit(id, js).line(js)
-	}
-	if len(q.Slots) == 0 {
-		e.startQueued(b, js)
-		return
 	}
 	e.pump(b, q.Slots...)
 	if !js.job.Queue.Waiting || js.task.Concurrency == nil || js.task.Concurrency.OnLimit != workflow.OnLimitCancelPrevious || !q.Keyed {
@@ -249,9 +282,26 @@ func (e *Engine) enqueue(b *batch, js *jobState) {
 	}
 	key := taskLimitID(js.job.Workspace, js.job.TaskName, q.Key)
 	if l, ok := e.st.slots.m[key]; ok && slices.Contains(q.Slots, key) && !e.hasRoom(l) && len(l.holders) > 0 {
-		prev := l.holders[0]
+		prev := l.oldest()
 		e.stopJob(b, prev, JobCancelled, fmt.Sprintf("cancelled by a newer job %s of the same concurrency key (on_limit: cancel_previous)", js.job.ID))
 	}
+}
+
+// hold gives js a slot of l.
+func (e *Engine) hold(l *slotLimit, js *jobState) {
+	e.st.slots.started++
+	l.holders[js] = e.st.slots.started
+}
+
+// oldest is the holder of l that took its slot first.
+func (l *slotLimit) oldest() *jobState {
+	var first *jobState
+	for js, n := range l.holders {
+		if first == nil || n < l.holders[first] {
+			first = js
+		}
+	}
+	return first
 }
 
 // line adds a job to the limit's line, in order.
@@ -317,7 +367,7 @@ func (e *Engine) startQueued(b *batch, js *jobState) {
 	for _, id := range q.Slots {
 		l := e.limit(id, js)
 		l.unline(js)
-		l.holders = append(l.holders, js)
+		e.hold(l, js)
 	}
 	b.dirtyJob(js.job)
 	if js.task.Timeout > 0 {
@@ -348,9 +398,7 @@ func (e *Engine) releaseSlots(b *batch, js *jobState) {
 	}
 	for _, id := range q.Slots {
 		if l, ok := e.st.slots.m[id]; ok {
-			if i := slices.Index(l.holders, js); i >= 0 {
-				l.holders = slices.Delete(l.holders, i, i+1)
-			}
+			delete(l.holders, js)
 		}
 	}
 	e.pump(b, q.Slots...)
@@ -367,16 +415,20 @@ func (e *Engine) dropIdle(l *slotLimit) {
 // restoreSlots puts a loaded job back in its lines, or among the holders
 // of its slots (load: jobs in creation order).
 func (e *Engine) restoreSlots(js *jobState) {
-	q := js.job.Queue
-	if q == nil {
+	if js.job.Queue == nil {
 		return
 	}
+	q := *js.job.Queue
+	q.Slots = nil
+	js.job.Queue = &q
+	js.within = q.Within
+	q.Slots = neededSlots(js.job)
 	for _, id := range q.Slots {
 		l := e.limit(id, js)
 		if q.Waiting {
 			l.line(js)
 		} else {
-			l.holders = append(l.holders, js)
+			e.hold(l, js)
 		}
 	}
 }
@@ -431,9 +483,13 @@ type QueueMetrics interface {
 // run within. Read off the loop by a hook's build: the job has ended, so
 // neither changes any more.
 func heldBy(js *jobState) []string {
-	out := slices.Clone(js.within)
-	if q := js.job.Queue; q != nil && !q.Waiting {
-		out = append(out, q.Slots...)
+	q := js.job.Queue
+	if q == nil {
+		return slices.Clone(js.within)
+	}
+	out := slices.Clone(q.Within)
+	if !q.Waiting {
+		out = append(out, neededSlots(js.job)...)
 	}
 	return out
 }

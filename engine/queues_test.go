@@ -16,6 +16,8 @@ import (
 const queuesYAML = `
 actions:
   again: {type: task, task: nested}
+  call-middle: {type: task, task: middle}
+  call-web: {type: task, task: web}
 tasks:
   deploy:
     input:
@@ -50,6 +52,13 @@ tasks:
       env: {type: string, default: prod}
     flow:
       up: {type: script, script: echo api}
+  outer:
+    queue: deploys
+    flow:
+      call: {action: call-middle}
+  middle:
+    flow:
+      call: {action: call-web}
   nested:
     input:
       depth: {type: integer, default: 0}
@@ -233,6 +242,23 @@ func TestAChildOfALimitOneTaskCallingTheSameTaskRunsWithinItsParentsSlot(t *test
 	f.WaitStatus(child, engine.JobCompleted)
 	f.RunJobStep(parent, "leaf", enginetest.Ok(nil))
 	f.WaitStatus(parent, engine.JobCompleted)
+	assertIdle(t, f)
+}
+
+// A grandchild in its grandparent's queue runs within the grandparent's
+// slot through a parent of a task with no limit, across a restart too.
+func TestAGrandchildRunsWithinItsGrandparentsSlot(t *testing.T) {
+	f := newQueues(t)
+	outer := f.Execute("outer", nil)
+	var middle, web string
+	f.Eventually(func() bool { middle = f.Step(outer, "call").ChildJobID; return middle != "" },
+		func() string { return "the middle job never started" })
+	f.Eventually(func() bool { web = f.Step(middle, "call").ChildJobID; return web != "" },
+		func() string { return "the web job never started" })
+	f.Restart()
+	notQueued(t, f, web)
+	f.RunJobStep(web, "up", enginetest.Ok(nil))
+	f.WaitStatus(outer, engine.JobCompleted)
 	assertIdle(t, f)
 }
 

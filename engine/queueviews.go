@@ -74,8 +74,13 @@ func (e *Engine) Queues(ctx context.Context) ([]QueueView, error) {
 
 func (e *Engine) viewOf(l *slotLimit) QueueView {
 	v := QueueView{Name: l.queue, Workspace: l.ws, Task: l.task, Key: l.key, Limit: e.capacity(l)}
-	v.Running = make([]QueuedJob, 0, len(l.holders))
-	for _, js := range l.holders {
+	held := make([]*jobState, 0, len(l.holders))
+	for js := range l.holders {
+		held = append(held, js)
+	}
+	sort.Slice(held, func(i, j int) bool { return l.holders[held[i]] < l.holders[held[j]] })
+	v.Running = make([]QueuedJob, 0, len(held))
+	for _, js := range held {
 		v.Running = append(v.Running, queuedJobOf(js, 0))
 	}
 	v.Queued = make([]QueuedJob, 0, len(l.waiting))

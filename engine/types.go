@@ -117,10 +117,13 @@ type JobQueue struct {
 	// since Since.
 	Waiting bool       `json:"waiting,omitempty"`
 	Since   *time.Time `json:"since,omitempty"`
-	// Slots names the limits the job needs a slot of (not those it runs
-	// within, an ancestor's): waited for while Waiting, then held until
-	// it ends.
-	Slots []string `json:"slots,omitempty"`
+	// Within names the limits an ancestor holds (or the job that fired
+	// a hook job), which the job runs within: it needs no slot of them.
+	Within []string `json:"within,omitempty"`
+	// Slots names the limits the job needs a slot of, its task's and its
+	// queue's less Within: waited for while Waiting, then held until it
+	// ends. Derived, not stored (see Engine.slotsOf).
+	Slots []string `json:"-"`
 	// Position is the job's 1-based place in line while it waits,
 	// filled in by Engine.Job and Engine.Jobs, never stored.
 	Position int `json:"-"`
