@@ -18,6 +18,7 @@ actions:
   again: {type: task, task: nested}
   call-middle: {type: task, task: middle}
   call-web: {type: task, task: web}
+  call-announce: {type: task, task: announce}
 tasks:
   deploy:
     input:
@@ -52,6 +53,15 @@ tasks:
       env: {type: string, default: prod}
     flow:
       up: {type: script, script: echo api}
+  release:
+    queue: deploys
+    flow:
+      up: {type: script, script: echo release}
+    on_success: [{action: call-announce}]
+  announce:
+    queue: deploys
+    flow:
+      say: {type: script, script: echo announce}
   outer:
     queue: deploys
     flow:
@@ -262,6 +272,29 @@ func TestAGrandchildRunsWithinItsGrandparentsSlot(t *testing.T) {
 	assertIdle(t, f)
 }
 
+// A hook job runs within the slot the job that fired it held: it does not
+// queue behind the job that took that slot next.
+func TestAHookJobRunsWithinTheFiringJobsSlot(t *testing.T) {
+	f := newQueues(t)
+	release := f.Execute("release", nil)
+	next := f.Execute("web", nil)
+	queued(t, f, next)
+	f.RunJobStep(release, "up", enginetest.Ok(nil))
+	f.WaitStatus(release, engine.JobCompleted)
+	notQueued(t, f, next)
+	page, _, err := f.Engine.Jobs(context.Background(), engine.JobFilter{Workspace: enginetest.WorkspaceName, TaskName: "announce"})
+	if err != nil || len(page) != 1 {
+		t.Fatalf("hook jobs: %d, %v", len(page), err)
+	}
+	hook := page[0]
+	notQueued(t, f, hook.ID)
+	f.RunJobStep(hook.ID, "say", enginetest.Ok(nil))
+	f.WaitStatus(hook.ID, engine.JobCompleted)
+	f.RunJobStep(next, "up", enginetest.Ok(nil))
+	f.WaitStatus(next, engine.JobCompleted)
+	assertIdle(t, f)
+}
+
 func TestQueuedJobsKeepTheirPlaceAcrossARestart(t *testing.T) {
 	f := newQueues(t)
 	first := f.Execute("deploy", map[string]any{"env": "prod"})
@@ -411,4 +444,28 @@ func (m *queueMetrics) get() string {
 	m.waitedMu.Lock()
 	defer m.waitedMu.Unlock()
 	return strings.Join(m.waited, ", ")
+}
+
+// A reload that lowers a limit applies to the next start: the jobs
+// running go on, and the line moves only once they are under the new one.
+func TestAReloadedLimitAppliesToTheNextStart(t *testing.T) {
+	f := newQueues(t)
+	a := f.Execute("build", nil)
+	b := f.Execute("build", nil)
+	c := f.Execute("build", nil)
+	queued(t, f, c)
+	lowered := enginetest.LoadWorkspace(t, strings.Replace(queuesYAML, "concurrency: {limit: 2}", "concurrency: {limit: 1}", 1))
+	if lowered.Revision == f.WS.Revision {
+		t.Fatal("the edit did not change the revision")
+	}
+	f.Workspaces.Add(lowered)
+	f.RunJobStep(a, "make", enginetest.Ok(nil))
+	f.WaitStatus(a, engine.JobCompleted)
+	notQueued(t, f, b)
+	queued(t, f, c)
+	f.RunJobStep(b, "make", enginetest.Ok(nil))
+	notQueued(t, f, c)
+	f.RunJobStep(c, "make", enginetest.Ok(nil))
+	f.WaitStatus(c, engine.JobCompleted)
+	assertIdle(t, f)
 }
