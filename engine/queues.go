@@ -270,7 +270,8 @@ func (e *Engine) enqueue(b *batch, js *jobState) {
 		return
 	}
 	q := *js.job.Queue
-	q.Waiting, q.Since = true, &b.now
+	since := b.now
+	q.Waiting, q.Since = true, &since
 	js.job.Queue = &q
 	js.job.Deadline = nil // the timeout counts from the start
 	for _, id := range q.Slots {
@@ -347,7 +348,10 @@ func (e *Engine) pump(b *batch, ids ...string) {
 		}
 		for i := 0; i < len(l.waiting) && e.hasRoom(l); {
 			if w := l.waiting[i]; e.canStart(w) {
+				// What the start sets off may change the line (a job
+				// that ends at once, a cancel): look from the front.
 				e.startQueued(b, w)
+				i = 0
 				continue
 			}
 			i++
