@@ -469,3 +469,34 @@ func TestAReloadedLimitAppliesToTheNextStart(t *testing.T) {
 	f.WaitStatus(c, engine.JobCompleted)
 	assertIdle(t, f)
 }
+
+// The feed tells a live list a queued job's place when it is created, and
+// when it leaves the line, though it stays pending until its step starts.
+func TestTheFeedCarriesAQueuedJobsPlaceAndItsStart(t *testing.T) {
+	f := newQueues(t)
+	first := f.Execute("build", nil)
+	f.Execute("build", nil)
+	sub := f.Engine.SubscribeFeed(0)
+	defer sub.Close()
+	third := f.Execute("build", nil)
+	f.RunJobStep(first, "make", enginetest.Ok(nil))
+	var got []string
+	for len(got) < 2 {
+		select {
+		case ev := <-sub.Items():
+			if ev.Job.ID != third {
+				continue
+			}
+			place := "-"
+			if ev.Job.Queue != nil && ev.Job.Queued() {
+				place = fmt.Sprint(ev.Job.Queue.Position)
+			}
+			got = append(got, ev.Change+":"+ev.Job.Status+":"+place)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("events of the queued job so far %v; want 2", got)
+		}
+	}
+	if want := "[created:pending:1 status:pending:-]"; fmt.Sprint(got) != want {
+		t.Fatalf("events %v, want %s", got, want)
+	}
+}
