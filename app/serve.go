@@ -171,6 +171,7 @@ func printSettings(w io.Writer, cfg *config.Server, addr string, workerTags []st
 	}
 	fmt.Fprintf(w, "  metrics:               %s\n", describeMetrics(cfg))
 	fmt.Fprintf(w, "  agents:                %s\n", cfg.Agents.Describe())
+	fmt.Fprintf(w, "  queues:                %s\n", config.DescribeQueues(cfg.Queues))
 	if len(cfg.AllowedHosts) > 0 {
 		fmt.Fprintf(w, "  allowed_hosts:         %s\n", strings.Join(cfg.AllowedHosts, ", "))
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strings"
 )
 
 // MaxQueueLimit bounds a queue's limit: a higher one limits nothing.
@@ -51,4 +52,16 @@ func (c *Server) QueueLimits() map[string]int {
 		out[name] = q.Limit
 	}
 	return out
+}
+
+// DescribeQueues is the queues section for the start-up summary.
+func DescribeQueues(qs map[string]Queue) string {
+	if len(qs) == 0 {
+		return "none (tasks may still limit their own jobs with concurrency)"
+	}
+	parts := make([]string, 0, len(qs))
+	for _, name := range QueueNames(qs) {
+		parts = append(parts, fmt.Sprintf("%s (limit %d)", name, qs[name].Limit))
+	}
+	return strings.Join(parts, ", ")
 }

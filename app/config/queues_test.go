@@ -34,6 +34,9 @@ func TestQueuesSection(t *testing.T) {
 			if got := cfg.QueueLimits(); got["deploys"] != 2 || got["builds"] != 1 || len(got) != 2 {
 				t.Fatalf("queue limits = %v, want deploys 2 and builds 1 (the default)", got)
 			}
+			if got, want := DescribeQueues(cfg.Queues), "builds (limit 1), deploys (limit 2)"; got != want {
+				t.Fatalf("start-up summary %q, want %q", got, want)
+			}
 		})
 	}
 }
