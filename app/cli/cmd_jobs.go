@@ -53,8 +53,11 @@ func cmdJobs(args []string, stdout, stderr io.Writer) int {
 // jobStatusText is the job's status, with its place in line while it
 // waits for a slot: "pending, queued (3rd)".
 func jobStatusText(j *wire.Job) string {
-	if j.Queue == nil {
+	switch {
+	case j.Queue == nil:
 		return j.Status
+	case j.Queue.Position < 1: // it left the line as it was read
+		return j.Status + ", queued"
 	}
 	return fmt.Sprintf("%s, queued (%s)", j.Status, ordinal(j.Queue.Position))
 }
