@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/goccy/go-yaml/ast"
+
 	"github.com/appliance-sh/appliance/engine/template"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
@@ -21,6 +23,10 @@ var onLimits = set(workflow.OnLimitQueue, workflow.OnLimitSkip, workflow.OnLimit
 // concurrency reads a task's `concurrency` block (not a scheduler
 // trigger's `concurrency` policy, which is a plain word).
 func (l *loader) concurrency(n node) *workflow.Concurrency {
+	if s, ok := n.resolve().(*ast.StringNode); ok {
+		n.errorf("a task's concurrency is a mapping such as {limit: 1, key: \"{{ input.env }}\"}; %q is a scheduler trigger's concurrency (allow, skip, cancel_previous), set on the trigger", s.Value)
+		return nil
+	}
 	o, ok := n.object(concurrencyKeys)
 	if !ok {
 		return nil

@@ -39,7 +39,7 @@ func TestTaskConcurrencyErrorsPointAtTheField(t *testing.T) {
 		{"priority not a number", "concurrency: {limit: 1, priority: high}", `priority "high" is not an integer`},
 		{"bad key template", "concurrency: {limit: 1, key: '{{ input.env'}", "tasks.t.concurrency.key: invalid template"},
 		{"unknown field", "concurrency: {limit: 1, max: 2}", "main.yaml:3:29: tasks.t.concurrency.max: unknown key"},
-		{"the trigger's word", "concurrency: skip", "tasks.t.concurrency: expected a mapping"},
+		{"the trigger's word", "concurrency: skip", `main.yaml:3:18: tasks.t.concurrency: a task's concurrency is a mapping such as {limit: 1, key: "{{ input.env }}"}; "skip" is a scheduler trigger's concurrency (allow, skip, cancel_previous), set on the trigger`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -66,5 +66,13 @@ func TestUnknownQueueIsALoadErrorOnlyWhenTheServerKnowsItsQueues(t *testing.T) {
 	}
 	if _, err := LoadWith("test", dir, map[string]string{}, LoadOptions{}); err != nil {
 		t.Fatalf("without the server's queues (validate) the name is not checked: %v", err)
+	}
+}
+
+func TestATriggersConcurrencyIsNotATasksLimit(t *testing.T) {
+	_, errs := loadMain(t, "tasks:\n  t:\n    flow: {s: {script: echo}}\ntriggers:\n  nightly:\n    type: scheduler\n    cron: '0 2 * * *'\n    task: t\n    concurrency: {limit: 1}\n")
+	want := "main.yaml:9:18: triggers.nightly.concurrency: a scheduler trigger's concurrency is one of allow, skip, cancel_previous; a limit such as {limit: 1} goes on the task (tasks.t.concurrency)"
+	if errs == nil || !strings.Contains(errs.Error(), want) {
+		t.Fatalf("errors = %v, want %q", errs, want)
 	}
 }
