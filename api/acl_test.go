@@ -151,11 +151,15 @@ var aclRouteTable = map[string]routeCase{
 	"GET /api/jobs/{id}":                             {onNewJob("", nil), readJob},
 	"POST /api/jobs/{id}/cancel":                     {onNewJob("/cancel", nil), runJob},
 	"POST /api/jobs/{id}/rerun":                      {onNewJob("/rerun", nil), runJob},
-	"POST /api/jobs/{id}/steps/{step}/approve":       {onNewJob("/steps/say/approve", map[string]any{"approved": true}), [roleCount]int{409, 409, 403, 404}},
-	"GET /api/jobs/{id}/logs":                        {onNewJob("/logs", nil), readJob},
-	"GET /api/jobs/{id}/steps":                       {onNewJob("/steps", nil), readJob},
-	"GET /api/jobs/{id}/steps/{step}/logs":           {onNewJob("/steps/say/logs", nil), readJob},
-	"GET /api/jobs/{id}/logs/stream":                 {onNewJob("/logs/stream", nil), [roleCount]int{426, 426, 426, 404}},
+	// Admins only; the job does not wait, so an admin gets 409.
+	"POST /api/jobs/{id}/priority": {onNewJob("/priority", map[string]any{"priority": 1}), [roleCount]int{409, 403, 403, 404}},
+	// Filtered like the lists (TestQueuesListOnlyVisibleJobs).
+	"GET /api/queues":                          {fixed("/api/queues", nil), all200},
+	"POST /api/jobs/{id}/steps/{step}/approve": {onNewJob("/steps/say/approve", map[string]any{"approved": true}), [roleCount]int{409, 409, 403, 404}},
+	"GET /api/jobs/{id}/logs":                  {onNewJob("/logs", nil), readJob},
+	"GET /api/jobs/{id}/steps":                 {onNewJob("/steps", nil), readJob},
+	"GET /api/jobs/{id}/steps/{step}/logs":     {onNewJob("/steps/say/logs", nil), readJob},
+	"GET /api/jobs/{id}/logs/stream":           {onNewJob("/logs/stream", nil), [roleCount]int{426, 426, 426, 404}},
 	// The event stream filters each event (TestFeedHideDeniedTasks);
 	// without Accept: text/event-stream it answers 406 to everyone.
 	"GET /api/events":  {fixed("/api/events", nil), [roleCount]int{406, 406, 406, 406}},

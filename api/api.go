@@ -54,6 +54,10 @@ type Orchestrator interface {
 	// WorkerFor is a worker with its recent steps and their total, as a
 	// caller who sees only the jobs visible accepts (nil: all) knows it.
 	WorkerFor(ctx context.Context, id string, visible func(workspace, task string) bool) (*engine.Worker, []*engine.WorkerStep, int, error)
+	// Queues lists the queues and task limits in use; SetPriority moves a
+	// queued job in line.
+	Queues(ctx context.Context) ([]engine.QueueView, error)
+	SetPriority(ctx context.Context, jobID string, priority int) (*engine.Job, error)
 }
 
 // EventSources is the event sources' supervisor; *eventsources.Supervisor
@@ -261,6 +265,8 @@ func New(cfg Config) *echo.Echo {
 	a.GET("/jobs/:id/steps", s.listSteps)
 	a.POST("/jobs/:id/cancel", s.cancelJob)
 	a.POST("/jobs/:id/rerun", s.rerunJob)
+	a.POST("/jobs/:id/priority", s.setPriority)
+	a.GET("/queues", s.listQueues)
 	a.POST("/jobs/:id/steps/:step/approve", s.approveStep)
 	a.GET("/jobs/:id/logs", s.jobLogs)
 	a.GET("/jobs/:id/steps/:step/logs", s.stepLogs)

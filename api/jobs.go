@@ -28,8 +28,10 @@ func (s *server) listJobs(c echo.Context) error {
 	out := wire.JobList{Total: total}
 	if len(jobs) > limit {
 		jobs = jobs[:limit]
-		next := engine.CursorOf(jobs[limit-1])
-		out.NextCursor = &next
+		if !f.Queued { // the line is paged by offset
+			next := engine.CursorOf(jobs[limit-1])
+			out.NextCursor = &next
+		}
 	}
 	out.Items = make([]wire.Job, len(jobs))
 	for i, j := range jobs {
@@ -61,6 +63,16 @@ func jobFilterOf(c echo.Context) (engine.JobFilter, error) {
 	}
 	if f.SourceType != "" && !engine.ValidSourceType(f.SourceType) {
 		return f, httpx.BadRequest("unknown source_type %q", f.SourceType)
+	}
+	switch v := c.QueryParam("queued"); v {
+	case "", "false":
+	case "true":
+		f.Queued = true
+		if c.QueryParam("cursor") != "" {
+			return f, httpx.BadRequest("queued=true lists the jobs in line, paged by offset: no cursor")
+		}
+	default:
+		return f, httpx.BadRequest("queued: want true or false, got %q", v)
 	}
 	if v := c.QueryParam("cursor"); v != "" {
 		cur, err := engine.ParseJobCursor(v)

@@ -31,11 +31,13 @@ var routeScopes = map[string]accounts.Scope{
 	"GET /api/jobs/:id/logs/stream":                accounts.ScopeRead,
 	"GET /api/events":                              accounts.ScopeRead,
 	"GET /api/workers":                             accounts.ScopeRead,
+	"GET /api/queues":                              accounts.ScopeRead,
 	"GET /api/workers/:id":                         accounts.ScopeRead,
 	"GET /api/auth/me":                             accounts.ScopeRead,
 	"GET /api/auth/api-keys":                       accounts.ScopeRead,
 	"POST /api/workspaces/:ws/tasks/:name/execute": accounts.ScopeRun,
 	"POST /api/jobs/:id/cancel":                    accounts.ScopeRun,
+	"POST /api/jobs/:id/priority":                  accounts.ScopeAdmin,
 	"POST /api/jobs/:id/rerun":                     accounts.ScopeRun,
 	"POST /api/jobs/:id/steps/:step/approve":       accounts.ScopeApprove,
 	// Credentials and accounts: a key that may only read or run cannot

@@ -36,7 +36,17 @@ func jobOf(j *engine.Job) wire.Job {
 		StartedAt:   httpx.UTCPtr(j.StartedAt),
 		CompletedAt: httpx.UTCPtr(j.CompletedAt),
 		RerunOf:     j.RerunOf,
+		Queue:       queueOf(j),
 	}
+}
+
+// queueOf is a waiting job's place in line, nil for any other job.
+func queueOf(j *engine.Job) *wire.JobQueue {
+	if !j.Queued() {
+		return nil
+	}
+	q := j.Queue
+	return &wire.JobQueue{Name: q.Name, Key: q.Key, Position: q.Position, Priority: q.Priority, Since: httpx.UTCPtr(q.Since)}
 }
 
 func stepOf(s *engine.Step) wire.Step {

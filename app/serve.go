@@ -172,6 +172,7 @@ func printSettings(w io.Writer, cfg *config.Server, addr string, workerTags []st
 	}
 	fmt.Fprintf(w, "  metrics:               %s\n", describeMetrics(cfg))
 	fmt.Fprintf(w, "  agents:                %s\n", cfg.Agents.Describe())
+	fmt.Fprintf(w, "  queues:                %s\n", config.DescribeQueues(cfg.Queues))
 	if len(cfg.AllowedHosts) > 0 {
 		fmt.Fprintf(w, "  allowed_hosts:         %s\n", strings.Join(cfg.AllowedHosts, ", "))
 	}
@@ -291,6 +292,8 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 	if cfg.Agents.Configured() {
 		loadOpts.Providers = cfg.Agents.IDs()
 	}
+	// A task joining a queue the config does not name is a load error.
+	loadOpts.Queues = config.QueueNames(cfg.Queues)
 	registry, err := workspace.NewRegistry(dirs, nil, log, loadOpts)
 	if err != nil {
 		return nil, err
@@ -336,6 +339,7 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 		Agents:           agentCaller,
 		RunnerTag:        runnerTags.CapabilityTag,
 		Clock:            cfg.Test.EngineClock,
+		Queues:           cfg.QueueLimits(),
 	})
 	if err != nil {
 		return nil, err

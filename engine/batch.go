@@ -27,6 +27,7 @@ type batch struct {
 	deliveries []delivery            // claims answered in this batch
 	after      []func()              // timers to arm
 	marks      []EventMark           // event sources' progress (see Emit)
+	waited     []queueWait           // queued jobs started, and how long they waited (for metrics)
 }
 
 type jobLine struct {

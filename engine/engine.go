@@ -53,6 +53,10 @@ type Config struct {
 	// registry, injected by app (runners.CapabilityTag). nil = no runner
 	// needs a tag beyond the action's own.
 	RunnerTag func(runner string) string
+	// Queues are the server config's named queues and their limits
+	// (`queues: {NAME: {limit: N}}`), which tasks join with `queue: NAME`.
+	// A job of a queue not named here waits for no slot of it.
+	Queues map[string]int
 }
 
 // Engine is the orchestrator.

@@ -119,3 +119,34 @@ func TestEmitOfAJobThatIsNoConsumerCreatesNothing(t *testing.T) {
 		t.Fatalf("emit from a plain job: %d %v %v, %d jobs; want all taken, none created", n, wait != nil, err, len(targets(t, f)))
 	}
 }
+
+// A target job waiting in its task's line is in flight: max_in_flight
+// counts it, so a burst of events cannot pile up behind a limit.
+func TestQueuedTargetJobsCountAsInFlight(t *testing.T) {
+	f := enginetest.New(t, strings.Replace(eventSourceYAML, "  handle:\n", "  handle:\n    concurrency: {limit: 1}\n", 1))
+	ctx := context.Background()
+	source := enginetest.WorkspaceName + "/numbers"
+	consumer, err := f.Engine.CreateTriggered(ctx, engine.CreateJob{Workspace: enginetest.WorkspaceName, Task: "produce",
+		SourceType: engine.SourceTrigger, SourceID: &source}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ClaimJobStep(consumer.ID, "emit")
+	if err := f.Engine.StartStep(ctx, f.Worker, consumer.ID, "emit"); err != nil {
+		t.Fatal(err)
+	}
+	ems := []engine.Emission{{Seq: 1, JSON: `{"n": 1}`}, {Seq: 2, JSON: `{"n": 2}`}, {Seq: 3, JSON: `{"n": 3}`}}
+	n, wait, err := f.Engine.Emit(ctx, consumer.ID, "emit", "run-1", ems)
+	if err != nil || n != 2 || wait == nil {
+		t.Fatalf("%d accepted, wait %v, %v; want 2 (one running, one queued) and a wait", n, wait != nil, err)
+	}
+	queuedTargets := 0
+	for _, j := range targets(t, f) {
+		if f.Job(j.ID).Queued() {
+			queuedTargets++
+		}
+	}
+	if queuedTargets != 1 {
+		t.Fatalf("%d target jobs queued, want 1 behind the limit of 1", queuedTargets)
+	}
+}

@@ -209,7 +209,7 @@ type feedBatch struct {
 // changed status, and the changed steps of followed jobs; jobOf is a live
 // job by ID (nil if unknown). Called by the loop only, in commit order;
 // nil when there is nothing to send.
-func (f *jobFeed) collect(b *batch, jobOf func(id string) *Job) *feedBatch {
+func (f *jobFeed) collect(b *batch, jobOf func(id string) *Job, place func(*Job) int) *feedBatch {
 	if len(b.jobList) == 0 && len(b.stepList) == 0 {
 		return nil
 	}
@@ -237,24 +237,36 @@ func (f *jobFeed) collect(b *batch, jobOf func(id string) *Job) *feedBatch {
 	// job's end comes after its last step's.
 	var items, changed []FeedItem
 	for _, j := range b.jobList {
+		// A queued job leaving its line is a change too, though it stays
+		// pending until its first step starts.
+		sig := j.Status
+		if j.Queued() {
+			sig += "+queued"
+		}
 		change := JobStatusChanged
 		if created[j] {
 			change = JobCreated
-		} else if prev, ok := f.last[j.ID]; ok && prev == j.Status {
+		} else if prev, ok := f.last[j.ID]; ok && prev == sig {
 			continue
 		}
 		if JobTerminal(j.Status) {
 			delete(f.last, j.ID)
 		} else {
-			f.last[j.ID] = j.Status
+			f.last[j.ID] = sig
 		}
 		if !listening && !followed[j.ID] {
 			continue
 		}
+		item := FeedItem{Change: change, Job: listCopy(j)}
+		if j.Queued() {
+			q := *j.Queue
+			q.Position = place(j)
+			item.Job.Queue = &q
+		}
 		if change == JobCreated {
-			items = append(items, FeedItem{Change: change, Job: listCopy(j)})
+			items = append(items, item)
 		} else {
-			changed = append(changed, FeedItem{Change: change, Job: listCopy(j)})
+			changed = append(changed, item)
 		}
 	}
 	if followed != nil {

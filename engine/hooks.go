@@ -136,7 +136,7 @@ func hookRenders(ws *workflow.Workspace, h *workflow.Hook) bool {
 	if a, ok := ws.Actions[h.Action]; ok {
 		if a.Type == workflow.TypeTask {
 			t, ok := ws.Tasks[a.Task]
-			return ok && workflow.RendersDefaults(t.Input)
+			return ok && (workflow.RendersDefaults(t.Input) || t.RendersConcurrency())
 		}
 		return workflow.RendersDefaults(a.Input)
 	}
@@ -177,7 +177,8 @@ func (e *Engine) buildHookJob(ctx context.Context, js *jobState, h *workflow.Hoo
 	source := js.job.ID
 	// A hook job is judged as the job that fired it: whatever action it
 	// runs, and however that action is named, its input is that job's data.
-	req := CreateJob{Workspace: js.job.Workspace, Input: input, SourceType: SourceHook, SourceID: &source, accessPath: js.job.AccessPath}
+	req := CreateJob{Workspace: js.job.Workspace, Input: input, SourceType: SourceHook, SourceID: &source, accessPath: js.job.AccessPath,
+		within: heldBy(js)}
 	if a, ok := js.ws.Actions[h.Action]; ok && a.Type == workflow.TypeTask {
 		req.Task = a.Task
 		return e.buildJobIn(ctx, js.ws, req)

@@ -27,7 +27,7 @@ func (e *Engine) buildJobBounded(req CreateJob) (*jobState, error) {
 		return nil, fmt.Errorf("workspace %q: %w", req.Workspace, ErrNotFound)
 	}
 	task, ok := ws.Tasks[req.Task]
-	if !ok || !workflow.RendersDefaults(task.Input) {
+	if !ok || !workflow.RendersDefaults(task.Input) && !task.RendersConcurrency() {
 		return e.buildJobIn(context.Background(), ws, req)
 	}
 	var js *jobState
@@ -67,6 +67,10 @@ func (e *Engine) buildJobOf(ctx context.Context, ws *workflow.Workspace, task *w
 	if input == nil {
 		input = map[string]any{}
 	}
+	queue, err := jobQueueOf(ctx, ws, task, input)
+	if err != nil {
+		return nil, err
+	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, fmt.Errorf("new job id: %w", err)
@@ -96,12 +100,14 @@ func (e *Engine) buildJobOf(ctx context.Context, ws *workflow.Workspace, task *w
 		Revision:   ws.Revision,
 		Input:      input,
 		CreatedAt:  now,
+		Queue:      queue,
 	}
 	if task.Timeout > 0 {
 		d := now.Add(time.Duration(task.Timeout))
 		job.Deadline = &d
 	}
 	js := newJobState(job, ws, task)
+	js.within = req.within
 	for k, name := range task.StepOrder() {
 		fs := task.Flow[name]
 		action, err := stepAction(ws, name, fs)
@@ -242,6 +248,17 @@ func normTags(tags []string) []string {
 // insertJob adds a built job to memory, evaluates its root steps and
 // returns a copy of the job as it will be committed.
 func (e *Engine) insertJob(b *batch, js *jobState) *Job {
+	if js.job.Queue != nil || js.job.ParentJobID != "" || len(js.within) > 0 {
+		slots := e.slotsOf(js)
+		if js.job.Queue != nil {
+			q := *js.job.Queue
+			q.Slots = slots
+			js.job.Queue = &q
+		}
+		if c := js.task.Concurrency; c != nil && c.OnLimit == workflow.OnLimitSkip && js.job.Queue != nil && e.overLimit(js) {
+			return e.insertOverLimit(b, js)
+		}
+	}
 	e.st.jobs[js.job.ID] = js
 	e.secrets.put(js.job.ID, js.secretSet())
 	// Its steps may be claimed, and run by in-process workers, while the
@@ -255,6 +272,18 @@ func (e *Engine) insertJob(b *batch, js *jobState) *Job {
 	if js.job.RerunOf != "" {
 		b.serverLog(js.job.ID, rerunLine(js))
 	}
+	if js.job.Queue != nil {
+		e.enqueue(b, js)
+	} else {
+		e.beginJob(b, js)
+	}
+	c := *js.job
+	return &c
+}
+
+// beginJob starts a job that may run: its root steps, and in a re-run the
+// steps whose dependencies were all reused, are decided; its timeout runs.
+func (e *Engine) beginJob(b *batch, js *jobState) {
 	// Root steps, and in a re-run the steps whose dependencies were all
 	// reused, are decided now; deciding one may decide later ones.
 	for _, ss := range js.flow {
@@ -269,8 +298,6 @@ func (e *Engine) insertJob(b *batch, js *jobState) *Job {
 	if js.job.Deadline != nil && !js.job.Terminal() {
 		b.afterCommit(func() { e.armJobTimer(js) })
 	}
-	c := *js.job
-	return &c
 }
 
 // liveJob finds a job the loop can still change.
@@ -338,6 +365,7 @@ func (e *Engine) endJob(b *batch, js *jobState, status, reason string) {
 	if reason != "" {
 		e.cancelChildren(b, js)
 	}
+	e.releaseSlots(b, js)
 	e.jobEnded(b, js)
 }
 

@@ -336,6 +336,11 @@ func (e *Engine) effectsOf(b *batch) func() {
 			return js.job
 		}
 		return nil
+	}, func(j *Job) int {
+		if js := e.st.jobs[j.ID]; js != nil {
+			return e.position(js)
+		}
+		return 0
 	})
 	observe := e.observations(b)
 	return func() {

@@ -42,6 +42,9 @@ type Stats struct {
 	ParkedClaims  int // claims waiting for a step
 	ActiveWorkers int // workers whose heartbeat is current
 	RunningSteps  int // steps held by workers
+	// Queued counts the jobs waiting for a slot, by queue (a named
+	// queue, or workspace/task for a task's own limit).
+	Queued map[string]int
 }
 
 // Stats takes a snapshot of the live state in the loop (for metrics and
@@ -55,6 +58,8 @@ func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 			}
 			s.RunningSteps += len(w.running)
 		}
+		s.Queued = e.queuedCounts()
+
 		return s, nil
 	})
 	if err != nil {
@@ -79,8 +84,14 @@ func (e *Engine) observations(b *batch) func() {
 		steps = append(steps, ended{s.Status, ran})
 	}
 	newJobs, endedJobs := b.newJobs, b.endedJobs // fields that never change again
+	waited := b.waited
 	return func() {
 		m := e.metrics
+		if qm, ok := m.(QueueMetrics); ok {
+			for _, w := range waited {
+				qm.QueueWaited(w.queue, w.waited)
+			}
+		}
 		for _, j := range newJobs {
 			m.JobCreated(j.Workspace, j.TaskName, j.SourceType)
 		}

@@ -28,6 +28,9 @@ func (e *Engine) Job(ctx context.Context, id string) (*Job, []*Step, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("steps of job %s: %w", id, err)
 	}
+	if err := e.placeQueued(ctx, []*Job{j}); err != nil {
+		return nil, nil, err
+	}
 	return j, steps, nil
 }
 
@@ -69,9 +72,15 @@ func (e *Engine) Jobs(ctx context.Context, f JobFilter) ([]*Job, int, error) {
 	if f.Limit == 0 {
 		f.Limit = DefaultPageSize
 	}
+	if f.Queued {
+		return e.queuedJobs(ctx, f)
+	}
 	jobs, total, err := e.cfg.Store.Jobs(ctx, f)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list jobs: %w", err)
+	}
+	if err := e.placeQueued(ctx, jobs); err != nil {
+		return nil, 0, err
 	}
 	return jobs, total, nil
 }

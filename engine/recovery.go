@@ -87,6 +87,25 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 		})
 	}
 
+	// Rebuild the lines and slots of the concurrency limits, holders in
+	// the order they were created, waiters in line.
+	var queued []*jobState
+	for _, js := range e.st.jobs {
+		if js.job.Queue != nil {
+			queued = append(queued, js)
+		}
+	}
+	sort.Slice(queued, func(a, b int) bool {
+		ja, jb := queued[a].job, queued[b].job
+		if !ja.CreatedAt.Equal(jb.CreatedAt) {
+			return ja.CreatedAt.Before(jb.CreatedAt)
+		}
+		return ja.ID < jb.ID
+	})
+	for _, js := range queued {
+		e.restoreSlots(js)
+	}
+
 	// Rebuild the ready index in the order steps became ready.
 	sort.SliceStable(ready, func(i, j int) bool {
 		ri, rj := ready[i].rec, ready[j].rec
@@ -137,6 +156,9 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 	// A step whose templates were rendering off the loop is still pending
 	// in the store: decide it again (so too a hand-edited store's).
 	for _, js := range e.st.jobs {
+		if js.job.Queued() {
+			continue // it begins when it gets its slots
+		}
 		for _, ss := range js.flow {
 			if js.job.Terminal() {
 				break
@@ -154,6 +176,8 @@ func (e *Engine) load(ctx context.Context, startup bool) error {
 	for _, j := range hooksPending {
 		e.recoverHooks(b, j, byJob[j.ID])
 	}
+	// A limit raised, or a queue dropped, while the server was down.
+	e.pumpAll(b)
 
 	e.holders.rebuild(e.st)
 	e.secrets.rebuild(e.st)

@@ -31,6 +31,8 @@ type state struct {
 	// Config.AgentSlots); agentQueue holds the calls waiting for one.
 	agentsInFlight int
 	agentQueue     []*agentCall
+	// slots is the concurrency limits in use (queues.go).
+	slots *slotIndex
 }
 
 func newState() *state {
@@ -40,6 +42,7 @@ func newState() *state {
 		ready:   newReadyIndex(),
 		waiters: newWaiterQueue(),
 		hooking: map[string]*jobState{},
+		slots:   newSlotIndex(),
 	}
 }
 
@@ -65,6 +68,9 @@ type jobState struct {
 	// then added to as step inputs resolve; shared with the registry.
 	secrets     *secretSet
 	secretsOnce sync.Once
+	// within is the limits the job runs within, held by an ancestor (or
+	// the job that fired a hook job): it needs no slot of them.
+	within []string
 }
 
 // stepState is one step record and what the loop needs to move it on.

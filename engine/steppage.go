@@ -35,6 +35,9 @@ func (e *Engine) JobRecord(ctx context.Context, id string) (*Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read job %s: %w", id, err)
 	}
+	if err := e.placeQueued(ctx, []*Job{j}); err != nil {
+		return nil, err
+	}
 	return j, nil
 }
 

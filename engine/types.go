@@ -103,7 +103,40 @@ type Job struct {
 	// IdempotencyKey is the key the request that made the job carried
 	// (CreateJob.IdempotencyKey). Internal.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Queue is set on a job of a task with a concurrency limit or a queue
+	// (see queues.go): the limits it needs, its priority, and whether it
+	// is waiting for a slot. Stored with the job, so a restart rebuilds
+	// the queues from the store.
+	Queue *JobQueue `json:"queue,omitempty"`
 }
+
+// JobQueue is a job's place under its task's concurrency limit and its
+// named queue. Stores keep it as part of the job's JSON.
+type JobQueue struct {
+	Name string `json:"name,omitempty"` // the server config queue the task joins
+	// Keyed is set when the task has a concurrency limit; Key is its
+	// rendered key ("" when the task gives none: one limit for the task).
+	Keyed    bool   `json:"keyed,omitempty"`
+	Key      string `json:"key,omitempty"`
+	Priority int    `json:"priority,omitempty"`
+	// Waiting is set while the job waits for a slot (status pending),
+	// since Since.
+	Waiting bool       `json:"waiting,omitempty"`
+	Since   *time.Time `json:"since,omitempty"`
+	// Within names the limits an ancestor holds (or the job that fired
+	// a hook job), which the job runs within: it needs no slot of them.
+	Within []string `json:"within,omitempty"`
+	// Slots names the limits the job needs a slot of, its task's and its
+	// queue's less Within: waited for while Waiting, then held until it
+	// ends. Derived, not stored (see Engine.slotsOf).
+	Slots []string `json:"-"`
+	// Position is the job's 1-based place in line while it waits,
+	// filled in by Engine.Job and Engine.Jobs, never stored.
+	Position int `json:"-"`
+}
+
+// Queued reports whether the job waits for a slot.
+func (j *Job) Queued() bool { return j.Queue != nil && j.Queue.Waiting && !j.Terminal() }
 
 // Terminal reports whether the job can no longer change.
 func (j *Job) Terminal() bool { return JobTerminal(j.Status) }
@@ -273,6 +306,9 @@ type CreateJob struct {
 	// accessPath, set for a hook job, is the firing job's AccessPath, which
 	// the hook job takes over; other jobs take their task's path.
 	accessPath string
+	// within, for a hook job, is the limits the firing job held: the hook
+	// job runs within them (see slotsOf).
+	within []string
 	// Rerun makes the job a re-run of another: of its task, on the current
 	// revision, with its input unless Input is given (then Strict applies
 	// as for any input a person typed). Workspace and Task are taken from
@@ -313,6 +349,11 @@ type JobFilter struct {
 	Cursor *JobCursor
 	Limit  int
 	Offset int
+	// Queued keeps only the jobs waiting for a slot of a concurrency
+	// limit or queue, in line order (by priority, then creation) rather
+	// than newest first; the engine answers it from memory, and Cursor
+	// does not apply.
+	Queued bool
 	// Visible, when set, keeps only the jobs it accepts by workspace and
 	// access path (Job.AccessPath, never the task's current place): the
 	// store skips the others while paging, so pages stay full and the

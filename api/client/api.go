@@ -66,6 +66,7 @@ type JobQuery struct {
 	Cursor     string
 	Limit      int
 	Offset     int
+	Queued     bool // only the jobs waiting for a slot, in line order
 }
 
 func (q JobQuery) values() url.Values {
@@ -76,12 +77,24 @@ func (q JobQuery) values() url.Values {
 	if q.Offset > 0 {
 		v.Set("offset", strconv.Itoa(q.Offset))
 	}
+	if q.Queued {
+		v.Set("queued", "true")
+	}
 	for k, s := range map[string]string{"workspace": q.Workspace, "task_name": q.TaskName, "status": q.Status, "source_type": q.SourceType, "cursor": q.Cursor} {
 		if s != "" {
 			v.Set(k, s)
 		}
 	}
 	return v
+}
+
+// Queues lists the queues and task limits in use (GET /api/queues).
+func (c *Client) Queues(ctx context.Context) (*wire.QueueList, error) {
+	var out wire.QueueList
+	if _, err := c.Get(ctx, "/api/queues", &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Jobs is a page of the job list (GET /api/jobs).

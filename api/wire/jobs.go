@@ -19,6 +19,10 @@ type Job struct {
 	CompletedAt *time.Time `json:"completed_at"`
 	// Beyond the interface: the job this one re-runs.
 	RerunOf string `json:"rerun_of,omitempty"`
+	// Beyond the interface: the job's place in line while it waits for a
+	// slot of a concurrency limit or queue (status pending); absent
+	// otherwise, so the interface's own answers keep their exact keys.
+	Queue *JobQueue `json:"queue,omitempty"`
 }
 
 // JobHead is the job detail without its steps, which the server streams

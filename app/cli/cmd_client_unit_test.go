@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/appliance-sh/appliance/api/wire"
 )
 
 func TestBuildInputReadsValuesAsJSONWhenTheyParse(t *testing.T) {
@@ -275,5 +277,22 @@ func TestFollowOfAnUnknownJobIsTheServersNotFound(t *testing.T) {
 	code, _, errOut := runMain("logs", "x", "--follow", "--server", srv.URL)
 	if code != 1 || errOut != "appliance: job \"x\": not found\n" {
 		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestJobsShowAQueuedJobsPlaceInLine(t *testing.T) {
+	page := &wire.JobList{Total: 2, Items: []wire.Job{
+		{JobID: "a", TaskName: "deploy", Status: "running", SourceType: "api"},
+		{JobID: "b", TaskName: "deploy", Status: "pending", SourceType: "api", Queue: &wire.JobQueue{Name: "deploys", Position: 3}},
+	}}
+	var out strings.Builder
+	printJobs(&out, page, 0, false, time.Now())
+	if !strings.Contains(out.String(), "pending, queued (3rd)") || strings.Contains(out.String(), "running, queued") {
+		t.Fatalf("jobs table:\n%s", out.String())
+	}
+	for n, want := range map[int]string{1: "1st", 2: "2nd", 11: "11th", 12: "12th", 13: "13th", 22: "22nd", 101: "101st", 111: "111th"} {
+		if got := ordinal(n); got != want {
+			t.Errorf("ordinal(%d) = %q, want %q", n, got, want)
+		}
 	}
 }

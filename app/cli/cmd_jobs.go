@@ -23,6 +23,7 @@ func cmdJobs(args []string, stdout, stderr io.Writer) int {
 	status := cc.fs.String("status", "", "only jobs in one of these statuses (comma-separated: pending,running,completed,failed,cancelled,skipped)")
 	source := cc.fs.String("source", "", "only jobs of this source type (api, user, trigger, webhook, hook, task)")
 	cursor := cc.fs.String("cursor", "", "start after this cursor (printed under a page that has more)")
+	queued := cc.fs.Bool("queued", false, "only the jobs waiting for a slot of a concurrency limit or queue, in line order")
 	if _, code, ok := cc.parse(args, 0); !ok {
 		return code
 	}
@@ -36,7 +37,7 @@ func cmdJobs(args []string, stdout, stderr io.Writer) int {
 				return 1, err
 			}
 		}
-		page, raw, err := c.Jobs(ctx, client.JobQuery{Workspace: *ws, TaskName: *task, Status: *status, SourceType: *source, Cursor: *cursor, Limit: *limit, Offset: *offset})
+		page, raw, err := c.Jobs(ctx, client.JobQuery{Workspace: *ws, TaskName: *task, Status: *status, SourceType: *source, Cursor: *cursor, Limit: *limit, Offset: *offset, Queued: *queued})
 		if err != nil {
 			return 1, err
 		}
@@ -47,6 +48,34 @@ func cmdJobs(args []string, stdout, stderr io.Writer) int {
 		printJobs(stdout, page, *offset, *cursor != "", time.Now())
 		return 0, nil
 	})
+}
+
+// jobStatusText is the job's status, with its place in line while it
+// waits for a slot: "pending, queued (3rd)".
+func jobStatusText(j *wire.Job) string {
+	switch {
+	case j.Queue == nil:
+		return j.Status
+	case j.Queue.Position < 1: // it left the line as it was read
+		return j.Status + ", queued"
+	}
+	return fmt.Sprintf("%s, queued (%s)", j.Status, ordinal(j.Queue.Position))
+}
+
+// ordinal writes 1 as 1st, 2 as 2nd, 11 as 11th, 23 as 23rd.
+func ordinal(n int) string {
+	suffix := "th"
+	if n%100 < 11 || n%100 > 13 {
+		switch n % 10 {
+		case 1:
+			suffix = "st"
+		case 2:
+			suffix = "nd"
+		case 3:
+			suffix = "rd"
+		}
+	}
+	return fmt.Sprintf("%d%s", n, suffix)
 }
 
 // printJobs prints a page as a table; under it, where more pages are, the
@@ -67,7 +96,7 @@ func printJobs(w io.Writer, page *wire.JobList, offset int, afterCursor bool, no
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB ID\tTASK\tSTATUS\tSOURCE\tCREATED\tDURATION")
 	for _, j := range page.Items {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.JobID, j.TaskName, j.Status, j.SourceType, shortTime(j.CreatedAt), jobDuration(&j, now))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.JobID, j.TaskName, jobStatusText(&j), j.SourceType, shortTime(j.CreatedAt), jobDuration(&j, now))
 	}
 	tw.Flush()
 	switch {

@@ -83,6 +83,9 @@ type Server struct {
 	// HA makes the server one replica of several on one PostgreSQL
 	// database, one of which leads (ha.go).
 	HA HA `yaml:"ha"`
+	// Queues are named concurrency limits across tasks, which a task
+	// joins with `queue: NAME` (queues.go).
+	Queues map[string]Queue `yaml:"queues"`
 
 	// Effective is what LoadServer derived from the sections above; the
 	// server is wired from these (tests may change them after loading).
@@ -220,6 +223,9 @@ func LoadServer(path string) (*Server, error) {
 		return nil, err
 	}
 	if err := cfg.Agents.Validate(); err != nil {
+		return nil, err
+	}
+	if err := validateQueues(cfg.Queues); err != nil {
 		return nil, err
 	}
 	return cfg, nil

@@ -325,8 +325,8 @@ func TestTasksListsOneWorkspaceOrEachOfSeveral(t *testing.T) {
 		Name      string `json:"name"`
 		Workspace string `json:"workspace"`
 	}
-	if err := json.Unmarshal([]byte(out), &tasks); code != 0 || err != nil || len(tasks) != 9 {
-		t.Fatalf("--json: exit %d, %v, stdout %q; want the 9 tasks of both", code, err, out)
+	if err := json.Unmarshal([]byte(out), &tasks); code != 0 || err != nil || len(tasks) != 10 {
+		t.Fatalf("--json: exit %d, %v, stdout %q; want the 10 tasks of both", code, err, out)
 	}
 
 	// run finds the workspace holding the task when there are several.

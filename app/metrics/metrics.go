@@ -43,6 +43,7 @@ type Registry struct {
 	logBytes       prometheus.Counter
 	schedulerLag   prometheus.Histogram
 	archivePending prometheus.Gauge
+	queueWait      *prometheus.HistogramVec
 }
 
 type stepSeries struct {
@@ -50,7 +51,10 @@ type stepSeries struct {
 	duration prometheus.Observer
 }
 
-var _ engine.Metrics = (*Registry)(nil)
+var (
+	_ engine.Metrics      = (*Registry)(nil)
+	_ engine.QueueMetrics = (*Registry)(nil)
+)
 
 // New registers every series, the Go runtime and process collectors, and
 // the live-state gauges read from stats at each scrape.
@@ -107,6 +111,11 @@ func New(stats StatsFunc) *Registry {
 			Name: "appliance_log_archive_pending",
 			Help: "Local job logs past retention.logs that the last sweep kept because the archive does not hold them yet.",
 		}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "appliance_queue_wait_seconds",
+			Help:    "How long queued jobs waited for a slot before they started, by queue (a named queue, or workspace/task for a task's own limit).",
+			Buckets: []float64{0.01, 0.1, 1, 5, 10, 30, 60, 300, 900, 3600, 14400},
+		}, []string{"queue"}),
 	}
 	r.byStatus = map[string]stepSeries{}
 	for _, s := range []string{engine.StepCompleted, engine.StepFailed, engine.StepSkipped, engine.StepCancelled} {
@@ -114,7 +123,7 @@ func New(stats StatsFunc) *Registry {
 	}
 	r.reg.MustRegister(
 		r.jobsCreated, r.jobsEnded, r.stepsEnded, r.stepDuration, r.claimWait,
-		r.commitDuration, r.commitCommands, r.commitRecords, r.logBytes, r.schedulerLag, r.archivePending,
+		r.commitDuration, r.commitCommands, r.commitRecords, r.logBytes, r.schedulerLag, r.archivePending, r.queueWait,
 		newStatsCollector(stats),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -140,6 +149,11 @@ func (r *Registry) StepEnded(status string, ran time.Duration) {
 	}
 	s.ended.Inc()
 	s.duration.Observe(ran.Seconds())
+}
+
+// QueueWaited observes a queued job's wait for its slots.
+func (r *Registry) QueueWaited(queue string, waited time.Duration) {
+	r.queueWait.WithLabelValues(queue).Observe(waited.Seconds())
 }
 
 func (r *Registry) StepClaimed(waited time.Duration) { r.claimWait.Observe(waited.Seconds()) }

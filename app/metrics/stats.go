@@ -12,6 +12,7 @@ import (
 type statsCollector struct {
 	stats                                              StatsFunc
 	up, liveJobs, ready, parked, workers, runningSteps *prometheus.Desc
+	queued                                             *prometheus.Desc
 }
 
 func newStatsCollector(stats StatsFunc) *statsCollector {
@@ -24,11 +25,13 @@ func newStatsCollector(stats StatsFunc) *statsCollector {
 		parked:       d("appliance_claims_parked", "Worker claims waiting for a step."),
 		workers:      d("appliance_workers_active", "Workers whose heartbeat is current (in-process pool included)."),
 		runningSteps: d("appliance_steps_running", "Steps held by workers."),
+		queued: prometheus.NewDesc("appliance_queued_jobs",
+			"Jobs waiting for a slot, by queue (a named queue, or workspace/task for a task's own limit).", []string{"queue"}, nil),
 	}
 }
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.liveJobs, c.ready, c.parked, c.workers, c.runningSteps} {
+	for _, d := range []*prometheus.Desc{c.up, c.liveJobs, c.ready, c.parked, c.workers, c.runningSteps, c.queued} {
 		ch <- d
 	}
 }
@@ -47,4 +50,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.parked, prometheus.GaugeValue, float64(s.ParkedClaims))
 	ch <- prometheus.MustNewConstMetric(c.workers, prometheus.GaugeValue, float64(s.ActiveWorkers))
 	ch <- prometheus.MustNewConstMetric(c.runningSteps, prometheus.GaugeValue, float64(s.RunningSteps))
+	for queue, n := range s.Queued {
+		ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(n), queue)
+	}
 }

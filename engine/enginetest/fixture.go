@@ -60,6 +60,8 @@ type Options struct {
 	Linger           time.Duration      // 0 = engine default
 	// RunnerTag stands in for the runners' registry (nil = TestRunnerTag).
 	RunnerTag func(runner string) string
+	// Queues are the server config's named queues and their limits.
+	Queues map[string]int
 }
 
 // TestRunnerTag is the harness's stand-in for the runners' registry
@@ -138,6 +140,7 @@ func (f *Fixture) start() {
 		AgentSlots:       f.opts.AgentSlots,
 		Linger:           f.opts.Linger,
 		RunnerTag:        f.runnerTag(),
+		Queues:           f.opts.Queues,
 	})
 	if err != nil {
 		f.T.Fatalf("new engine: %v", err)

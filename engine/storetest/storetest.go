@@ -140,6 +140,10 @@ func jobRoundTrip(t *testing.T, b Backend) {
 	j := job("j1", "ws", "build", engine.JobPending, 0)
 	j.SourceID = ptr("ws/nightly")
 	j.Deadline = ptr(at(60))
+	// A queued job's place is part of the record: a restart rebuilds the
+	// lines from it (Engine.Load).
+	j.Queue = &engine.JobQueue{Name: "deploys", Keyed: true, Key: "prod", Priority: -7, Waiting: true, Since: ptr(at(2)),
+		Within: []string{"queue\x1fbuilds"}}
 	commit(t, s, &engine.Batch{Jobs: []*engine.Job{j}})
 	got, err := s.Job(context.Background(), "j1")
 	if err != nil {

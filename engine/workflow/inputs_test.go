@@ -272,3 +272,17 @@ func TestResolveInputWithoutTemplateSetStillRendersDefaults(t *testing.T) {
 		t.Errorf("got %#v, %v", got, err)
 	}
 }
+
+func TestInputRefReadsOnlyOneInputsValue(t *testing.T) {
+	cases := map[string]string{
+		"{{ input.env }}": "env", "{{input.env_2}}": "env_2", "{{  input._x  }}": "_x",
+		"{{ input.env | upper }}": "", "{{ input.a.b }}": "", "{{ input. }}": "", "{{ input.2x }}": "",
+		"x {{ input.env }}": "", "{{ inputs.env }}": "", "{{ input.env }} ": "", "input.env": "",
+	}
+	for src, want := range cases {
+		got, ok := InputRef(src)
+		if got != want || ok != (want != "") {
+			t.Errorf("InputRef(%q) = %q, %v; want %q", src, got, ok, want)
+		}
+	}
+}

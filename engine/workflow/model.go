@@ -152,6 +152,36 @@ type Task struct {
 	Timeout     Duration             `json:"timeout,omitempty"`
 	OnSuccess   []*Hook              `json:"on_success,omitempty"`
 	OnError     []*Hook              `json:"on_error,omitempty"`
+	// Concurrency limits the task's own running jobs (per rendered key);
+	// Queue joins a limit the server config names across tasks. Both are
+	// the task's, unlike a scheduler trigger's `concurrency` policy.
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
+	Queue       string       `json:"queue,omitempty"`
+}
+
+// What a job of a task with a concurrency limit does when the limit is
+// reached (Concurrency.OnLimit).
+const (
+	OnLimitQueue          = "queue" // the default: wait for a slot
+	OnLimitSkip           = "skip"
+	OnLimitCancelPrevious = "cancel_previous"
+)
+
+// Priority bounds of a queued job: higher starts first.
+const (
+	MinPriority = -100
+	MaxPriority = 100
+)
+
+// Concurrency is a task's `concurrency` block: at most Limit jobs of the
+// task (per rendered Key) run at once.
+type Concurrency struct {
+	Limit int `json:"limit"`
+	// Key and Priority are templates over the job's input (or plain
+	// text), rendered once when a job is created.
+	Key      string `json:"key,omitempty"`
+	OnLimit  string `json:"on_limit,omitempty"`
+	Priority string `json:"priority,omitempty"`
 }
 
 // TaskPath is the path access rules match a task by: `folder/task`, or

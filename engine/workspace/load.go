@@ -34,6 +34,10 @@ type LoadOptions struct {
 	// action naming another is a load error. nil = not checked (the CLI's
 	// validate, a server with no agents configured).
 	Providers []string
+	// Queues are the queue names of the server config (`queues`): a task
+	// joining another is a load error. nil = not checked (the CLI's
+	// validate).
+	Queues []string
 }
 
 // loader carries one Load: the workspace being built and every problem found.

@@ -90,6 +90,9 @@ func TestSchemaRejectsWhatTheLoaderRejects(t *testing.T) {
 		{"retry backoff under 1", "actions: {a: {type: script, script: echo, retry_backoff: 0.5}}"},
 		{"retries on an approval action", "actions: {a: {type: approval, retries: 1}}"},
 		{"empty when", "tasks: {t: {flow: {s: {script: echo, when: ''}}}}"},
+		{"task concurrency without limit", "tasks: {t: {concurrency: {key: x}, flow: {s: {script: echo}}}}"},
+		{"task concurrency as a trigger's word", "tasks: {t: {concurrency: skip, flow: {s: {script: echo}}}}"},
+		{"unknown on_limit", "tasks: {t: {concurrency: {limit: 1, on_limit: wait}, flow: {s: {script: echo}}}}"},
 	}
 	for _, c := range cases {
 		if err := sch.Validate(yamlDoc(t, []byte(c.src))); err == nil {
@@ -106,6 +109,7 @@ func TestSchemaAcceptsWhatTheLoaderAccepts(t *testing.T) {
 		"actions: {a: {type: approval, message: 'ok?'}, b: {type: task, task: t}}\ntasks: {t: {flow: {s: {action: a}}}}",
 		"actions: {a: {type: script, runner: pod, script: echo, manifest: {spec: {}}}}",
 		"triggers: {e: {type: event_source, task: t, target_task: t, env: {A: b}, max_in_flight: 2}}\ntasks: {t: {flow: {s: {script: echo}}}}",
+		"tasks: {t: {queue: deploys, concurrency: {limit: 2, key: '{{ input.env }}', on_limit: skip, priority: 5}, flow: {s: {script: echo}}}}",
 		"connection_types: {db: {host: {type: string, required: true}}}\nconnections: {main: {type: db, host: x}}",
 		"actions: {a: {type: script, script: echo, retries: 3, retry_delay: 30s, retry_backoff: 1.5}}\ntasks: {t: {flow: {s: {action: a, retries: 1}, u: {script: echo, retries: 10, retry_delay: 5m}}}}",
 	}

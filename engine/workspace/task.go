@@ -7,7 +7,7 @@ import (
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
-var taskKeys = set("name", "description", "mode", "folder", "input", "flow", "timeout", "on_success", "on_error")
+var taskKeys = set("name", "description", "mode", "folder", "input", "flow", "timeout", "on_success", "on_error", "concurrency", "queue")
 
 // stepKeys are a flow step's own keys; any action key beside them makes the
 // step an inline action.
@@ -41,6 +41,12 @@ func (l *loader) task(n node) *workflow.Task {
 	}
 	if v, ok := o.get("timeout"); ok {
 		t.Timeout = timeout(v, workflow.MaxTaskTimeout, "7d")
+	}
+	if v, ok := o.get("concurrency"); ok {
+		t.Concurrency = l.concurrency(v)
+	}
+	if v, ok := o.get("queue"); ok {
+		t.Queue = l.queue(v)
 	}
 	if v, ok := o.get("on_success"); ok {
 		t.OnSuccess = l.hookList(v)

@@ -9,6 +9,8 @@ import (
 	// a system zoneinfo database.
 	_ "time/tzdata"
 
+	"github.com/goccy/go-yaml/ast"
+
 	"github.com/appliance-sh/appliance/engine/cron"
 	"github.com/appliance-sh/appliance/engine/template"
 	"github.com/appliance-sh/appliance/engine/workflow"
@@ -95,6 +97,12 @@ func (l *loader) scheduler(o obj, t *workflow.Trigger) {
 			v.errorf("unknown timezone %q (use an IANA name such as Europe/Paris)", tz)
 		} else {
 			t.Timezone = tz
+		}
+	}
+	if v, ok := o.get("concurrency"); ok {
+		if _, isMap := v.resolve().(*ast.MappingNode); isMap {
+			v.errorf("a scheduler trigger's concurrency is one of allow, skip, cancel_previous; a limit such as {limit: 1} goes on the task (tasks.%s.concurrency)", t.Task)
+			return
 		}
 	}
 	t.Concurrency = oneOf(o, "concurrency", "allow", concurrencies)

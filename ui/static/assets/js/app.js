@@ -8,6 +8,7 @@ import { dashboard } from './pages/dashboard.js';
 import { jobPage } from './pages/job.js';
 import { jobsPage } from './pages/jobs.js';
 import { loginCallback, loginPage } from './pages/login.js';
+import { queuesPage } from './pages/queues.js';
 import { taskPage } from './pages/task.js';
 import { workerPage, workersPage } from './pages/workers.js';
 import { userMenu } from './usermenu.js';
@@ -19,6 +20,7 @@ const routes = [
   [/^\/tasks\/([^/]+)\/([^/]+)$/, taskPage],
   [/^\/jobs$/, jobsPage],
   [/^\/jobs\/([^/]+)$/, jobPage],
+  [/^\/queues$/, queuesPage],
   [/^\/workers$/, workersPage],
   [/^\/workers\/([^/]+)$/, workerPage],
   [/^\/admin$/, usersPage],

@@ -60,6 +60,24 @@ export function status(s) {
   return h('span', { class: ['status', `status-${String(s).replace(/[^a-z_-]/gi, '')}`] }, s);
 }
 
+// ordinal writes 1 as 1st, 2 as 2nd, 11 as 11th, 23 as 23rd.
+export function ordinal(n) {
+  const teen = n % 100 >= 11 && n % 100 <= 13;
+  const suffix = teen ? 'th' : ({ 1: 'st', 2: 'nd', 3: 'rd' }[n % 10] || 'th');
+  return `${n}${suffix}`;
+}
+
+// jobStatus is a job's status badge, and while it waits for a slot of a
+// concurrency limit or queue, its place in line: "queued (3rd)".
+export function jobStatus(j) {
+  const s = status(j.status);
+  if (!j.queue) return s;
+  const where = [j.queue.name && `queue ${j.queue.name}`, j.queue.key && `key ${j.queue.key}`].filter(Boolean).join(', ');
+  const place = j.queue.position > 0 ? ` (${ordinal(j.queue.position)})` : '';
+  return [s, ' ', h('span', { class: ['status', 'status-queued'], title: `waiting for a slot${where ? ` of ${where}` : ''}, priority ${j.queue.priority}` },
+    `queued${place}`)];
+}
+
 export function json(v) {
   return h('pre', { class: 'json' }, JSON.stringify(v, null, 2));
 }
@@ -120,7 +138,7 @@ export function jobRow(j) {
     h('td', {}, jobId(j.job_id)),
     h('td', {}, j.workspace),
     h('td', {}, taskLink(j.workspace, j.task_name)),
-    h('td', {}, status(j.status)),
+    h('td', {}, jobStatus(j)),
     h('td', {}, j.source_type, j.source_id ? h('span', { class: 'muted' }, ` ${j.source_id}`) : null),
     h('td', {}, time(j.created_at)),
     h('td', {}, duration(j.started_at, j.completed_at)));

@@ -9,7 +9,7 @@
 // each job or step change fetches the job again, not a poll.
 import { api } from '../api.js';
 import { append, h, link, path, replace } from '../dom.js';
-import { copyButton, duration, isLive, json, jobLink, shortId, status, taskLink, time } from '../format.js';
+import { copyButton, duration, isLive, jobLink, jobStatus, json, shortId, status, taskLink, time } from '../format.js';
 import { counts, countsText, graph, splitSteps, tick, ticking } from '../graph.js';
 import { followJobs } from '../live.js';
 import { follow, logView } from '../logview.js';
@@ -114,7 +114,7 @@ export async function jobPage(ctx) {
       h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, link('/jobs', 'Jobs'), ' / ', job.workspace, ' / ', taskLink(job.workspace, job.task_name)),
       h('div', { class: 'title-row' },
         h('h1', {}, `${job.task_name} `, h('code', { class: 'muted', title: job.job_id }, shortId(job.job_id)), ' ', copyButton(job.job_id, 'job id')),
-        h('span', { id: 'job-status' }, status(job.status)),
+        h('span', { id: 'job-status' }, jobStatus(job)),
         runOnly(job, h('div', { class: 'actions' }, cancel, rerun, rerunFailed), 'cancel or re-run this job')),
       actionError);
     replace(facts,
