@@ -76,7 +76,7 @@ workspace_limits:
 		{"zero workspace ratio", "server_url: http://x\nworker_token: t\nworkspace_limits: {ratio: 0}\n", nil, "workspace_limits.ratio: must be at least 1"},
 		{"unknown workspace limit", "server_url: http://x\nworker_token: t\nworkspace_limits: {total: 1GB}\n", nil, `unknown field "total"`},
 		{"retry bounds reversed", "server_url: http://x\nworker_token: t\nretry_min_interval: 10s\nretry_max_interval: 1s\n", nil, "retry_max_interval (1s) is below retry_min_interval (10s)"},
-		{"no server url", "worker_token: t\n", nil, "server_url is required"},
+		{"no server url", "worker_token: t\n", nil, "server_url (or server_urls, one per replica) is required"},
 		{"bad server url", "server_url: 127.0.0.1:8080\nworker_token: t\n", nil, "server_url: server url"},
 		{"no token", "server_url: http://x\n", nil, "worker_token is required"},
 		{"token from an unset variable", "server_url: http://x\nworker_token: ${APPLIANCE_TEST_UNSET_VAR}\n", nil, "2:15: environment variable APPLIANCE_TEST_UNSET_VAR is not set"},
