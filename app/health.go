@@ -33,6 +33,19 @@ func (r *readiness) done(part string) {
 	}
 }
 
+// expect adds a part to wait for again (a replica that starts leading
+// waits for its in-process workers as a starting server does).
+func (r *readiness) expect(part string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.pending {
+		if p == part {
+			return
+		}
+	}
+	r.pending = append(r.pending, part)
+}
+
 // stop marks the server as shutting down: no longer ready for new work.
 func (r *readiness) stop() {
 	r.mu.Lock()

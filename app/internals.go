@@ -33,11 +33,11 @@ type Internals struct {
 func (s *Server) Internals() Internals {
 	return Internals{
 		Config:             s.cfg,
-		Engine:             s.engine,
+		Engine:             s.current.p.Load(),
 		DB:                 s.storage.state,
 		Logs:               s.storage.logs,
 		WorkerTags:         s.workerTags,
-		StopOrchestrator:   s.orchestrator.stop,
+		StopOrchestrator:   func() { s.currentTerm().orchestrator.stop() },
 		SweepRevisions:     s.revisions.sweep,
 		RevisionSweepGrace: revisionSweepGrace,
 		InProcessTransport: func(claimWait time.Duration) worker.Server {

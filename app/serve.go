@@ -16,15 +16,14 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/appliance-sh/appliance/api"
 	"github.com/appliance-sh/appliance/api/dispatch"
 	"github.com/appliance-sh/appliance/app/config"
-	"github.com/appliance-sh/appliance/app/eventsources"
 	"github.com/appliance-sh/appliance/app/metrics"
-	"github.com/appliance-sh/appliance/app/scheduler"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
 	"github.com/appliance-sh/appliance/engine/workspace"
@@ -212,7 +211,9 @@ type Server struct {
 	http     *http.Server
 	storage  *storage
 	archive  *store.ArchivingLogs // nil unless log_storage archives logs
-	engine   *engine.Engine
+	// current is the engine the API and the worker service call: the
+	// term's (see term), none while a replica follows.
+	current *currentEngine
 	// protocol serves the worker protocol to both transports: the HTTP
 	// handlers and the in-process pool.
 	protocol *dispatch.Service
@@ -225,13 +226,22 @@ type Server struct {
 	// consumer steps, apart from the cfg.Workers job slots.
 	consumerSlots int
 
-	sup                                            *supervisor
-	orchestrator, scheduler, watcher, api, sweeper *component
-	revisions                                      *revisions
-	revisionSweeper                                *component
-	workers                                        *component // nil without in-process workers
-	consumerWorkers                                *component // nil without in-process workers
-	eventSources                                   *component
+	// What each term is built from.
+	registry *workspace.Registry
+	sink     meteredLogs
+	agents   engine.AgentCaller
+	pool     worker.Config // the in-process pool's
+
+	sup          *supervisor
+	watcher, api *component
+	revisions    *revisions
+
+	// termMu guards term: the leader's part, from start to shutdown on a
+	// lone server, while it leads on a replica of a pair.
+	termMu sync.Mutex
+	term   *term
+	// ha is the pair's side (ha.go); nil on a lone server.
+	ha *replica
 }
 
 // Addr is the address the server listens on.
@@ -246,11 +256,13 @@ func (s *Server) Failed() <-chan struct{} { return s.sup.failed.Done() }
 const inProcessPart = "the in-process workers to register"
 
 // Start opens the storage (bbolt, or PostgreSQL: an unreachable database
-// stops start-up here, before anything else), loads the workspaces and
-// the engine's state (failing here, before anything is served, if either
-// cannot be loaded), then starts the orchestrator, the scheduler, the HTTP server,
-// the workspace watcher, the retention sweeper and the in-process workers
-// under one supervisor.
+// stops start-up here, before anything else), loads the workspaces and,
+// on a lone server, the engine's state (failing here, before anything is
+// served, if either cannot be loaded), then starts the HTTP server, the
+// workspace watcher and the leader's part (term.go: the orchestrator,
+// the scheduler, the event sources, the retention sweepers and the
+// in-process workers) under one supervisor. A replica of a pair (ha)
+// starts the leader's part only while it leads (ha.go).
 func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server, err error) {
 	cfg.LogStorage.LocalDir = cfg.LogDir()
 	// What is open so far, closed in reverse order if start-up fails.
@@ -314,47 +326,39 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 	if archive != nil {
 		opened = append(opened, archive.Close)
 	}
-	if created, err := seedInitialUser(ctx, st.users, cfg.Auth, time.Now()); err != nil {
-		return nil, err
-	} else if created {
-		log.Info("created the initial admin user", "email", cfg.Auth.InitialUser.Email)
-	}
-	var eng *engine.Engine
-	reg := metrics.New(func(ctx context.Context) (engine.Stats, error) { return eng.Stats(ctx) })
+	current := &currentEngine{}
+	reg := metrics.New(current.Stats)
 	if st.pool != nil {
 		reg.WatchPool(st.pool)
 	}
-	// The engine masks every line on its way in (engine.AppendLog): workers'
-	// pushes reach the log through it, never straight to the sink.
-	sink := meteredLogs{serverLogs: jobLogs, metrics: reg}
-	eng, err = engine.New(engine.Config{
-		Store:            st.state,
-		Workspaces:       revs, // the registry's, and older revisions from their snapshots
-		Logs:             sink,
-		Logger:           log,
-		HeartbeatTimeout: cfg.Effective.HeartbeatTimeout,
-		TemplateTime:     cfg.Effective.Limits.TemplateTime,
-		TemplateOutput:   cfg.Effective.Limits.TemplateOutput,
-		Metrics:          reg,
-		Agents:           agentCaller,
-		RunnerTag:        runnerTags.CapabilityTag,
-		Clock:            cfg.Test.EngineClock,
-		Queues:           cfg.QueueLimits(),
-	})
-	if err != nil {
-		return nil, err
+	s := &Server{cfg: cfg, log: log, storage: st, archive: archive, current: current, metrics: reg,
+		workerTags: pool.Tags, sup: newSupervisor(), revisions: revs, registry: registry,
+		// The engine masks every line on its way in (engine.AppendLog): workers'
+		// pushes reach the log through it, never straight to the sink.
+		sink: meteredLogs{serverLogs: jobLogs, metrics: reg}, agents: agentCaller, pool: pool}
+	revs.live = current.LiveRevisions
+
+	var lone *term
+	if cfg.HA.Enabled() {
+		// From here every write of the state waits for the lease.
+		if s.ha, err = newReplica(s); err != nil {
+			return nil, err
+		}
+	} else {
+		if created, err := seedInitialUser(ctx, st.users, cfg.Auth, time.Now()); err != nil {
+			return nil, err
+		} else if created {
+			log.Info("created the initial admin user", "email", cfg.Auth.InitialUser.Email)
+		}
+		if lone, err = s.loadTerm(ctx); err != nil {
+			return nil, err
+		}
 	}
-	// Loaded here, not in Run: a store that cannot be loaded (a corrupt
-	// record) stops start-up with the record named, instead of leaving a
-	// server that answers but refuses every job.
-	if err := eng.Load(ctx); err != nil {
-		return nil, err
-	}
-	revs.live = eng.LiveRevisions
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
+	s.listener = ln
 	if cfg.ExposedWithoutAuth() {
 		log.Warn("auth is off and the server listens on a network address (insecure_no_auth): anyone who can reach "+
 			ln.Addr().String()+" can run code on this machine; turn auth on or listen on 127.0.0.1", "listen", cfg.Listen)
@@ -366,48 +370,39 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 	}
 
 	var parts []string
-	if *cfg.Workers > 0 {
+	if *cfg.Workers > 0 && lone != nil {
 		parts = append(parts, inProcessPart)
 	}
-	s := &Server{cfg: cfg, log: log, listener: ln, storage: st, archive: archive, engine: eng,
-		metrics: reg, ready: newReadiness(parts...), workerTags: pool.Tags, sup: newSupervisor(), revisions: revs}
-	health := &healthCheck{loop: eng.Ready, write: st.state.CheckWrite}
+	s.ready = newReadiness(parts...)
+	health := &healthCheck{loop: current.Ready, write: st.state.CheckWrite}
 
-	s.orchestrator = s.sup.start("orchestrator", eng.Run)
-	sched := scheduler.New(scheduler.Config{Workspaces: registry, Jobs: eng, State: st.state, Clock: scheduler.RealClock{},
-		Logger: log.With("component", "scheduler"), Late: reg.SchedulerLate})
-	s.scheduler = s.sup.start("scheduler", sched.Run)
-	consumers := eventsources.New(eventsources.Config{Workspaces: registry, Jobs: eng, Clock: scheduler.RealClock{},
-		Logger: log.With("component", "event sources")})
-	if !cfg.Test.NoEventSources {
-		s.eventSources = s.sup.start("event sources", consumers.Run)
+	// An event source's consumer step runs as long as its source does:
+	// with event sources, consumers get in-process slots of their own and
+	// never hold the job slots.
+	if *cfg.Workers > 0 && !cfg.Test.NoEventSources {
+		s.consumerSlots = eventSourceCount(registry)
 	}
-	s.watcher = s.sup.start("workspace watcher", registry.Watch)
-	// Ended jobs are no longer the orchestrator's, so the sweeper deletes
-	// them through the store, between its commits.
-	sweeper := st.newSweeper(store.SweeperConfig{Retention: cfg.Effective.Retention,
-		Archive: archive, ArchivePending: reg.LogArchivePending,
-		Interval: cfg.Test.SweepInterval, Logger: log.With("component", "retention")})
-	s.sweeper = s.sup.start("retention sweeper", sweeper.Run)
-	s.revisionSweeper = s.sup.start("revision sweeper", revs.run)
-
 	// The in-process pool's pods fetch workspaces over HTTP with tokens
 	// the API checks, so both share one minter.
 	stepTokens := api.NewStepTokens(0, nil)
 	// One worker service answers remote and in-process workers alike.
-	s.protocol = dispatch.New(eng, dispatch.Config{MintStepToken: stepTokens.MintFor(eng),
+	s.protocol = dispatch.New(current, dispatch.Config{MintStepToken: stepTokens.MintFor(current),
 		InterfaceProtocol: cfg.WorkerProtocol == config.WorkerProtocolInterface})
+	if lone != nil {
+		s.startTerm(lone, s.sup)
+	}
+	s.watcher = s.sup.start("workspace watcher", registry.Watch)
 	headerTimeout := cfg.Test.HeaderTimeout
 	if headerTimeout == 0 {
 		headerTimeout = defaultHeaderTimeout
 	}
 	s.http = &http.Server{
-		Handler: api.New(api.Config{
+		Handler: s.ha.endStreams(api.New(api.Config{
 			StepTokens:  stepTokens,
 			Workers:     s.protocol,
-			Engine:      eng,
+			Engine:      current,
 			Workspaces:  registry,
-			Logs:        sink,
+			Logs:        s.sink,
 			WorkerToken: cfg.WorkerToken,
 			Version:     Version,
 			Logger:      log,
@@ -416,7 +411,7 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 			Users:       st.users,
 			ACL:         cfg.Effective.ACL,
 
-			EventSources: consumers,
+			EventSources: currentEventSources{s},
 
 			Health:       health.check,
 			Ready:        s.ready.check,
@@ -434,7 +429,8 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 			},
 			MaxHeaderBytes:  maxHeaderBytes,
 			BodyReadTimeout: bodyReadTimeout,
-		}),
+			HA:              s.ha.apiConfig(),
+		})),
 		// No ReadTimeout: its deadline would end long-polls and outlive a
 		// WebSocket hijack; the api bounds each request body instead.
 		ReadHeaderTimeout: headerTimeout,
@@ -447,54 +443,29 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 		}
 		return nil
 	})
-
-	if *cfg.Workers > 0 {
-		// An event source's consumer step runs as long as its source does:
-		// with event sources, consumers get slots of their own and never
-		// hold the job slots.
-		if !cfg.Test.NoEventSources {
-			s.consumerSlots = eventSourceCount(registry)
-		}
-		inProcess := newInProcessServer(s.protocol, registry)
-		inProcess.files = revs.files
-		inProcess.registered = func() { s.ready.done(inProcessPart) }
-		if s.consumerSlots > 0 {
-			inProcess.kind = engine.JobSteps
-		}
-		inProcessWorkers := worker.New(inProcess, pool, log.With("worker", "in-process"))
-		s.workers = s.sup.start("in-process workers", inProcessWorkers.Run)
-
-		if s.consumerSlots > 0 {
-			consumerPool := pool
-			consumerPool.Name = pool.Name + "-consumers"
-			consumerPool.MaxConcurrent = s.consumerSlots
-			consumerServer := newInProcessServer(s.protocol, registry)
-			consumerServer.files = revs.files
-			consumerServer.kind = engine.ConsumerStepsOnly
-			consumerWorkers := worker.New(consumerServer, consumerPool, log.With("worker", "in-process consumers"))
-			s.consumerWorkers = s.sup.start("in-process event-source consumers", consumerWorkers.Run)
-		}
-	}
+	s.ha.start()
 	return s, nil
 }
 
 // Shutdown stops taking work, lets the in-process workers finish their
 // running steps, then stops the HTTP server and the orchestrator and closes
-// the storage. It returns the failure of the component that stopped the
-// server, if one did, with any error of stopping.
+// the storage (a leading replica then gives its lease up, so another
+// leads within a renew interval). It returns the failure of the component
+// that stopped the server, if one did, with any error of stopping.
 func (s *Server) Shutdown() error {
 	s.ready.stop()
-	// Triggers stop first, so none fires into an orchestrator shutting down.
-	s.scheduler.stop()
-	s.eventSources.stop()
-	s.sweeper.stop()
-	s.revisionSweeper.stop()
-	s.workers.stop()
-	s.consumerWorkers.stop()
-	s.watcher.stop()
-	// Stopping the orchestrator ends the remote workers' long-polls at once,
-	// so the HTTP server has no request left to wait for.
-	s.orchestrator.stop()
+	var leaseErr error
+	if s.ha != nil {
+		leaseErr = s.ha.stop()
+		s.watcher.stop()
+	} else {
+		t := s.currentTerm()
+		t.stopWork(nil)
+		s.watcher.stop()
+		// Stopping the orchestrator ends the remote workers' long-polls at
+		// once, so the HTTP server has no request left to wait for.
+		t.orchestrator.stop()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s.api.cancel() // asked to stop: Serve's return is no failure
@@ -503,7 +474,7 @@ func (s *Server) Shutdown() error {
 	failed := s.sup.wait()
 	// Uploads started by the last finished jobs go out before the logs close.
 	archiveErr := s.drainArchive()
-	return errors.Join(failed, httpErr, archiveErr, s.storage.Close())
+	return errors.Join(failed, httpErr, leaseErr, archiveErr, s.storage.Close())
 }
 
 // eventSourceCount is how many event sources the loaded workspaces have:

@@ -59,6 +59,9 @@ type storage struct {
 	logs      LogStore
 	// pool reads the database pool's figures for /metrics; nil on bbolt.
 	pool metrics.PoolFunc
+	// pg is the PostgreSQL database, whose lease a replica of a pair
+	// takes (ha.go); nil on bbolt.
+	pg *postgres.DB
 
 	closers []func() error // in the order opened
 }
@@ -90,7 +93,7 @@ func openPostgres(ctx context.Context, cfg *config.Server) (*storage, error) {
 		return nil, fmt.Errorf("storage: %w", err)
 	}
 	st := &storage{pool: func() metrics.PoolStats { return metrics.PoolStats(db.PoolStats()) }, closers: []func() error{db.Close},
-		state: db, users: db, snapshots: db.Snapshots(cfg.Effective.Limits.WorkspaceSize), logs: postgres.OpenLogs(db)}
+		pg: db, state: db, users: db, snapshots: db.Snapshots(cfg.Effective.Limits.WorkspaceSize), logs: postgres.OpenLogs(db)}
 	st.closers = append(st.closers, st.logs.Close)
 	return st, nil
 }

@@ -28,7 +28,10 @@ func newSupervisor() *supervisor {
 // component is one supervised goroutine.
 type component struct {
 	cancel context.CancelFunc
-	done   chan struct{}
+	// abort cancels with a cause the component may act on (the in-process
+	// pool stops without a drain on worker.ErrStopNow).
+	abort context.CancelCauseFunc
+	done  chan struct{}
 }
 
 // errStoppedByItself is the failure of a component that returned while
@@ -37,8 +40,8 @@ var errStoppedByItself = errors.New("stopped by itself")
 
 // start runs run under the supervisor; name says what it is in the error.
 func (sv *supervisor) start(name string, run func(ctx context.Context) error) *component {
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &component{cancel: cancel, done: make(chan struct{})}
+	ctx, abort := context.WithCancelCause(context.Background())
+	c := &component{cancel: func() { abort(nil) }, abort: abort, done: make(chan struct{})}
 	sv.group.Go(func() error {
 		defer close(c.done)
 		err := run(ctx)
@@ -64,3 +67,12 @@ func (c *component) stop() {
 
 // wait waits for every component and returns the first failure.
 func (sv *supervisor) wait() error { return sv.group.Wait() }
+
+// stopWith is stop with cause as the context's cause.
+func (c *component) stopWith(cause error) {
+	if c == nil {
+		return
+	}
+	c.abort(cause)
+	<-c.done
+}

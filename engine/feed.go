@@ -108,6 +108,15 @@ func (e *Engine) SubscribeFeed(buffer int) *FeedSubscription {
 	return e.subscribe("", buffer)
 }
 
+// EndedFeed is a subscription that has already ended (Items closed, not
+// Lost): the answer of a replica that runs no engine, whose streams end
+// at once so their clients reconnect to the one that does.
+func EndedFeed() *FeedSubscription {
+	f := newJobFeed()
+	f.closed = true
+	return f.subscribe("", 0)
+}
+
 // SubscribeJobFeed is SubscribeFeed for one job: its feed items and its step
 // items (StepChanged), in commit order; of one commit, the jobs created
 // come first and the jobs' status changes last. The first change of each step after subscribing is

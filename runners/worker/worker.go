@@ -124,6 +124,13 @@ func (w *Worker) ID() string {
 	return w.id
 }
 
+// ErrStopNow, as the cause of the context Run was given, stops the worker
+// without a drain: its running steps are killed at once and their
+// reports dropped. The in-process pool of a replica that lost the
+// leadership stops so: the new leader runs those steps again as their
+// next attempt, and their results could no longer be reported anyway.
+var ErrStopNow = errors.New("worker stopped at once")
+
 // Run registers and then claims and runs steps until ctx ends. Shutdown is
 // graceful: claiming stops, running steps may finish for DrainTimeout, then
 // they are killed and reported failed (or handed back, see HandBacker).
@@ -157,8 +164,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			return
 		case <-runCtx.Done():
 		}
-		if ctx.Err() == nil {
-			// Stopping on an error, not a shutdown: nothing to drain for.
+		if ctx.Err() == nil || errors.Is(context.Cause(ctx), ErrStopNow) {
+			// Stopping on an error, or told to stop at once: nothing to
+			// drain for.
 			stopSteps(context.Cause(runCtx))
 			stopReports(context.Cause(runCtx))
 			return

@@ -199,3 +199,45 @@ func BenchmarkJobsCursorAtDepth(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCommitFence measures what the epoch check adds to a commit:
+// one-job batches committed in turn to a lone server's store (no fence)
+// and to a leader's, whose transaction first locks the lease row FOR
+// SHARE and checks its epoch (appliance_fence). Alternating the two in
+// one loop keeps a shared machine's changing load out of the difference.
+func BenchmarkCommitFence(b *testing.B) {
+	lone, _ := benchDB(b)
+	leader, _ := benchDB(b)
+	ctx := context.Background()
+	el, err := leader.NewElector(postgres.ElectorConfig{Holder: "bench", AdvertiseURL: "http://bench.test",
+		Lease: time.Minute, Renew: 10 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); el.Run(runCtx) }()
+	b.Cleanup(func() { cancel(); <-done })
+	for deadline := time.Now().Add(10 * time.Second); !el.Current().Leader; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("the elector did not take the lease")
+		}
+	}
+	var took [2]time.Duration // lone, leader
+	n := 0
+	for b.Loop() {
+		for i, db := range []*postgres.DB{lone, leader} {
+			id := fmt.Sprintf("job-%09d", n)
+			batch := &engine.Batch{Jobs: []*engine.Job{newJob(id, "ws", "task", n)}, Steps: []*engine.Step{newStep(id, "build", 0)}}
+			began := time.Now()
+			if err := db.Commit(ctx, batch); err != nil {
+				b.Fatal(err)
+			}
+			took[i] += time.Since(began)
+		}
+		n++
+	}
+	b.ReportMetric(float64(took[0].Nanoseconds())/float64(n), "ns/commit-unfenced")
+	b.ReportMetric(float64(took[1].Nanoseconds())/float64(n), "ns/commit-fenced")
+	b.ReportMetric(float64((took[1]-took[0]).Nanoseconds())/float64(n), "ns/fence")
+}

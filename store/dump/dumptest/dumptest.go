@@ -31,6 +31,15 @@ func at(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
 // jobID is a UUID-shaped id (event marks' keys rely on the length).
 func jobID(n int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", n) }
 
+// keyEvery jobs, one carries the Idempotency-Key of the request that made
+// it (jobKey).
+const keyEvery = 50
+
+// jobCount is how many jobs Populate makes.
+const jobCount = 450
+
+func jobKey(n int) string { return fmt.Sprintf("key-%d", n) }
+
 // Populate fills src with records of every kind a dump carries: jobs of
 // each status with steps (claimed, retried, looped), a worker, users with
 // keys and an OIDC link, trigger fires, event marks and counts, logs of
@@ -71,13 +80,16 @@ func Populate(t *testing.T, src dump.Sources) {
 	var b engine.Batch
 	b.Workers = append(b.Workers, w)
 	statuses := []string{engine.JobCompleted, engine.JobFailed, engine.JobRunning, engine.JobPending, engine.JobCancelled, engine.JobSkipped}
-	for i := 0; i < 450; i++ { // more than one export page
+	for i := 0; i < jobCount; i++ { // more than one export page
 		id := jobID(i)
 		st := statuses[i%len(statuses)]
 		j := &engine.Job{ID: id, Workspace: []string{"main", "ops"}[i%2], TaskName: fmt.Sprintf("task-%d", i%7), AccessPath: "dir/task",
 			Mode: "distributed", Status: st, SourceType: []string{engine.SourceAPI, engine.SourceTrigger, engine.SourceWebhook}[i%3],
 			Revision: "r1", Input: map[string]any{"n": float64(i), "s": "x\ny", "nested": map[string]any{"a": []any{1.0, "b"}}},
 			CreatedAt: at(100 + i)}
+		if i%keyEvery == 0 {
+			j.IdempotencyKey = jobKey(i)
+		}
 		if st != engine.JobPending {
 			started := at(101 + i)
 			j.StartedAt = &started
@@ -136,7 +148,27 @@ func RoundTrip(t *testing.T, from, to dump.Sources) []byte {
 		t.Fatalf("import: %v", err)
 	}
 	Same(t, a, Export(t, to))
+	SameKeys(t, to)
 	return a
+}
+
+// SameKeys checks that the store's Idempotency-Key index (bbolt's
+// idx_keys, PostgreSQL's job_keys) finds each job Populate gave a key:
+// the dump carries the keys in the job records, and the import's commits
+// rebuild the index from them, so a submission retried after a migration
+// still finds its job.
+func SameKeys(t *testing.T, dst dump.Sources) {
+	t.Helper()
+	kj, ok := dst.Store.(engine.KeyedJobs)
+	if !ok {
+		t.Fatalf("%T keeps no Idempotency-Key index", dst.Store)
+	}
+	for i := 0; i < jobCount; i += keyEvery {
+		id, err := kj.JobByIdempotencyKey(context.Background(), jobKey(i))
+		if err != nil || id != jobID(i) {
+			t.Fatalf("Idempotency-Key %q finds job %q (%v), want %s", jobKey(i), id, err, jobID(i))
+		}
+	}
 }
 
 // Same compares two dumps line by line, naming the first difference.
