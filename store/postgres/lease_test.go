@@ -158,6 +158,12 @@ func TestTakeoverAfterLeaderStopsRenewing(t *testing.T) {
 	if err := old.db.CreateAPIKey(context.Background(), key); !errors.Is(err, engine.ErrNotLeader) {
 		t.Fatalf("stale-epoch account write: %v, want ErrNotLeader", err)
 	}
+	// And a log append: a deposed leader's lines never join the new one's.
+	staleLogs := postgres.OpenLogs(old.db)
+	defer staleLogs.Close()
+	if err := staleLogs.Append("stale-log", []engine.LogLine{{TS: time.Now(), Stream: "stdout", Step: "s", Line: "late"}}); !errors.Is(err, engine.ErrNotLeader) {
+		t.Fatalf("stale-epoch log append: %v, want ErrNotLeader", err)
+	}
 	if err := commitJob(next.db, "by-new-leader"); err != nil {
 		t.Fatalf("new leader's write: %v", err)
 	}

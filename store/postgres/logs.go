@@ -112,7 +112,16 @@ func (m *logMedium) write(ctx context.Context, jobID string, c store.LogChunk) e
 		i = j
 	}
 
+	// A leader's lines carry the fence as its commits do (fence.go): a
+	// deposed leader's appends are refused, not mixed into the new one's.
+	epoch, fenced, err := m.db.fenceEpoch()
+	if err != nil {
+		return err
+	}
 	b := &pgx.Batch{}
+	if fenced {
+		b.Queue(fenceSQL, epoch)
+	}
 	if len(c.Ended) > 0 {
 		b.Queue(`DELETE FROM job_log_runs WHERE job_id = $1 AND step = ANY($2)`, jobID, c.Ended)
 	}
@@ -146,13 +155,13 @@ func (m *logMedium) write(ctx context.Context, jobID string, c store.LogChunk) e
 				dropped_bytes = excluded.dropped_bytes, dropped_lines = excluded.dropped_lines`,
 			jobID, steps, bytes, capped, dropped, drop)
 	}
-	if b.Len() == 0 {
+	if b.Len() == boolInt(fenced) {
 		return nil
 	}
 	if err := m.db.pool.SendBatch(ctx, b).Close(); err != nil {
 		// Whatever failed, the position is read again next time.
 		m.forget(jobID)
-		return fmt.Errorf("write log: %w", err)
+		return fmt.Errorf("write log: %w", fenceError(err))
 	}
 	m.mu.Lock()
 	p.lines = next.lines
@@ -287,3 +296,10 @@ func (db *DB) logTotals(ctx context.Context, jobID string) (lines, bytes int64, 
 
 // uniqueViolation is PostgreSQL's SQLSTATE for a duplicate key.
 const uniqueViolation = "23505"
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
