@@ -108,8 +108,12 @@ const crashWorkspace = `tasks:
 // TestKillNineLosesNoAcknowledgedJob kills the server with SIGKILL while
 // jobs are being submitted and run, restarts it on the same data dir, and
 // checks every job whose creation was acknowledged still exists and ends.
-func TestKillNineLosesNoAcknowledgedJob(t *testing.T) {
-	p := startBinaryServer(t, crashWorkspace, 4)
+func TestKillNineLosesNoAcknowledgedJob(t *testing.T) { killNineLosesNoAcknowledgedJob(t) }
+
+// killNineLosesNoAcknowledgedJob is the test on a server started with
+// args added to its flags (its storage); it returns the acknowledged jobs.
+func killNineLosesNoAcknowledgedJob(t *testing.T, args ...string) []string {
+	p := startBinaryServer(t, crashWorkspace, 4, args...)
 	server, addr := p.cmd, p.addr
 
 	const jobs = 100
@@ -165,6 +169,7 @@ func TestKillNineLosesNoAcknowledgedJob(t *testing.T) {
 		t.Fatalf("job list total %d < %d acknowledged jobs", list.Total, len(acked))
 	}
 	t.Logf("%d jobs acknowledged before kill -9; all present and terminal after restart (%d listed)", len(acked), list.Total)
+	return acked
 }
 
 // binaryServer is `appliance serve` running as a real process on a
