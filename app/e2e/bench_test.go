@@ -13,6 +13,7 @@ import (
 	"github.com/appliance-sh/appliance/app"
 	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/runners"
+	"github.com/appliance-sh/appliance/store/postgres/pgtest"
 )
 
 // chainWorkspace is a task of n sequential steps that each run `true`.
@@ -29,11 +30,20 @@ func chainWorkspace(n int) string {
 	return b.String()
 }
 
-func benchFixture(b *testing.B, workers int) *serverFixture {
+func benchFixture(b *testing.B, workers int, storage ...func(*config.Server)) *serverFixture {
 	app.TuneRuntime() // as `appliance serve` runs
 	dir := b.TempDir()
 	writeWorkspace(b, dir, chainWorkspace(40))
-	return startFixture(b, map[string]string{"bench": dir}, workers)
+	return startFixture(b, map[string]string{"bench": dir}, workers, storage...)
+}
+
+// benchStores runs a benchmark on each store, one after the other in one
+// run so the figures compare: bbolt, then PostgreSQL on a new database of
+// the durable cluster (fsync and synchronous commits on) over its Unix
+// socket.
+func benchStores(b *testing.B, bench func(b *testing.B, storage ...func(*config.Server))) {
+	b.Run("bbolt", func(b *testing.B) { bench(b) })
+	b.Run("postgres", func(b *testing.B) { bench(b, postgresStorage(pgtest.Durable(b).Database(b))) })
 }
 
 // waitDone blocks until the engine reports the job terminal.
@@ -51,8 +61,10 @@ func (f *serverFixture) waitDone(id string) {
 
 // BenchmarkChain40 runs a 40-step sequential chain of `true` through the
 // in-process workers; reports created_at -> completed_at per chain.
-func BenchmarkChain40(b *testing.B) {
-	f := benchFixture(b, 2)
+func BenchmarkChain40(b *testing.B) { benchStores(b, chain40) }
+
+func chain40(b *testing.B, storage ...func(*config.Server)) {
+	f := benchFixture(b, 2, storage...)
 	var total time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -71,7 +83,12 @@ func BenchmarkChain40(b *testing.B) {
 // BenchmarkExecuteToCompletion measures a one-step job from the execute
 // call to the job being terminal.
 func BenchmarkExecuteToCompletion(b *testing.B) {
-	f := benchFixture(b, 4)
+	benchStores(b, func(b *testing.B, storage ...func(*config.Server)) {
+		executeToCompletion(b, benchFixture(b, 4, storage...))
+	})
+}
+
+func executeToCompletion(b *testing.B, f *serverFixture) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		f.waitDone(f.execute("bench", "one", nil))
@@ -83,33 +100,39 @@ func BenchmarkExecuteToCompletion(b *testing.B) {
 // second, durable commits, and the process's CPU time and allocations per
 // job (the client's included), which the machine's load does not skew.
 func BenchmarkThousandJobs(b *testing.B) {
-	thousandJobs(b, benchFixture(b, 4))
+	benchStores(b, func(b *testing.B, storage ...func(*config.Server)) {
+		thousandJobs(b, benchFixture(b, 4, storage...))
+	})
 }
 
 // BenchmarkThousandJobsNoSpawn is BenchmarkThousandJobs with a runner that
 // spawns nothing: the cost of orchestration alone (HTTP in, commits, claim,
 // start and completion reports), in steps per second.
 func BenchmarkThousandJobsNoSpawn(b *testing.B) {
-	app.TuneRuntime()
-	dir := b.TempDir()
-	writeWorkspace(b, dir, chainWorkspace(1))
-	thousandJobs(b, startFixture(b, map[string]string{"bench": dir}, 4, func(c *config.Server) {
-		c.Test.Runners = map[string]runners.Runner{"local": noopRunner{}}
-	}))
+	benchStores(b, func(b *testing.B, storage ...func(*config.Server)) {
+		app.TuneRuntime()
+		dir := b.TempDir()
+		writeWorkspace(b, dir, chainWorkspace(1))
+		thousandJobs(b, startFixture(b, map[string]string{"bench": dir}, 4, append(storage, func(c *config.Server) {
+			c.Test.Runners = map[string]runners.Runner{"local": noopRunner{}}
+		})...))
+	})
 }
 
 // BenchmarkForEachNoSpawn runs one job of 10,000 for_each instances
 // through 4 in-process workers whose runner spawns nothing, on the real
 // store: the orchestration's step rate (claim, start, completion, commits,
 // instance bookkeeping), in steps per second.
-func BenchmarkForEachNoSpawn(b *testing.B) {
+func BenchmarkForEachNoSpawn(b *testing.B) { benchStores(b, forEachNoSpawn) }
+
+func forEachNoSpawn(b *testing.B, storage ...func(*config.Server)) {
 	app.TuneRuntime()
 	dir := b.TempDir()
 	const n = 10000
 	writeWorkspace(b, dir, fmt.Sprintf("tasks:\n  fan:\n    flow:\n      fan:\n        type: script\n        script: \"true\"\n        for_each: \"{{ range(%d) | list }}\"\n", n))
-	f := startFixture(b, map[string]string{"bench": dir}, 4, func(c *config.Server) {
+	f := startFixture(b, map[string]string{"bench": dir}, 4, append(storage, func(c *config.Server) {
 		c.Test.Runners = map[string]runners.Runner{"local": noopRunner{}}
-	})
+	})...)
 	commits := f.srv.engine.Commits()
 	cpu := cpuTime(b)
 	var elapsed time.Duration

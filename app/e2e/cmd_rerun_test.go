@@ -3,10 +3,16 @@ package e2e
 import (
 	"strings"
 	"testing"
+
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 func TestRerunFromFailedReusesTheCompletedStepsAndFollowsTheNewJob(t *testing.T) {
-	f := startFixture(t, map[string]string{"examples": "../../examples"}, 2)
+	rerunFromFailedReusesTheCompletedSteps(t)
+}
+
+func rerunFromFailedReusesTheCompletedSteps(t *testing.T, storage ...func(*config.Server)) {
+	f := startFixture(t, map[string]string{"examples": "../../examples"}, 2, storage...)
 	code, out, errOut := f.client("run", "pipeline", "--input", "fail_tests=true", "--follow")
 	if code != 1 {
 		t.Fatalf("run pipeline: exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)

@@ -106,47 +106,62 @@ const crashWorkspace = `tasks:
 `
 
 // TestKillNineLosesNoAcknowledgedJob kills the server with SIGKILL while
-// jobs are being submitted and run, restarts it on the same data dir, and
+// jobs are being submitted and run (mid-burst of execute calls), restarts it on the same data dir, and
 // checks every job whose creation was acknowledged still exists and ends.
-func TestKillNineLosesNoAcknowledgedJob(t *testing.T) {
-	p := startBinaryServer(t, crashWorkspace, 4)
+func TestKillNineLosesNoAcknowledgedJob(t *testing.T) { killNineLosesNoAcknowledgedJob(t) }
+
+// killNineLosesNoAcknowledgedJob is the test on a server started with
+// args added to its flags (its storage); it returns the acknowledged jobs.
+func killNineLosesNoAcknowledgedJob(t *testing.T, args ...string) []string {
+	p := startBinaryServer(t, crashWorkspace, 4, args...)
 	server, addr := p.cmd, p.addr
 
-	const jobs = 100
+	// Clients send execute calls back to back until the server is gone,
+	// so the kill lands mid-burst: calls are in flight when it dies, and
+	// some are never answered.
+	const clients, killAt = 16, 50
 	var (
-		mu    sync.Mutex
-		acked []string
-		wg    sync.WaitGroup
+		mu         sync.Mutex
+		acked      []string
+		unanswered int
+		wg         sync.WaitGroup
+		killOnce   sync.Once
 	)
-	killed := make(chan struct{})
-	var killOnce sync.Once
-	for i := 0; i < jobs; i++ {
+	kill := func() { killOnce.Do(func() { _ = server.Process.Signal(syscall.SIGKILL) }) }
+	deadline := time.Now().Add(time.Minute)
+	for range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var out struct {
-				JobID string `json:"job_id"`
-			}
-			if code, err := tryDo("POST", "http://"+addr+"/api/workspaces/ws/tasks/work/execute", `{"input": {}}`, &out); err == nil && code == 200 {
+			for time.Now().Before(deadline) {
+				var out struct {
+					JobID string `json:"job_id"`
+				}
+				code, err := tryDo("POST", "http://"+addr+"/api/workspaces/ws/tasks/work/execute", `{"input": {}}`, &out)
+				if err != nil { // the server is gone
+					mu.Lock()
+					unanswered++
+					mu.Unlock()
+					return
+				}
+				if code != 200 {
+					continue
+				}
 				mu.Lock()
 				acked = append(acked, out.JobID)
 				n := len(acked)
 				mu.Unlock()
-				if n == jobs/2 {
-					killOnce.Do(func() {
-						_ = server.Process.Signal(syscall.SIGKILL)
-						close(killed)
-					})
+				if n == killAt {
+					kill()
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	killOnce.Do(func() { _ = server.Process.Signal(syscall.SIGKILL); close(killed) })
-	<-killed
+	kill()
 	_ = server.Wait()
-	if len(acked) < jobs/2 {
-		t.Fatalf("only %d jobs acknowledged before the kill", len(acked))
+	if len(acked) < killAt || unanswered == 0 {
+		t.Fatalf("%d jobs acknowledged, %d calls unanswered: the kill did not land mid-burst", len(acked), unanswered)
 	}
 
 	p.restart()
@@ -164,7 +179,8 @@ func TestKillNineLosesNoAcknowledgedJob(t *testing.T) {
 	if list.Total < len(acked) {
 		t.Fatalf("job list total %d < %d acknowledged jobs", list.Total, len(acked))
 	}
-	t.Logf("%d jobs acknowledged before kill -9; all present and terminal after restart (%d listed)", len(acked), list.Total)
+	t.Logf("%d jobs acknowledged before kill -9 (%d calls unanswered); all present and terminal after restart (%d listed)", len(acked), unanswered, list.Total)
+	return acked
 }
 
 // binaryServer is `appliance serve` running as a real process on a

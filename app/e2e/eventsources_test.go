@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 // eventsWorkspace has an event source whose consumer emits events 1..N (from
@@ -154,9 +156,15 @@ func checkEventsEnded(t *testing.T, base, ws string, want, maxInFlight int, cras
 }
 
 func TestEventSourceMakesOneJobPerEventWithinMaxInFlight(t *testing.T) {
+	eventSourceMakesOneJobPerEvent(t, 500)
+}
+
+// eventSourceMakesOneJobPerEvent runs an event source of the given
+// number of events with max_in_flight 2.
+func eventSourceMakesOneJobPerEvent(t *testing.T, events int, storage ...func(*config.Server)) {
 	dir := filepath.Join(t.TempDir(), "ws")
-	writeWorkspace(t, dir, eventsWorkspace(500, 2, "never"))
-	f := startFixture(t, map[string]string{"ws": dir}, 4)
+	writeWorkspace(t, dir, eventsWorkspace(events, 2, "never"))
+	f := startFixture(t, map[string]string{"ws": dir}, 4, storage...)
 
 	// Observed live too: never more than 2 pending or running.
 	stop := make(chan struct{})
@@ -185,7 +193,7 @@ func TestEventSourceMakesOneJobPerEventWithinMaxInFlight(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
-	checkEvents(t, f.url, "ws", 500, 2)
+	checkEvents(t, f.url, "ws", events, 2)
 	close(stop)
 	if p := <-peak; p > 2 {
 		t.Fatalf("saw %d target jobs pending or running at once, max_in_flight is 2", p)

@@ -5,9 +5,11 @@ import (
 	"testing"
 
 	"github.com/appliance-sh/appliance/runners/local"
+	"github.com/appliance-sh/appliance/store/postgres/pgtest"
 )
 
-// TestMain lets this test binary serve as the step keeper, as main does.
+// TestMain lets this test binary serve as the step keeper, as main does,
+// and stops the PostgreSQL clusters the tests and benchmarks started.
 func TestMain(m *testing.M) {
 	local.StepKeeperMain()
 	// In-process client commands read stored logins from the user config
@@ -17,7 +19,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Setenv("XDG_CONFIG_HOME", dir)
-	code := m.Run()
+	code := pgtest.Main(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -80,10 +80,12 @@ const metricsWorkspace = `tasks:
       y: {depends_on: [x], type: script, script: echo never}
 `
 
-func TestMetricsMoveAsJobsRun(t *testing.T) {
+func TestMetricsMoveAsJobsRun(t *testing.T) { metricsMoveAsJobsRun(t) }
+
+func metricsMoveAsJobsRun(t *testing.T, storage ...func(*config.Server)) {
 	ws := t.TempDir()
 	writeWorkspace(t, ws, metricsWorkspace)
-	f := startFixture(t, map[string]string{"ws": ws}, 1)
+	f := startFixture(t, map[string]string{"ws": ws}, 1, storage...)
 
 	_, before := scrape(t, f.url, "")
 	if v := value(before, "appliance_jobs_ended_total", "status", "completed"); v > 0 {
@@ -138,6 +140,7 @@ func TestMetricsMoveAsJobsRun(t *testing.T) {
 			t.Errorf("%s missing", name)
 		}
 	}
+	checkPoolMetrics(t, f.srv.cfg.Storage, fams)
 	// Bounded labels: no job id anywhere.
 	for name, fam := range fams {
 		for _, m := range fam.GetMetric() {
@@ -210,5 +213,36 @@ func TestMetricsNeedCredentialsWithAuthOn(t *testing.T) {
 		if code, st := f.probe(path); code != 200 || st.Status != "ok" {
 			t.Fatalf("%s with auth on and no token: %d %+v", path, code, st)
 		}
+	}
+}
+
+// poolGauges are the database pool's series, present on PostgreSQL only.
+var poolGauges = []string{"appliance_db_connections_in_use", "appliance_db_connections_idle", "appliance_db_connections_max",
+	"appliance_db_connection_waits_total", "appliance_db_connection_wait_seconds_total"}
+
+// checkPoolMetrics checks the appliance_db_* series of a scrape taken
+// after the server has run jobs: on PostgreSQL the pool's size is
+// storage.max_conns and it holds a connection open; bbolt has no pool,
+// and none of the series.
+func checkPoolMetrics(t *testing.T, st config.Storage, fams map[string]*dto.MetricFamily) {
+	t.Helper()
+	if !st.Postgres() {
+		for _, name := range poolGauges {
+			if _, ok := fams[name]; ok {
+				t.Errorf("%s on a bbolt server", name)
+			}
+		}
+		return
+	}
+	for _, name := range poolGauges {
+		if value(fams, name) < 0 {
+			t.Errorf("%s missing on a PostgreSQL server", name)
+		}
+	}
+	if got, want := value(fams, "appliance_db_connections_max"), float64(st.EffectiveMaxConns()); got != want {
+		t.Errorf("appliance_db_connections_max = %v, want storage.max_conns %v", got, want)
+	}
+	if open := value(fams, "appliance_db_connections_in_use") + value(fams, "appliance_db_connections_idle"); open < 1 || open > float64(st.EffectiveMaxConns()) {
+		t.Errorf("%v connections open, want 1 to %d", open, st.EffectiveMaxConns())
 	}
 }

@@ -228,6 +228,10 @@ tasks:
 }
 
 func TestLogStreamShowsARemoteStepsLinesLiveAndClosesNormally(t *testing.T) {
+	logStreamShowsARemoteStepsLinesLive(t)
+}
+
+func logStreamShowsARemoteStepsLinesLive(t *testing.T, storage ...func(*config.Server)) {
 	f, _ := remoteFixture(t, `
 tasks:
   ticks:
@@ -236,7 +240,7 @@ tasks:
         type: script
         script: |
           for i in 1 2 3 4 5 6 7 8; do echo "tick $i"; sleep 0.2; done
-`)
+`, storage...)
 	startWorkerProcess(t, f.url, workerToken, "remote-1", "")
 	id := f.execute("main", "ticks", nil)
 	f.waitJob(id, "the first tick to reach the log", func(jobView) bool { return strings.Contains(f.logs(id, "ticker"), "tick 1") })

@@ -12,14 +12,16 @@ import (
 )
 
 func TestRetentionSweepsEndedJobsOfARunningServer(t *testing.T) {
+	retentionSweepsEndedJobs(t)
+}
+
+func retentionSweepsEndedJobs(t *testing.T, storage ...func(*config.Server)) {
 	dir := t.TempDir()
 	writeWorkspace(t, dir, approvalWorkspace)
-	var logDir string
-	f := startFixture(t, map[string]string{"examples": "../../examples", "ws": dir}, 2, func(c *config.Server) {
+	f := startFixture(t, map[string]string{"examples": "../../examples", "ws": dir}, 2, append(storage, func(c *config.Server) {
 		c.Effective.Retention = store.Retention{Jobs: 4 * time.Second}
 		c.Test.SweepInterval = 100 * time.Millisecond
-		logDir = c.LogStorage.LocalDir
-	})
+	})...)
 	total := func() int {
 		var list struct {
 			Total int `json:"total"`
@@ -39,9 +41,16 @@ func TestRetentionSweepsEndedJobsOfARunningServer(t *testing.T) {
 	if got := total(); got != 2 {
 		t.Fatalf("total before the sweep = %d, want 2", got)
 	}
-	logFile := filepath.Join(logDir, ended+".jsonl")
-	if _, err := os.Stat(logFile); err != nil {
-		t.Fatalf("the ended job has no log file: %v", err)
+	// The log store's own copy: a file beside bbolt, rows in PostgreSQL.
+	stored := func() bool {
+		_, ok, err := f.srv.logs.Stored(ended)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !stored() {
+		t.Fatal("the ended job has no stored log")
 	}
 
 	waitUntil(t, "the ended job to be swept", func() bool {
@@ -50,11 +59,8 @@ func TestRetentionSweepsEndedJobsOfARunningServer(t *testing.T) {
 	if got := total(); got != 1 {
 		t.Errorf("total after the sweep = %d, want 1", got)
 	}
-	// The sweep removes a job's log file right after its records' commit.
-	waitUntil(t, "the swept job's log file to be removed", func() bool {
-		_, err := os.Stat(logFile)
-		return os.IsNotExist(err)
-	})
+	// The sweep removes a job's log right after its records' commit.
+	waitUntil(t, "the swept job's log to be removed", func() bool { return !stored() })
 	// The live job, older than the retention, stays and still runs.
 	if j := f.job(live); j.Status != "running" && j.Status != "pending" {
 		t.Errorf("live job: %s", j.Status)

@@ -9,13 +9,17 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 // The example workspace, as `go run . serve` serves it.
 var examples = map[string]string{"examples": "../../examples"}
 
-func TestHelloWorldPassesOutputToTheNextStep(t *testing.T) {
-	f := startFixture(t, examples, 2)
+func TestHelloWorldPassesOutputToTheNextStep(t *testing.T) { helloWorldPassesOutput(t) }
+
+func helloWorldPassesOutput(t *testing.T, storage ...func(*config.Server)) {
+	f := startFixture(t, examples, 2, storage...)
 	id := f.execute("examples", "hello-world", map[string]any{"name": "Ada"})
 	j := f.waitTerminal(id)
 	if j.Status != "completed" {
@@ -306,10 +310,12 @@ const approvalWorkspace = `tasks:
         script: echo shipped by {{ ask.output.approved_by }}
 `
 
-func TestApprovalOverTheAPI(t *testing.T) {
+func TestApprovalOverTheAPI(t *testing.T) { approvalOverTheAPI(t) }
+
+func approvalOverTheAPI(t *testing.T, storage ...func(*config.Server)) {
 	dir := t.TempDir()
 	writeWorkspace(t, dir, approvalWorkspace)
-	f := startFixture(t, map[string]string{"ws": dir}, 1)
+	f := startFixture(t, map[string]string{"ws": dir}, 1, storage...)
 	var out struct {
 		Status string `json:"status"`
 		Error  string `json:"error"`

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/appliance-sh/appliance/app/config"
 )
 
 const triggersWorkspace = `
@@ -46,10 +48,12 @@ type jobList struct {
 	} `json:"items"`
 }
 
-func TestSchedulerAndWebhookRunRealJobs(t *testing.T) {
+func TestSchedulerAndWebhookRunRealJobs(t *testing.T) { schedulerAndWebhookRunRealJobs(t) }
+
+func schedulerAndWebhookRunRealJobs(t *testing.T, storage ...func(*config.Server)) {
 	dir := filepath.Join(t.TempDir(), "ws")
 	writeWorkspace(t, dir, triggersWorkspace)
-	f := startFixture(t, map[string]string{"ws": dir}, 2)
+	f := startFixture(t, map[string]string{"ws": dir}, 2, storage...)
 
 	// The every-second trigger fires jobs that the in-process workers run.
 	var done []string

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,46 +20,16 @@ import (
 // and synchronous commits on (pgtest Durable), over its Unix socket, so
 // the figures compare with bbolt's fsync'd commits.
 
-var durable struct {
-	sync.Mutex
-	c   *pgtest.Cluster
-	err error
-}
-
 // benchDB opens a store on a new database of the durable cluster.
 func benchDB(b *testing.B) (*postgres.DB, string) {
 	b.Helper()
-	durable.Lock()
-	if durable.c == nil && durable.err == nil {
-		durable.c, durable.err = pgtest.Start(pgtest.Options{Durable: true})
-	}
-	c, err := durable.c, durable.err
-	durable.Unlock()
-	if err != nil {
-		pgtest.Unavailable(b, err)
-	}
-	name, err := c.CreateDatabase(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = c.DropDatabase(context.Background(), name) })
-	dsn := c.DSN(name)
+	dsn := pgtest.Durable(b).Database(b)
 	db, err := postgres.Open(context.Background(), postgres.Config{DSN: dsn})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = db.Close() })
 	return db, dsn
-}
-
-// stopDurable stops the benchmarks' cluster, if one was started.
-func stopDurable() {
-	durable.Lock()
-	defer durable.Unlock()
-	if durable.c != nil {
-		_ = durable.c.Stop()
-		durable.c = nil
-	}
 }
 
 var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -14,11 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-func TestMain(m *testing.M) {
-	code := pgtest.Main(m)
-	stopDurable()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 // open opens a store on a new database, closed when the test ends.
 func open(t *testing.T, dsn string) *postgres.DB {

@@ -190,6 +190,16 @@ func pageQuery(f engine.JobFilter, statuses []string, vis *visibility) (string, 
 	if ranged == "" {
 		return "SELECT rec FROM jobs" + where(conds) + order + " LIMIT " + args.add(f.Limit) + " OFFSET " + args.add(f.Offset), args
 	}
+	if f.Offset == 0 {
+		// A cursor's page (or the first): each range reads its records
+		// directly, limit rows at most, so the page costs one heap fetch
+		// per candidate rather than an index-only scan plus a primary-key
+		// lookup per candidate (3x slower at depth 500,000).
+		return "SELECT x.rec FROM " + ranged + " CROSS JOIN LATERAL (SELECT rec, id, created_ns FROM jobs" + where(conds) + order +
+			" LIMIT " + args.add(f.Limit) + ") x ORDER BY x.created_ns DESC, x.id DESC LIMIT " + args.add(f.Limit), args
+	}
+	// An offset makes each range walk offset+limit rows: their keys come
+	// from the index alone (an index-only scan), not their records.
 	return "SELECT j.rec FROM " + ranged + " CROSS JOIN LATERAL (SELECT id, created_ns FROM jobs" + where(conds) + order +
 		" LIMIT " + args.add(f.Offset+f.Limit) + ") x JOIN jobs j ON j.id = x.id" +
 		" ORDER BY x.created_ns DESC, x.id DESC LIMIT " + args.add(f.Limit) + " OFFSET " + args.add(f.Offset), args

@@ -279,10 +279,42 @@ func (c *Cluster) admin(ctx context.Context, sql string) error {
 	return err
 }
 
-var shared struct {
-	sync.Mutex
-	c   *Cluster
-	err error
+// lazy is a cluster started at its first use and stopped by Main.
+type lazy struct {
+	opts Options
+	mu   sync.Mutex
+	c    *Cluster
+	err  error
+}
+
+var (
+	shared  = &lazy{}
+	durable = &lazy{opts: Options{Durable: true}}
+)
+
+func (l *lazy) get(t testing.TB) *Cluster {
+	t.Helper()
+	l.mu.Lock()
+	if l.c == nil && l.err == nil {
+		l.c, l.err = Start(l.opts)
+	}
+	c, err := l.c, l.err
+	l.mu.Unlock()
+	if err != nil {
+		Unavailable(t, err)
+	}
+	return c
+}
+
+func (l *lazy) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.c != nil {
+		if err := l.c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "pgtest: stop the cluster:", err)
+		}
+		l.c = nil
+	}
 }
 
 // Shared returns the package's cluster, started at its first use and
@@ -290,16 +322,16 @@ var shared struct {
 // under APPLIANCE_REQUIRE_POSTGRES=1).
 func Shared(t testing.TB) *Cluster {
 	t.Helper()
-	shared.Lock()
-	if shared.c == nil && shared.err == nil {
-		shared.c, shared.err = Start(Options{})
-	}
-	c, err := shared.c, shared.err
-	shared.Unlock()
-	if err != nil {
-		Unavailable(t, err)
-	}
-	return c
+	return shared.get(t)
+}
+
+// Durable returns the package's durable cluster (fsync and synchronous
+// commits on, as a production server has them: benchmarks compare its
+// figures with bbolt's fsync'd commits), started at its first use and
+// stopped by Main. Without PostgreSQL it skips t as Shared does.
+func Durable(t testing.TB) *Cluster {
+	t.Helper()
+	return durable.get(t)
 }
 
 // Unavailable skips t because PostgreSQL cannot run here, or fails it when
@@ -316,7 +348,13 @@ func Unavailable(t testing.TB, err error) {
 // dropped when the test ends.
 func DSN(t testing.TB) string {
 	t.Helper()
-	c := Shared(t)
+	return Shared(t).Database(t)
+}
+
+// Database returns the URL (over the Unix socket) of a new, empty
+// database of c, dropped when the test ends.
+func (c *Cluster) Database(t testing.TB) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	name, err := c.CreateDatabase(ctx)
@@ -333,16 +371,10 @@ func DSN(t testing.TB) string {
 	return c.DSN(name)
 }
 
-// Main runs the package's tests and then stops the shared cluster.
+// Main runs the package's tests and then stops the clusters they started.
 func Main(m *testing.M) int {
 	code := m.Run()
-	shared.Lock()
-	defer shared.Unlock()
-	if shared.c != nil {
-		if err := shared.c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "pgtest: stop the cluster:", err)
-		}
-		shared.c = nil
-	}
+	shared.stop()
+	durable.stop()
 	return code
 }
