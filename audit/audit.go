@@ -144,3 +144,19 @@ func (f *Filter) Match(e *Entry) bool {
 	}
 	return true
 }
+
+// Store is the trail's storage: both stores implement it. Appends that
+// record a change go with the change (engine.Batch.Audit, WithEntry on an
+// account write); AppendAudit is for entries that record none.
+type Store interface {
+	AppendAudit(ctx context.Context, entries []Entry) error
+	// AuditHeads returns the chain's anchor (zero, or the last entry
+	// retention dropped) and its head (the newest entry).
+	AuditHeads(ctx context.Context) (anchor, head Head, err error)
+	AuditEntries(ctx context.Context, f Filter) ([]Entry, error)
+	// TrimAudit drops entries older than before, from the front only,
+	// keeping the last one dropped as the anchor.
+	TrimAudit(ctx context.Context, before time.Time) (int, error)
+	// RestoreAudit writes entries verbatim after anchor (an import).
+	RestoreAudit(ctx context.Context, anchor Head, entries []Entry) error
+}

@@ -30,7 +30,7 @@ func (db *DB) PutRefreshToken(ctx context.Context, t *accounts.RefreshToken) err
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := db.bolt.Update(func(tx *bolt.Tx) error { return putRefresh(tx, t) }); err != nil {
+	if err := db.update(ctx, func(tx *bolt.Tx) error { return putRefresh(tx, t) }); err != nil {
 		return fmt.Errorf("store refresh token: %w", err)
 	}
 	return nil
@@ -188,7 +188,7 @@ func (db *DB) RevokeRefreshFamily(ctx context.Context, hash string) (string, err
 		return "", err
 	}
 	userID := ""
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
+	err := db.update(ctx, func(tx *bolt.Tx) error {
 		t, err := getRefresh(tx, hash)
 		if err != nil {
 			if errors.Is(err, accounts.ErrRefreshTokenNotFound) {
