@@ -19,7 +19,7 @@ func chain(n int) ([]audit.Entry, audit.Head) {
 	out := make([]audit.Entry, n)
 	for i := range out {
 		out[i] = audit.Entry{
-			At: time.Date(2025, 1, 2, 3, 4, 5, 123456789, time.UTC).Add(time.Duration(i) * time.Second),
+			At:    time.Date(2025, 1, 2, 3, 4, 5, 123456789, time.UTC).Add(time.Duration(i) * time.Second),
 			Actor: audit.Actor{ID: "u1", Email: "ann@example.com"}, Source: audit.SourceUser,
 			Action: audit.JobExecute, Target: "job/j" + string(rune('a'+i)), Outcome: audit.OK, ClientAddress: "10.0.0.1",
 		}
