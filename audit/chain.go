@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"strings"
+	"unicode/utf8"
 	"time"
 )
 
@@ -84,8 +86,34 @@ func MAC(key Key, prev string, e *Entry) string {
 // new head. Stores call it inside the transaction that holds the chain's
 // one appender lock (bbolt's writer; PostgreSQL's head row).
 func Append(key Key, head Head, e *Entry) Head {
+	clean(e)
 	e.Seq = head.Seq + 1
 	e.At = Truncate(e.At)
 	e.MAC = MAC(key, head.MAC, e)
 	return e.Head()
+}
+
+// MaxField bounds each text field of an entry: a failed sign-in's email
+// is whatever the caller typed, and the trail must stay small.
+const MaxField = 256
+
+// clean makes every text field storable by both stores and bounded:
+// valid UTF-8 without NUL bytes (PostgreSQL's text refuses them, and a
+// caller's bad input must never fail the commit it rides), at most
+// MaxField bytes.
+func clean(e *Entry) {
+	for _, f := range []*string{&e.Actor.ID, &e.Actor.Email, &e.Actor.Key, &e.Source, &e.Action, &e.Target, &e.Outcome, &e.Reason, &e.ClientAddress} {
+		*f = cleanText(*f)
+	}
+}
+
+func cleanText(s string) string {
+	if len(s) > MaxField {
+		s = s[:MaxField]
+	}
+	if utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
+		return s
+	}
+	s = strings.ToValidUTF8(s, "\ufffd")
+	return strings.ReplaceAll(s, "\x00", "\ufffd")
 }

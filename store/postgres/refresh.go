@@ -20,7 +20,7 @@ import (
 // PutRefreshToken stores a refresh token by its hash (a hash stored
 // already is replaced, as bbolt's put does).
 func (db *DB) PutRefreshToken(ctx context.Context, t *accounts.RefreshToken) error {
-	if err := putRefresh(ctx, db.writer(), t); err != nil {
+	if err := db.audited(ctx, func(q querier) error { return putRefresh(ctx, q, t) }); err != nil {
 		return fmt.Errorf("store refresh token: %w", err)
 	}
 	return nil
