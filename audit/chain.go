@@ -8,8 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 )
 
 // Key is the chain's HMAC key (audit.key): kept in the config or the
