@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/appliance-sh/appliance/audit"
 	"net/http"
 	"net/url"
 
@@ -73,6 +74,7 @@ func (m *mcpCaller) context(ctx context.Context, method, target string, body any
 	if m.p != nil {
 		auth.SetCaller(c, m.p)
 	}
+	auth.SetVia(c, audit.SourceMCP, m.http.RealIP())
 	return c, res, nil
 }
 
