@@ -25,6 +25,7 @@ import (
 	"github.com/appliance-sh/appliance/app/eventsources"
 	"github.com/appliance-sh/appliance/app/metrics"
 	"github.com/appliance-sh/appliance/app/scheduler"
+	"github.com/appliance-sh/appliance/audit"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
 	"github.com/appliance-sh/appliance/engine/workspace"
@@ -102,8 +103,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		case <-hup:
 			if acl, err := reloadACL(config.Path(*configFlag), cfg.Effective.ACL); err != nil {
 				log.Error(err.Error())
+				srv.trail.record(audit.ConfigReload, audit.Failed, err.Error())
 			} else {
 				log.Info("acl reloaded", "acl", acl)
+				srv.trail.record(audit.ConfigReload, audit.OK, "acl: "+acl)
 			}
 		}
 	}
@@ -231,6 +234,9 @@ type Server struct {
 	workers                                        *component // nil without in-process workers
 	consumerWorkers                                *component // nil without in-process workers
 	eventSources                                   *component
+	// trail is the audit trail's queue and head log (audit.go).
+	trail      *auditTrail
+	auditHeads *component
 }
 
 // Addr is the address the server listens on.
@@ -321,6 +327,10 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 	if st.pool != nil {
 		reg.WatchPool(st.pool)
 	}
+	trail, err := openAudit(cfg, st.state, reg, log)
+	if err != nil {
+		return nil, err
+	}
 	// The engine masks every line on its way in (engine.AppendLog): workers'
 	// pushes reach the log through it, never straight to the sink.
 	sink := meteredLogs{serverLogs: jobLogs, metrics: reg}
@@ -336,6 +346,7 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 		Agents:           agentCaller,
 		RunnerTag:        runnerTags.CapabilityTag,
 		Clock:            cfg.Test.EngineClock,
+		Audit:            trail.queue,
 	})
 	if err != nil {
 		return nil, err
@@ -385,6 +396,8 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 		Archive: archive, ArchivePending: reg.LogArchivePending,
 		Interval: cfg.Test.SweepInterval, Logger: log.With("component", "retention")})
 	s.sweeper = s.sup.start("retention sweeper", sweeper.Run)
+	s.trail = trail
+	s.auditHeads = s.sup.start("audit heads", trail.run)
 	s.revisionSweeper = s.sup.start("revision sweeper", revs.run)
 
 	// The in-process pool's pods fetch workspaces over HTTP with tokens
@@ -411,6 +424,9 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 			Auth:        cfg.Auth.APIConfig(cfg.Effective.Limits),
 			Users:       st.users,
 			ACL:         cfg.Effective.ACL,
+			Audit:       trail.store,
+			AuditQueue:  trail.queue,
+			OnDenied:    trail.denied,
 
 			EventSources: consumers,
 
@@ -491,6 +507,7 @@ func (s *Server) Shutdown() error {
 	// Stopping the orchestrator ends the remote workers' long-polls at once,
 	// so the HTTP server has no request left to wait for.
 	s.orchestrator.stop()
+	s.auditHeads.stop() // after the last commit: the head logged is the last
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s.api.cancel() // asked to stop: Serve's return is no failure

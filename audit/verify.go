@@ -41,7 +41,7 @@ func (v *Verifier) Next(e *Entry) error {
 	want := v.head.Seq + 1
 	switch {
 	case e.Seq > want:
-		return &Break{Seq: want, Reason: fmt.Sprintf("missing: removed (the next entry is %d)", e.Seq)}
+		return &Break{Seq: want, Reason: fmt.Sprintf("missing: removed or moved (entry %d stands in its place)", e.Seq)}
 	case e.Seq < want:
 		return &Break{Seq: e.Seq, Reason: fmt.Sprintf("out of order: found after entry %d", v.head.Seq)}
 	}

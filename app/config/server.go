@@ -83,6 +83,8 @@ type Server struct {
 	// HA makes the server one replica of several on one PostgreSQL
 	// database, one of which leads (ha.go).
 	HA HA `yaml:"ha"`
+	// Audit keys and keeps the audit trail (audit.go).
+	Audit Audit `yaml:"audit"`
 
 	// Effective is what LoadServer derived from the sections above; the
 	// server is wired from these (tests may change them after loading).
@@ -181,6 +183,9 @@ func LoadServer(path string) (*Server, error) {
 		return nil, err
 	}
 	if err := cfg.validateHA(); err != nil {
+		return nil, err
+	}
+	if err := cfg.validateAudit(); err != nil {
 		return nil, err
 	}
 	if err := cfg.Auth.validate(); err != nil {

@@ -1,0 +1,83 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/appliance-sh/appliance/audit"
+	"github.com/appliance-sh/appliance/store/postgres/pgtest"
+)
+
+var tamperKey = audit.Key("postgres tamper test key 01")
+
+// Editing, deleting, swapping and truncating entries in the database
+// directly, with SQL, is caught, naming the first broken entry; a
+// truncation that also rewinds the head row is caught against the head
+// the server logged.
+func TestAuditTamperingInPostgresIsCaught(t *testing.T) {
+	cases := []struct {
+		name      string
+		sql       []string
+		useLogged bool
+		seq       int64
+		reason    string
+	}{
+		{"edited", []string{`UPDATE audit_entries SET rec = convert_to(replace(convert_from(rec, 'UTF8'), 'ann@', 'eve@'), 'UTF8') WHERE seq = 3`}, false, 3, "changed"},
+		{"deleted", []string{`DELETE FROM audit_entries WHERE seq = 3`}, false, 3, "missing"},
+		{"swapped", []string{`UPDATE audit_entries a SET rec = b.rec FROM audit_entries b WHERE (a.seq, b.seq) IN ((2, 3), (3, 2))`}, false, 2, "missing"},
+		{"truncated", []string{`DELETE FROM audit_entries WHERE seq > 4`}, false, 5, "missing at the end"},
+		{"truncated and the head row rewound", []string{
+			`DELETE FROM audit_entries WHERE seq > 4`,
+			`UPDATE audit_chain SET head_seq = 4, head_mac = (SELECT convert_from(rec, 'UTF8')::jsonb->>'mac' FROM audit_entries WHERE seq = 4)`,
+		}, true, 5, "missing at the end"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dsn := pgtest.DSN(t)
+			db := open(t, dsn)
+			db.SetAuditKey(tamperKey)
+			ctx := context.Background()
+			for i := range 6 {
+				e := audit.Entry{At: time.Unix(int64(1000+i), 0), Actor: audit.Actor{ID: "u1", Email: "ann@example.com"},
+					Source: audit.SourceUser, Action: audit.JobExecute, Target: "job/" + string(rune('a'+i)), Outcome: audit.OK}
+				if err := db.AppendAudit(ctx, []audit.Entry{e}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, logged, _ := db.AuditHeads(ctx)
+			if _, broken, err := audit.VerifyStore(ctx, tamperKey, db, &logged); err != nil || broken != nil || logged.Seq != 6 {
+				t.Fatalf("before tampering (head %+v): %v, %v", logged, broken, err)
+			}
+			tamper(t, dsn, c.sql...)
+			var against *audit.Head
+			if c.useLogged {
+				against = &logged
+			}
+			_, broken, err := audit.VerifyStore(ctx, tamperKey, db, against)
+			var b *audit.Break
+			if err != nil || !errors.As(broken, &b) || b.Seq != c.seq || !strings.HasPrefix(b.Reason, c.reason) {
+				t.Fatalf("got %v (%v), want entry %d %s", broken, err, c.seq, c.reason)
+			}
+		})
+	}
+}
+
+func tamper(t *testing.T, dsn string, stmts ...string) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, s := range stmts {
+		if tag, err := conn.Exec(context.Background(), s); err != nil || tag.RowsAffected() == 0 {
+			t.Fatalf("%s: %v (%d rows)", s, err, tag.RowsAffected())
+		}
+	}
+}
+
