@@ -80,4 +80,3 @@ func tamper(t *testing.T, dsn string, stmts ...string) {
 		}
 	}
 }
-
