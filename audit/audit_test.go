@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/appliance-sh/appliance/audit"
 )
@@ -152,5 +153,42 @@ func TestFilterMatches(t *testing.T) {
 		if got := c.f.Match(&e); got != c.want {
 			t.Errorf("%+v: got %v", c.f, got)
 		}
+	}
+}
+
+// The stores' compact encoding gives back exactly the entry, MAC and
+// outcome included, and an entry whose MAC is not this package's (a
+// damaged import) reads back as it was, still failing the check.
+func TestStoredEncodingRoundTripsExactly(t *testing.T) {
+	es, _ := chain(2)
+	es[1].Outcome, es[1].Reason, es[1].Dropped, es[1].Actor.Key = audit.Denied, "no scope", 3, "ci"
+	odd := es[0]
+	odd.MAC = "not-a-mac"
+	for _, e := range []audit.Entry{es[0], es[1], odd} {
+		data, err := audit.MarshalStored(&e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := audit.UnmarshalStored(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := json.Marshal(e)
+		b, _ := json.Marshal(got)
+		if string(a) != string(b) {
+			t.Errorf("round trip:\n got %s\nwant %s", b, a)
+		}
+	}
+}
+
+// Text a caller typed is stored cleaned: no NUL, valid UTF-8, bounded.
+func TestEntriesAreCleanedBeforeTheyAreSigned(t *testing.T) {
+	e := audit.Entry{Actor: audit.Actor{Email: "a\x00b\xff" + strings.Repeat("x", 1000)}, Action: audit.SignIn}
+	audit.Append(key, audit.Head{}, &e)
+	if strings.ContainsRune(e.Actor.Email, 0) || !utf8.ValidString(e.Actor.Email) || len(e.Actor.Email) > audit.MaxField+8 {
+		t.Fatalf("email stored as %q", e.Actor.Email)
+	}
+	if err := audit.Verify(key, audit.Head{}, []audit.Entry{e}, nil); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -67,7 +67,7 @@ func (db *DB) appendAudit(tx *bolt.Tx, entries []audit.Entry) error {
 	for i := range entries {
 		e := entries[i]
 		head = audit.Append(db.auditKey, head, &e)
-		v, err := json.Marshal(&e)
+		v, err := audit.MarshalStored(&e)
 		if err != nil {
 			return fmt.Errorf("encode audit entry: %w", err)
 		}
@@ -128,8 +128,8 @@ func (db *DB) AuditEntries(ctx context.Context, f audit.Filter) ([]audit.Entry, 
 	err := db.view(ctx, func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketAudit).Cursor()
 		for k, v := c.Seek(auditKey(f.After + 1)); k != nil; k, v = c.Next() {
-			var e audit.Entry
-			if err := json.Unmarshal(v, &e); err != nil {
+			e, err := audit.UnmarshalStored(v)
+			if err != nil {
 				return fmt.Errorf("decode audit entry %d: %w", binary.BigEndian.Uint64(k), err)
 			}
 			if !f.Match(&e) {
@@ -157,8 +157,8 @@ func (db *DB) TrimAudit(ctx context.Context, before time.Time) (int, error) {
 		var last *audit.Head
 		c := tx.Bucket(bucketAudit).Cursor()
 		for k, v := c.First(); k != nil; k, v = c.First() {
-			var e audit.Entry
-			if err := json.Unmarshal(v, &e); err != nil {
+			e, err := audit.UnmarshalStored(v)
+			if err != nil {
 				return fmt.Errorf("decode audit entry: %w", err)
 			}
 			if !e.At.Before(before) {
@@ -205,7 +205,7 @@ func (db *DB) RestoreAudit(ctx context.Context, anchor audit.Head, entries []aud
 			if e.Seq != head.Seq+1 {
 				return fmt.Errorf("audit entry %d does not follow entry %d", e.Seq, head.Seq)
 			}
-			v, err := json.Marshal(e)
+			v, err := audit.MarshalStored(e)
 			if err != nil {
 				return err
 			}

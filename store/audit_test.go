@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -47,12 +46,12 @@ func TestAuditTamperingInBboltIsCaught(t *testing.T) {
 	edit := func(seq int64, change func(*audit.Entry)) func(tx *bolt.Tx) error {
 		return func(tx *bolt.Tx) error {
 			b := tx.Bucket(bucketAudit)
-			var e audit.Entry
-			if err := json.Unmarshal(b.Get(auditKey(seq)), &e); err != nil {
+			e, err := audit.UnmarshalStored(b.Get(auditKey(seq)))
+			if err != nil {
 				return err
 			}
 			change(&e)
-			v, _ := json.Marshal(&e)
+			v, _ := audit.MarshalStored(&e)
 			return b.Put(auditKey(seq), v)
 		}
 	}
@@ -83,8 +82,8 @@ func TestAuditTamperingInBboltIsCaught(t *testing.T) {
 		}, false, 5, "missing at the end"},
 		{"truncated and the head row rewound", func(tx *bolt.Tx) error {
 			b := tx.Bucket(bucketAudit)
-			var e4 audit.Entry
-			if err := json.Unmarshal(b.Get(auditKey(4)), &e4); err != nil {
+			e4, err := audit.UnmarshalStored(b.Get(auditKey(4)))
+			if err != nil {
 				return err
 			}
 			_ = b.Delete(auditKey(6))

@@ -126,6 +126,9 @@ type TestHooks struct {
 	// other features on the examples workspace, whose consumer would hold
 	// a worker slot and add a job).
 	NoEventSources bool
+	// AuditOff keeps the store's audit key unset, so no entry is written:
+	// the benchmarks' baseline for the trail's cost.
+	AuditOff bool
 }
 
 // The values of worker_protocol.

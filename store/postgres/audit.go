@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -40,7 +39,7 @@ func auditWrites(key audit.Key, head audit.Head, in []audit.Entry) (*writes, err
 	for i := range in {
 		e := in[i]
 		head = audit.Append(key, head, &e)
-		v, err := json.Marshal(&e)
+		v, err := audit.MarshalStored(&e)
 		if err != nil {
 			return nil, fmt.Errorf("encode audit entry: %w", err)
 		}
@@ -191,8 +190,8 @@ func (db *DB) AuditEntries(ctx context.Context, f audit.Filter) ([]audit.Entry, 
 		if err := rows.Scan(&v); err != nil {
 			return nil, fmt.Errorf("read audit entries: %w", err)
 		}
-		var e audit.Entry
-		if err := json.Unmarshal(v, &e); err != nil {
+		e, err := audit.UnmarshalStored(v)
+		if err != nil {
 			return nil, fmt.Errorf("decode audit entry: %w", err)
 		}
 		out = append(out, e)
@@ -243,8 +242,8 @@ func (db *DB) TrimAudit(ctx context.Context, before time.Time) (int, error) {
 		if err != nil {
 			return err
 		}
-		var e audit.Entry
-		if err := json.Unmarshal(rec, &e); err != nil {
+		e, err := audit.UnmarshalStored(rec)
+		if err != nil {
 			return fmt.Errorf("decode audit entry: %w", err)
 		}
 		anchor = e.Head()
@@ -284,7 +283,7 @@ func (db *DB) RestoreAudit(ctx context.Context, anchor audit.Head, entries []aud
 			if e.Seq != head.Seq+1 {
 				return fmt.Errorf("audit entry %d does not follow entry %d", e.Seq, head.Seq)
 			}
-			v, err := json.Marshal(e)
+			v, err := audit.MarshalStored(e)
 			if err != nil {
 				return err
 			}

@@ -33,7 +33,7 @@ func TestAuditTamperingInPostgresIsCaught(t *testing.T) {
 		{"truncated", []string{`DELETE FROM audit_entries WHERE seq > 4`}, false, 5, "missing at the end"},
 		{"truncated and the head row rewound", []string{
 			`DELETE FROM audit_entries WHERE seq > 4`,
-			`UPDATE audit_chain SET head_seq = 4, head_mac = (SELECT convert_from(rec, 'UTF8')::jsonb->>'mac' FROM audit_entries WHERE seq = 4)`,
+			`UPDATE audit_chain SET head_seq = 4, head_mac = '$MAC4'`,
 		}, true, 5, "missing at the end"},
 	}
 	for _, c := range cases {
@@ -52,6 +52,10 @@ func TestAuditTamperingInPostgresIsCaught(t *testing.T) {
 			_, logged, _ := db.AuditHeads(ctx)
 			if _, broken, err := audit.VerifyStore(ctx, tamperKey, db, &logged); err != nil || broken != nil || logged.Seq != 6 {
 				t.Fatalf("before tampering (head %+v): %v, %v", logged, broken, err)
+			}
+			es, _ := db.AuditEntries(ctx, audit.Filter{})
+			for i := range c.sql {
+				c.sql[i] = strings.ReplaceAll(c.sql[i], "$MAC4", es[3].MAC)
 			}
 			tamper(t, dsn, c.sql...)
 			var against *audit.Head

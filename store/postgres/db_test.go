@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 }
 
 // open opens a store on a new database, closed when the test ends.
-func open(t *testing.T, dsn string) *postgres.DB {
+func open(t testing.TB, dsn string) *postgres.DB {
 	t.Helper()
 	db, err := postgres.Open(context.Background(), postgres.Config{DSN: dsn})
 	if err != nil {
