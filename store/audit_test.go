@@ -10,7 +10,9 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/audit"
+	"github.com/appliance-sh/appliance/engine"
 )
 
 var tamperKey = audit.Key("bbolt tamper test key 0123")
@@ -117,5 +119,36 @@ func TestAuditTamperingInBboltIsCaught(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A change and its entry commit together or not at all: when the entry
+// cannot be written (here, a damaged chain head read in the same
+// transaction), neither the engine's batch nor the account change is.
+func TestAChangeAndItsEntryCommitTogether(t *testing.T) {
+	db, _ := chainOf6(t)
+	ctx := context.Background()
+	if err := db.bolt.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketAuditMeta).Put(metaHead, []byte("{damaged")) }); err != nil {
+		t.Fatal(err)
+	}
+	j := &engine.Job{ID: "00000000-0000-4000-8000-000000000001", Workspace: "ops", TaskName: "build", AccessPath: "build", Mode: "distributed",
+		Status: engine.JobPending, SourceType: engine.SourceAPI, Revision: "r1", CreatedAt: time.Unix(5000, 0).UTC()}
+	entry := audit.Entry{At: time.Unix(5000, 0), Source: audit.SourceUser, Action: audit.JobExecute, Target: "job/" + j.ID, Outcome: audit.OK}
+	if err := db.Commit(ctx, &engine.Batch{Jobs: []*engine.Job{j}, Audit: []audit.Entry{entry}}); err == nil {
+		t.Fatal("a batch whose entry cannot be written was committed")
+	}
+	if _, err := db.Job(ctx, j.ID); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("the job of the refused batch: %v", err)
+	}
+	u := &accounts.User{ID: "u9", Email: "nine@example.com", Groups: []string{}, CreatedAt: time.Unix(5000, 0)}
+	if err := db.CreateUser(audit.WithEntry(ctx, entry), u); err == nil {
+		t.Fatal("a user whose entry cannot be written was created")
+	}
+	if _, err := db.User(ctx, "u9"); !errors.Is(err, accounts.ErrUserNotFound) {
+		t.Fatalf("the user of the refused change: %v", err)
+	}
+	// Without an entry the same changes go through.
+	if err := db.CreateUser(ctx, u); err != nil {
+		t.Fatal(err)
 	}
 }
