@@ -156,3 +156,46 @@ func TestAuditRecordsWhoDidWhatThroughTheAPI(t *testing.T) {
 		t.Errorf("filtered by action job. and actor run@: %v", actions)
 	}
 }
+
+const hookWorkflow = `
+tasks:
+  hooked:
+    flow:
+      s: {type: script, script: echo hooked}
+triggers:
+  ping:
+    type: webhook
+    name: ping-hook
+    task: hooked
+    secret: s3cret
+`
+
+// A webhook's job names the webhook as its actor (never its secret), an
+// MCP tool's job the user behind it with source mcp.
+func TestAuditRecordsWebhooksAndMCPCalls(t *testing.T) {
+	f := newACLFixture(t, oneStore)
+	writeFile(t, f.wsDir+"/.workflows/hook.yaml", hookWorkflow, 0o644)
+	var hooked string
+	eventually(t, "the webhook to load", func() bool {
+		r := f.api("POST", "/hooks/ping-hook?secret=s3cret", map[string]any{"x": 1})
+		if r.status == 200 {
+			hooked = r.object()["job_id"].(string)
+		}
+		return r.status == 200
+	})
+	m := f.mcp(t, f.tokens[roleAdmin])
+	viaMCP := m.ok("execute_task", map[string]any{"workspace": "main", "task": "hello", "input": map[string]any{"name": "ada"}})["job_id"].(string)
+	es := auditPages(t, f, f.tokens[roleAdmin])
+	hook := findEntry(es, audit.JobExecute, "job/"+hooked)
+	if hook == nil || hook.Source != audit.SourceWebhook || hook.Actor.ID != "main/ping-hook" || hook.ClientAddress != "127.0.0.1" {
+		t.Errorf("the webhook's entry: %+v", hook)
+	}
+	tool := findEntry(es, audit.JobExecute, "job/"+viaMCP)
+	if tool == nil || tool.Source != audit.SourceMCP || tool.Actor.Email != "admin@example.com" || tool.ClientAddress != "127.0.0.1" {
+		t.Errorf("the MCP tool's entry: %+v", tool)
+	}
+	raw, _ := json.Marshal(es)
+	if strings.Contains(string(raw), "s3cret") {
+		t.Error("the trail holds the webhook's secret")
+	}
+}
