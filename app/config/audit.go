@@ -1,7 +1,9 @@
 package config
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -30,8 +32,9 @@ const AuditKeyEnv = "APPLIANCE_AUDIT_KEY"
 // Without a key (neither here nor in APPLIANCE_AUDIT_KEY) the server
 // generates one into data_dir/audit.key on its first start and warns: the
 // chain then holds against whoever can write the database but not read
-// that file. Replicas of one PostgreSQL database (ha) must share a key, so
-// there it must be set.
+// that file. Replicas of one PostgreSQL database (ha) sign one chain, so
+// they need one key: without audit.key they derive it from ha.peer_secret,
+// which they share already (and keep out of the database too).
 type Audit struct {
 	Key       string `yaml:"key"`
 	HeadEvery int    `yaml:"head_every"`
@@ -48,9 +51,6 @@ func (c *Server) validateAudit() error {
 	}
 	if a.Key != "" && len(a.Key) < audit.MinKeyLen {
 		return fmt.Errorf("audit.key: %d bytes, want at least %d (e.g. `openssl rand -hex 32`)", len(a.Key), audit.MinKeyLen)
-	}
-	if a.Key == "" && c.HA.Enabled() {
-		return fmt.Errorf("audit.key: required with ha (every replica signs one chain, so all need the same key); set it or %s", AuditKeyEnv)
 	}
 	if a.HeadEvery < 0 {
 		return fmt.Errorf("audit.head_every: must be 1 or more, got %d", a.HeadEvery)
@@ -79,6 +79,11 @@ func (c *Server) AuditRetention() time.Duration {
 func (c *Server) AuditKey(create bool) (key audit.Key, generated bool, err error) {
 	if c.Audit.Key != "" {
 		return audit.Key(c.Audit.Key), false, nil
+	}
+	if c.HA.Enabled() && c.HA.PeerSecret != "" {
+		m := hmac.New(sha256.New, []byte(c.HA.PeerSecret))
+		m.Write([]byte("appliance audit key"))
+		return audit.Key(hex.EncodeToString(m.Sum(nil))), false, nil
 	}
 	path := c.AuditKeyFile()
 	data, err := os.ReadFile(path)
