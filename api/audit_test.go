@@ -198,4 +198,11 @@ func TestAuditRecordsWebhooksAndMCPCalls(t *testing.T) {
 	if strings.Contains(string(raw), "s3cret") {
 		t.Error("the trail holds the webhook's secret")
 	}
+	// A tool refused by the ACL is recorded as its route's refusal is.
+	viewer := f.mcp(t, f.tokens[roleView])
+	viewer.refused("cancel_job", map[string]any{"job_id": viaMCP}, "may view")
+	eventually(t, "the refused tool call's entry", func() bool {
+		e := findEntry(auditPages(t, f, f.tokens[roleAdmin]), audit.RequestDenied, "POST /api/jobs/"+viaMCP+"/cancel")
+		return e != nil && e.Source == audit.SourceMCP && e.Actor.Email == "view@example.com" && e.Outcome == audit.Denied
+	})
 }

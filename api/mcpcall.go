@@ -125,6 +125,9 @@ func (m *mcpCaller) run(c echo.Context, h echo.HandlerFunc) (err error) {
 		if status >= http.StatusInternalServerError && status != http.StatusServiceUnavailable {
 			m.s.log.Error("tool call failed", "path", c.Request().URL.Path, "err", err)
 		}
+		if status == http.StatusForbidden {
+			m.s.denied(c, msg) // a tool refused as its route would be: recorded the same
+		}
 		return &toolError{status: status, msg: msg}
 	}
 	return nil
