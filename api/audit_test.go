@@ -90,11 +90,15 @@ func TestAuditRecordsWhoDidWhatThroughTheAPI(t *testing.T) {
 	f.as(admin, "DELETE", "/api/auth/api-keys/"+key["prefix"].(string), nil).expect(200)
 	_, refresh := f.login("admin@example.com", "pw")
 	f.api("POST", "/api/auth/logout", map[string]string{"refresh_token": refresh}).expect(200)
+	_, stolen := f.login("run@example.com", "pw")
+	f.api("POST", "/api/auth/refresh", map[string]string{"refresh_token": stolen}).expect(200)
+	f.api("POST", "/api/auth/refresh", map[string]string{"refresh_token": stolen}).expect(401)
 
 	var es []audit.Entry
 	eventually(t, "the queued entries (denied, failed, sign-out) to be committed", func() bool {
 		es = auditPages(t, f, admin)
-		return findEntry(es, audit.SignOut, "") != nil && findEntry(es, audit.RequestDenied, "") != nil
+		return findEntry(es, audit.SignOut, "") != nil && findEntry(es, audit.RequestDenied, "") != nil &&
+			slices.ContainsFunc(es, func(e audit.Entry) bool { return strings.Contains(e.Reason, "used twice") })
 	})
 	checks := []struct {
 		action, target, source, actor, outcome string
@@ -136,7 +140,7 @@ func TestAuditRecordsWhoDidWhatThroughTheAPI(t *testing.T) {
 		t.Errorf("sign-out %+v", e)
 	}
 	raw, _ := json.Marshal(es)
-	for _, secret := range []string{"s3cret-value", key["key"].(string), admin, refresh, `"pw"`, "long enough password"} {
+	for _, secret := range []string{"s3cret-value", key["key"].(string), admin, refresh, stolen, `"pw"`, "long enough password"} {
 		if strings.Contains(string(raw), secret) {
 			t.Errorf("the trail holds a secret: %.20s…", secret)
 		}

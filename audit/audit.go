@@ -103,6 +103,23 @@ func WithEntry(ctx context.Context, e Entry) context.Context {
 	return context.WithValue(ctx, ctxKey{}, &e)
 }
 
+// WithoutEntry returns ctx carrying no entry: for a store method that
+// writes the entry itself, once it knows what it lacks (see ForUser).
+func WithoutEntry(ctx context.Context) context.Context {
+	return context.WithValue(ctx, ctxKey{}, (*Entry)(nil))
+}
+
+// ForUser completes an entry whose user only the change itself knows (a
+// sign-out names a refresh token, whose user the store reads): the
+// actor, when the entry has none, and the target.
+func ForUser(e Entry, userID string) Entry {
+	if e.Actor.ID == "" && e.Actor.Email == "" {
+		e.Actor.ID = userID
+	}
+	e.Target = "user/" + userID
+	return e
+}
+
 // FromContext returns the entry WithEntry put there, if any.
 func FromContext(ctx context.Context) (Entry, bool) {
 	e, ok := ctx.Value(ctxKey{}).(*Entry)

@@ -58,7 +58,13 @@ func auditWithChanges(t *testing.T, s accounts.UserStore) {
 	if err := st.PutRefreshToken(with(audit.SignIn, "user/admin"), tok); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.RevokeRefreshFamily(with(audit.SignOut, "user/admin"), "r1"); err != nil {
+	// A sign-out names only a token: the store fills in its user. An
+	// unknown token changes nothing and records nothing.
+	signOut := audit.Entry{At: t0, Source: audit.SourceUser, Action: audit.SignOut, Outcome: audit.OK}
+	if _, err := st.RevokeRefreshFamily(audit.WithEntry(context.Background(), signOut), "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.RevokeRefreshFamily(audit.WithEntry(context.Background(), signOut), "no such token"); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -98,5 +104,8 @@ func auditWithChanges(t *testing.T, s accounts.UserStore) {
 	}
 	if last := entries[len(entries)-1]; last.Action != audit.UserDelete || last.Target != "user/u0" {
 		t.Errorf("last entry %+v", last)
+	}
+	if out := entries[5]; out.Action != audit.SignOut || out.Actor.ID != "admin" || out.Target != "user/admin" {
+		t.Errorf("the sign-out's entry %+v: want the token's user as actor and target", out)
 	}
 }

@@ -61,6 +61,14 @@ func (a *Service) record(e audit.Entry) {
 	a.cfg.Audit.Push(e)
 }
 
+// auditedAs is audited for a caller the request does not authenticate
+// (a sign-out names only a refresh token): the store fills in who.
+func (a *Service) auditedAs(c echo.Context, source, action string) context.Context {
+	e := Entry(c)
+	e.At, e.Source, e.Action, e.Outcome = a.now(), source, action, audit.OK
+	return audit.WithEntry(c.Request().Context(), e)
+}
+
 // audited is Audited at this service's clock, with a detail (Reason).
 func (a *Service) audited(c echo.Context, action, target, detail string) context.Context {
 	e := Entry(c)

@@ -174,6 +174,11 @@ func (a *Service) refresh(c echo.Context) error {
 	switch {
 	case errors.Is(err, accounts.ErrTokenReused):
 		a.log.Warn("refresh token reused: login revoked", "user", old.UserID, "login", old.FamilyID(), "address", c.RealIP())
+		e := Entry(c)
+		e.Actor, e.Source = audit.Actor{ID: old.UserID}, audit.SourceUser
+		e.Action, e.Target, e.Outcome = audit.SignIn, "user/"+old.UserID, audit.Failed
+		e.Reason = "a refresh token was used twice: its login is revoked"
+		a.record(e)
 		a.revocations.changed(old.UserID)
 		return errReusedRefresh
 	case errors.Is(err, accounts.ErrRefreshTokenNotFound):
@@ -206,17 +211,11 @@ func (a *Service) logout(c echo.Context) error {
 	if err := a.guard.admitToken(clientAddress(c)); err != nil {
 		return err
 	}
-	userID, err := a.users.RevokeRefreshFamily(c.Request().Context(), a.refreshHash(token))
+	// The store names the token's user in the entry (audit.ForUser).
+	ctx := a.auditedAs(c, audit.SourceUser, audit.SignOut)
+	userID, err := a.users.RevokeRefreshFamily(ctx, a.refreshHash(token))
 	if err != nil {
 		return err
-	}
-	if userID != "" {
-		// Which user a token names is known only once the revocation has
-		// read it, so this entry rides the next commit.
-		e := Entry(c)
-		e.Actor, e.Source = audit.Actor{ID: userID}, audit.SourceUser
-		e.Action, e.Target, e.Outcome = audit.SignOut, "user/"+userID, audit.OK
-		a.record(e)
 	}
 	a.revocations.changed(userID)
 	return c.JSON(http.StatusOK, wire.StatusAnswer{Status: "ok"})

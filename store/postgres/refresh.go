@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/audit"
 )
 
 // Refresh tokens are stored by hash, with their family (the login they
@@ -145,7 +146,10 @@ func (db *DB) RotateRefreshToken(ctx context.Context, oldHash string, next *acco
 // the logout cannot leave its new token behind.
 func (db *DB) RevokeRefreshFamily(ctx context.Context, hash string) (string, error) {
 	userID := ""
-	err := db.serializable(ctx, func(tx pgx.Tx) error {
+	// A sign-out's entry names the token's user, known only here; an
+	// unknown token changes nothing and gets none.
+	entry, audited := audit.FromContext(ctx)
+	err := db.serializable(audit.WithoutEntry(ctx), func(tx pgx.Tx) error {
 		userID = ""
 		t, err := getRefresh(ctx, tx, hash)
 		if errors.Is(err, accounts.ErrRefreshTokenNotFound) {
@@ -155,7 +159,13 @@ func (db *DB) RevokeRefreshFamily(ctx context.Context, hash string) (string, err
 			return err
 		}
 		userID = t.UserID
-		return revokeFamily(ctx, tx, t.FamilyID())
+		if err := revokeFamily(ctx, tx, t.FamilyID()); err != nil {
+			return err
+		}
+		if audited {
+			return db.appendAudit(ctx, tx, []audit.Entry{audit.ForUser(entry, userID)})
+		}
+		return nil
 	})
 	if err != nil {
 		return "", fmt.Errorf("revoke refresh tokens: %w", err)
