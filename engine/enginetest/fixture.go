@@ -2,6 +2,7 @@ package enginetest
 
 import (
 	"context"
+	"github.com/appliance-sh/appliance/audit"
 	"io"
 	"log/slog"
 	"os"
@@ -60,6 +61,8 @@ type Options struct {
 	Linger           time.Duration      // 0 = engine default
 	// RunnerTag stands in for the runners' registry (nil = TestRunnerTag).
 	RunnerTag func(runner string) string
+	// Audit is the queue of entries that ride the next commit (nil: none).
+	Audit *audit.Queue
 }
 
 // TestRunnerTag is the harness's stand-in for the runners' registry
@@ -138,6 +141,7 @@ func (f *Fixture) start() {
 		AgentSlots:       f.opts.AgentSlots,
 		Linger:           f.opts.Linger,
 		RunnerTag:        f.runnerTag(),
+		Audit:            f.opts.Audit,
 	})
 	if err != nil {
 		f.T.Fatalf("new engine: %v", err)
