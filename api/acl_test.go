@@ -187,6 +187,7 @@ var aclRouteTable = map[string]routeCase{
 	"PUT /api/users/{id}/groups":   {onNewUser("/groups", map[string][]string{"groups": {"runners"}}), admin},
 	"PUT /api/users/{id}/password": {onNewUser("/password", map[string]string{"password": "long enough password"}), admin},
 	"GET /api/groups":              {fixed("/api/groups", nil), admin},
+	"GET /api/audit":               {fixed("/api/audit", nil), admin},
 }
 
 // Every /api route of the router, called as each role against a real

@@ -6,6 +6,7 @@ package api
 
 import (
 	"context"
+	"github.com/appliance-sh/appliance/audit"
 	"io"
 	"log/slog"
 	"net/http"
@@ -97,6 +98,12 @@ type Config struct {
 	// /api/auth endpoints are 404). Users must then be set.
 	Auth  *auth.Config
 	Users auth.UserStore
+	// Audit serves GET /api/audit (nil: 404). AuditQueue takes the entries
+	// of denied requests, for the next commit (nil: none recorded);
+	// OnDenied counts them by route for /metrics.
+	Audit      AuditLog
+	AuditQueue *audit.Queue
+	OnDenied   func(route string)
 	// ACL limits what each user may see and do per task (nil = no limits;
 	// it needs Auth). See acl.go.
 	ACL *accounts.ACL
@@ -234,6 +241,9 @@ func New(cfg Config) *echo.Echo {
 	s := &server{cfg: cfg, log: cfg.Logger, stepTokens: cfg.StepTokens, tarballs: newTarballCache(tarballsKept), workers: cfg.Workers,
 		guard: newBrowserGuard(cfg.ListenAddr, cfg.AllowedHosts, cfg.AllowedOrigins)}
 	if cfg.Auth != nil {
+		if cfg.Auth.Audit == nil {
+			cfg.Auth.Audit = cfg.AuditQueue // failed sign-ins wait with the denied requests
+		}
 		s.auth = auth.New(cfg.Auth, cfg.Users, cfg.Logger)
 		// base_url names the server as its users reach it.
 		s.guard.baseURL = func() string { return cfg.Auth.BaseURL }
@@ -274,6 +284,7 @@ func New(cfg Config) *echo.Echo {
 	a.GET("/events", s.streamFeed)
 	a.GET("/workers", s.listWorkers)
 	a.GET("/workers/:id", s.getWorker)
+	a.GET("/audit", s.listAudit)
 
 	w := e.Group("/worker", s.requireWorkerToken)
 	w.POST("/register", s.registerWorker)

@@ -28,6 +28,9 @@ func (s *server) handleError(err error, c echo.Context) {
 		err = routeMiss(c)
 	}
 	status, msg := s.classify(err)
+	if status == http.StatusForbidden {
+		s.denied(c, msg)
+	}
 	// A body read timeout cancels the request too, but the client is
 	// still there to be told.
 	if c.Request().Context().Err() != nil && status != http.StatusRequestTimeout {

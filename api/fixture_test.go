@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/appliance-sh/appliance/audit"
 	"io"
 	"log/slog"
 	"net/http"
@@ -153,9 +154,14 @@ func startAPI(t testing.TB, tmp string, dirs map[string]string, opts ...fixtureO
 	if err != nil {
 		t.Fatalf("logs: %v", err)
 	}
+	// The audit trail, as the server wires it: denied requests wait in
+	// the queue for the engine's next commit.
+	db.SetAuditKey(testAuditKey)
+	queue := audit.NewQueue(0)
 	fc := fixtureConfig{
-		engine: engine.Config{Store: db, Workspaces: reg, Logs: logs, Logger: log, HeartbeatTimeout: time.Hour},
+		engine: engine.Config{Store: db, Workspaces: reg, Logs: logs, Logger: log, HeartbeatTimeout: time.Hour, Audit: queue},
 		Config: api.Config{
+			Audit: db, AuditQueue: queue,
 			WorkerToken: workerToken, Version: "1.2.3-test", Logger: log, ClaimWaitMax: 5 * time.Second,
 			Now: func() time.Time { return fixedNow },
 			// The slow-viewer test stalls a viewer for as long as its pushes

@@ -2,6 +2,8 @@ package api
 
 import (
 	"errors"
+	"github.com/appliance-sh/appliance/api/auth"
+	"github.com/appliance-sh/appliance/audit"
 	"net/http"
 	"strings"
 
@@ -164,7 +166,7 @@ func (s *server) cancelJob(c echo.Context) error {
 	if err := s.checkJob(c, accounts.Run); err != nil {
 		return err
 	}
-	if err := s.cfg.Engine.CancelJob(c.Request().Context(), id); err != nil {
+	if err := s.cfg.Engine.CancelJob(auth.Audited(c, audit.JobCancel, "job/"+id), id); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, wire.StatusAnswer{Status: engine.JobCancelled})
@@ -185,7 +187,7 @@ func (s *server) rerunJob(c echo.Context) error {
 		return err
 	}
 	sourceType, sourceID := jobSource(c)
-	job, err := s.cfg.Engine.CreateJob(c.Request().Context(), engine.CreateJob{
+	job, err := s.cfg.Engine.CreateJob(auth.Audited(c, audit.JobRerun, ""), engine.CreateJob{
 		Input:      req.Input,
 		Strict:     req.Input != nil, // given input is typed by a person, as on execute
 		SourceType: sourceType,
@@ -215,7 +217,7 @@ func (s *server) approveStep(c echo.Context) error {
 	if req.Approved == nil {
 		return echo.NewHTTPError(http.StatusBadRequest, `"approved" (true or false) is required`)
 	}
-	err = s.cfg.Engine.Approve(c.Request().Context(), id, c.Param("step"), engine.Approval{
+	err = s.cfg.Engine.Approve(auth.Audited(c, "", ""), id, c.Param("step"), engine.Approval{
 		Approved:        *req.Approved,
 		By:              actorName(c),
 		Input:           req.Input,

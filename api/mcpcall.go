@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/appliance-sh/appliance/audit"
 	"net/http"
 	"net/url"
 
@@ -73,6 +74,7 @@ func (m *mcpCaller) context(ctx context.Context, method, target string, body any
 	if m.p != nil {
 		auth.SetCaller(c, m.p)
 	}
+	auth.SetVia(c, audit.SourceMCP, m.http.RealIP())
 	return c, res, nil
 }
 
@@ -122,6 +124,9 @@ func (m *mcpCaller) run(c echo.Context, h echo.HandlerFunc) (err error) {
 		status, msg := m.s.classify(err)
 		if status >= http.StatusInternalServerError && status != http.StatusServiceUnavailable {
 			m.s.log.Error("tool call failed", "path", c.Request().URL.Path, "err", err)
+		}
+		if status == http.StatusForbidden {
+			m.s.denied(c, msg) // a tool refused as its route would be: recorded the same
 		}
 		return &toolError{status: status, msg: msg}
 	}

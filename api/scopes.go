@@ -53,6 +53,7 @@ var routeScopes = map[string]accounts.Scope{
 	"PUT /api/users/:id/admin":          accounts.ScopeAdmin,
 	"PUT /api/users/:id/groups":         accounts.ScopeAdmin,
 	"GET /api/groups":                   accounts.ScopeAdmin,
+	"GET /api/audit":                    accounts.ScopeAdmin,
 }
 
 // toolScopes maps each MCP tool to its scope: the scope of the route it

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/appliance-sh/appliance/audit"
 	"maps"
 	"mime"
 	"net/http"
@@ -92,7 +93,10 @@ func (s *server) callWebhook(c echo.Context) error {
 		return err
 	}
 	name := h.trigger.WebhookName
-	ctx := c.Request().Context()
+	// The webhook is the actor (its secret, never recorded, proved it).
+	ctx := audit.WithEntry(c.Request().Context(), audit.Entry{
+		Actor: audit.Actor{ID: h.ws + "/" + name}, Source: audit.SourceWebhook, ClientAddress: c.RealIP(),
+	})
 	job, err := s.cfg.Engine.CreateJob(ctx, engine.CreateJob{
 		Workspace:  h.ws,
 		Task:       h.trigger.Task,

@@ -2,6 +2,8 @@ package api
 
 import (
 	"encoding/json"
+	"github.com/appliance-sh/appliance/api/auth"
+	"github.com/appliance-sh/appliance/audit"
 	"net/http"
 	"regexp"
 	"slices"
@@ -179,7 +181,7 @@ func (s *server) executeTask(c echo.Context) error {
 		return err
 	}
 	sourceType, sourceID := jobSource(c)
-	job, err := s.cfg.Engine.CreateJob(c.Request().Context(), engine.CreateJob{
+	job, err := s.cfg.Engine.CreateJob(auth.Audited(c, audit.JobExecute, ""), engine.CreateJob{
 		Workspace:  ws.Name,
 		Task:       c.Param("name"),
 		Input:      object(req.Input),

@@ -45,6 +45,8 @@ commands:
               at start-up: appliance migrate --config FILE [--dry-run] (--dry-run prints what would run)
   export      write a stopped server's whole state as JSON lines: appliance export --config FILE > dump.jsonl
   import      read a dump into an empty store (bbolt or PostgreSQL): appliance import --config FILE [--in dump.jsonl]
+  audit       the audit trail: appliance audit list|export [filters] (through the API, admins), or
+              appliance audit verify (--config FILE | --server URL | --file audit.jsonl) [--head SEQ:MAC]
   validate    check a workspace directory: appliance validate DIR
   schema      print the JSON Schema of the workflow format
   fetch-workspace  a step pod's init container (set up by the pod runner)

@@ -24,6 +24,7 @@ import (
 	"github.com/appliance-sh/appliance/api/dispatch"
 	"github.com/appliance-sh/appliance/app/config"
 	"github.com/appliance-sh/appliance/app/metrics"
+	"github.com/appliance-sh/appliance/audit"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/workflow"
 	"github.com/appliance-sh/appliance/engine/workspace"
@@ -101,8 +102,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		case <-hup:
 			if acl, err := reloadACL(config.Path(*configFlag), cfg.Effective.ACL); err != nil {
 				log.Error(err.Error())
+				srv.trail.record(audit.ConfigReload, audit.Failed, err.Error())
 			} else {
 				log.Info("acl reloaded", "acl", acl)
+				srv.trail.record(audit.ConfigReload, audit.OK, "acl: "+acl)
 			}
 		}
 	}
@@ -242,6 +245,9 @@ type Server struct {
 	term   *term
 	// ha is the pair's side (ha.go); nil on a lone server.
 	ha *replica
+	// trail is the audit trail's queue and head log (audit.go).
+	trail      *auditTrail
+	auditHeads *component
 }
 
 // Addr is the address the server listens on.
@@ -331,7 +337,11 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 	if st.pool != nil {
 		reg.WatchPool(st.pool)
 	}
-	s := &Server{cfg: cfg, log: log, storage: st, archive: archive, current: current, metrics: reg,
+	trail, err := openAudit(cfg, st.state, reg, log)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, storage: st, archive: archive, current: current, metrics: reg, trail: trail,
 		workerTags: pool.Tags, sup: newSupervisor(), revisions: revs, registry: registry,
 		// The engine masks every line on its way in (engine.AppendLog): workers'
 		// pushes reach the log through it, never straight to the sink.
@@ -382,6 +392,8 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 	if *cfg.Workers > 0 && !cfg.Test.NoEventSources {
 		s.consumerSlots = eventSourceCount(registry)
 	}
+	// The audit trail's head is logged as it grows, and at shutdown.
+	s.auditHeads = s.sup.start("audit heads", trail.run)
 	// The in-process pool's pods fetch workspaces over HTTP with tokens
 	// the API checks, so both share one minter.
 	stepTokens := api.NewStepTokens(0, nil)
@@ -410,6 +422,9 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 			Auth:        cfg.Auth.APIConfig(cfg.Effective.Limits),
 			Users:       st.users,
 			ACL:         cfg.Effective.ACL,
+			Audit:       trail.store,
+			AuditQueue:  trail.queue,
+			OnDenied:    trail.denied,
 
 			EventSources: currentEventSources{s},
 
@@ -466,6 +481,7 @@ func (s *Server) Shutdown() error {
 		// once, so the HTTP server has no request left to wait for.
 		t.orchestrator.stop()
 	}
+	s.auditHeads.stop() // after the last commit: the head logged is the last
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s.api.cancel() // asked to stop: Serve's return is no failure

@@ -50,6 +50,7 @@ func (s *Server) loadTerm(ctx context.Context) (*term, error) {
 		RunnerTag:        runnerTags.CapabilityTag,
 		Clock:            cfg.Test.EngineClock,
 		Queues:           cfg.QueueLimits(),
+		Audit:            s.trail.queue,
 	})
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/appliance-sh/appliance/audit"
 
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
@@ -59,6 +60,7 @@ func (e *Engine) Approve(ctx context.Context, jobID, step string, a Approval) er
 			"input":       input,
 		}
 		if a.Approved {
+			b.audited(ctx, audit.ApprovalGrant, "job/"+jobID+"/"+step)
 			e.finishStep(b, ss, StepCompleted, nil)
 			e.stepDone(b, js, ss)
 			return nil, nil
@@ -68,6 +70,7 @@ func (e *Engine) Approve(ctx context.Context, jobID, step string, a Approval) er
 			msg += ": " + a.RejectionReason
 		}
 		b.serverLog(js.job.ID, fmt.Sprintf("step %q: %s", step, msg))
+		b.audited(ctx, audit.ApprovalDeny, "job/"+jobID+"/"+step)
 		e.finishStep(b, ss, StepFailed, &msg)
 		e.stepDone(b, js, ss)
 		return nil, nil

@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"context"
 	"time"
+
+	"github.com/appliance-sh/appliance/audit"
 )
 
 // batch collects what one turn of the loop changed: the records to commit
@@ -28,6 +31,7 @@ type batch struct {
 	after      []func()              // timers to arm
 	marks      []EventMark           // event sources' progress (see Emit)
 	waited     []queueWait           // queued jobs started, and how long they waited (for metrics)
+	audit      []audit.Entry         // the audit trail's entries (see audited)
 }
 
 type jobLine struct {
@@ -72,7 +76,26 @@ func (b *batch) dirtyWorker(w *Worker) {
 }
 
 func (b *batch) empty() bool {
-	return len(b.jobList) == 0 && len(b.stepList) == 0 && len(b.workerLst) == 0 && len(b.fires) == 0 && len(b.marks) == 0
+	return len(b.jobList) == 0 && len(b.stepList) == 0 && len(b.workerLst) == 0 && len(b.fires) == 0 && len(b.marks) == 0 && len(b.audit) == 0
+}
+
+// audited records, with the batch's changes, the audit entry ctx carries
+// (audit.WithEntry: who asked, from where): the store writes it in the
+// same transaction, so the change and its entry are durable together or
+// not at all. A command without one (a hook's job, a child) records none.
+func (b *batch) audited(ctx context.Context, action, target string) {
+	e, ok := audit.FromContext(ctx)
+	if !ok {
+		return
+	}
+	e.Action, e.Target = action, target
+	if e.At.IsZero() {
+		e.At = b.now
+	}
+	if e.Outcome == "" {
+		e.Outcome = audit.OK
+	}
+	b.audit = append(b.audit, e)
 }
 
 // maskAs masks the lines this batch logs for js's job with js's secrets:

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/appliance-sh/appliance/audit"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,10 @@ type Config struct {
 	Logs       LogSink      // nil = server log lines are dropped
 	Clock      Clock        // nil = the real clock
 	Logger     *slog.Logger // nil = slog.Default()
+	// Audit holds the audit entries that record no change of their own
+	// (denied requests, failed sign-ins): each commit takes what waits
+	// there (see auditwake.go). Nil: none.
+	Audit *audit.Queue
 	// HeartbeatTimeout is how long a remote worker may stay silent before it
 	// is inactive and its running steps fail (3 heartbeat intervals).
 	HeartbeatTimeout time.Duration // 0 = DefaultHeartbeatTimeout
@@ -67,8 +72,11 @@ type Engine struct {
 	cmds    chan *command
 	stopped chan struct{}
 	started atomic.Bool
-	loaded  bool // Load has run; set before Run starts
-	commits atomic.Int64
+	// auditWoken: a command that makes a commit for the audit queue is
+	// queued and not yet applied (see wakeAudit).
+	auditWoken atomic.Bool
+	loaded     bool // Load has run; set before Run starts
+	commits    atomic.Int64
 	// held counts the commands applied to the batch being filled, which
 	// wait for the write before theirs (for tests: see QueuedCommands).
 	held    atomic.Int64
@@ -124,7 +132,7 @@ func New(cfg Config) (*Engine, error) {
 	if metrics == nil {
 		metrics = noMetrics{}
 	}
-	return &Engine{
+	e := &Engine{
 		metrics: metrics,
 		cfg:     cfg,
 		clock:   cfg.Clock,
@@ -136,7 +144,11 @@ func New(cfg Config) (*Engine, error) {
 		holders: newHolderIndex(),
 		secrets: newSecretRegistry(),
 		pool:    newRenderPool(template.Limits{Time: cfg.TemplateTime, Output: cfg.TemplateOutput}, cfg.RenderSlots),
-	}, nil
+	}
+	if cfg.Audit != nil {
+		cfg.Audit.OnPush(e.wakeAudit)
+	}
+	return e, nil
 }
 
 // Commits returns how many group commits the engine has made (for metrics).
@@ -178,6 +190,11 @@ func (e *Engine) CreateJob(ctx context.Context, req CreateJob) (*Job, error) {
 			return id, nil
 		}
 		e.keys.put(req.IdempotencyKey, js.job.ID, e.clock.Now())
+		action := audit.JobExecute
+		if req.Rerun != nil {
+			action = audit.JobRerun
+		}
+		b.audited(ctx, action, "job/"+js.job.ID)
 		return e.insertJob(b, js), nil
 	})
 	if err != nil {
@@ -197,6 +214,7 @@ func (e *Engine) CancelJob(ctx context.Context, jobID string) error {
 			return nil, err
 		}
 		e.stopJob(b, js, JobCancelled, "job cancelled")
+		b.audited(ctx, audit.JobCancel, "job/"+jobID)
 		return nil, nil
 	})
 	return err

@@ -299,6 +299,9 @@ func answerAll(cmds []*command, err error) {
 // worker's pushed lines, they are not undone by a failed write.
 func (e *Engine) prepareCommit(b *batch) (func(context.Context) error, error) {
 	e.appendLogs(b)
+	if e.cfg.Audit != nil {
+		b.audit = append(b.audit, e.cfg.Audit.Take()...)
+	}
 	if b.empty() {
 		return nil, nil
 	}
@@ -308,7 +311,7 @@ func (e *Engine) prepareCommit(b *batch) (func(context.Context) error, error) {
 	clear(e.st.claimed)
 	e.st.claimed = e.st.claimed[:0]
 	e.commits.Add(1)
-	rec := &Batch{Jobs: b.jobList, Steps: b.stepList, Workers: b.workerLst, Fires: b.fires, EventMarks: b.marks}
+	rec := &Batch{Jobs: b.jobList, Steps: b.stepList, Workers: b.workerLst, Fires: b.fires, EventMarks: b.marks, Audit: b.audit}
 	if ps, ok := e.cfg.Store.(PreparingStore); ok {
 		return ps.PrepareCommit(rec)
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/appliance-sh/appliance/audit"
 )
 
 // Concurrency policies of a trigger: what a new run does about the runs of
@@ -50,10 +51,15 @@ func (e *Engine) CreateTriggered(ctx context.Context, req CreateJob, concurrency
 		return nil, err
 	}
 	source := *req.SourceID
+	if _, ok := audit.FromContext(ctx); !ok {
+		// A trigger acts on its own: it is the actor.
+		ctx = audit.WithEntry(ctx, audit.Entry{Actor: audit.Actor{ID: source}, Source: req.SourceType})
+	}
 	v, err := e.do(ctx, func(b *batch) (any, error) {
 		if fire != nil {
 			b.fires = append(b.fires, *fire)
 		}
+		b.audited(ctx, audit.JobExecute, "job/"+js.job.ID)
 		if concurrency == "" || concurrency == ConcurrencyAllow {
 			return e.insertJob(b, js), nil
 		}

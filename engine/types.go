@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"github.com/appliance-sh/appliance/audit"
 	"time"
 
 	"github.com/appliance-sh/appliance/engine/workflow"
@@ -379,6 +380,11 @@ type Batch struct {
 	Fires []TriggerFire
 	// EventMarks (see Emit) are written with the jobs their events create.
 	EventMarks []EventMark
+	// Audit entries record the batch's changes (execute, cancel, re-run,
+	// approval decisions) and the denied requests waiting for a commit:
+	// the store numbers and signs them into the chain in the same
+	// transaction as the records.
+	Audit []audit.Entry
 }
 
 // PreparingStore is a Store that splits Commit in two, so the loop goes

@@ -97,7 +97,7 @@ func (db *DB) DeleteUser(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
+	err := db.update(ctx, func(tx *bolt.Tx) error {
 		u, err := getUser(tx, id)
 		if err != nil {
 			return err

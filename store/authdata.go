@@ -28,7 +28,7 @@ func (db *DB) CreateAPIKey(ctx context.Context, k *accounts.APIKey) error {
 	if err := accountName("user id", k.UserID); err != nil {
 		return fmt.Errorf("create api key: %w", err)
 	}
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
+	err := db.update(ctx, func(tx *bolt.Tx) error {
 		idx := tx.Bucket(bucketUserKeys)
 		ik := userKeyKey(k.UserID, k.Prefix)
 		if idx.Get(ik) != nil {
@@ -103,7 +103,7 @@ func (db *DB) DeleteAPIKey(ctx context.Context, userID, prefix string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
+	err := db.update(ctx, func(tx *bolt.Tx) error {
 		idx := tx.Bucket(bucketUserKeys)
 		ik := userKeyKey(userID, prefix)
 		hash := idx.Get(ik)

@@ -109,6 +109,7 @@ func (db *DB) PrepareCommit(b *engine.Batch) (func(context.Context) error, error
 	}
 	marks := slices.Clone(b.EventMarks)
 	keys := jobKeys(b.Jobs)
+	entries := slices.Clone(b.Audit)
 	return func(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -129,6 +130,9 @@ func (db *DB) PrepareCommit(b *engine.Batch) (func(context.Context) error, error
 				}
 			}
 			if err := putJobKeys(tx, keys); err != nil {
+				return err
+			}
+			if err := db.appendAudit(tx, entries); err != nil {
 				return err
 			}
 			return putEventMarks(tx, marks)

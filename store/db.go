@@ -14,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/appliance-sh/appliance/audit"
 	"github.com/appliance-sh/appliance/engine"
 )
 
@@ -49,7 +50,8 @@ var (
 
 // DB is the bbolt implementation of engine.Store.
 type DB struct {
-	bolt *bolt.DB
+	bolt     *bolt.DB
+	auditKey audit.Key // the audit chain's key (audit.go)
 }
 
 // Open opens (creating if needed) the database file at path.
@@ -91,7 +93,7 @@ func OpenWith(path string, o Options) (*DB, error) {
 		// A database from before jobs carried their access path has
 		// jobs but no access index: both are filled once.
 		fillAccess := tx.Bucket(bucketByAccess) == nil
-		for _, name := range slices.Concat(allBuckets, authBuckets) {
+		for _, name := range slices.Concat(allBuckets, authBuckets, auditBuckets) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}

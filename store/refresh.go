@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/audit"
 )
 
 // Refresh tokens are stored by hash, and indexed by family (the login they
@@ -30,7 +31,7 @@ func (db *DB) PutRefreshToken(ctx context.Context, t *accounts.RefreshToken) err
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := db.bolt.Update(func(tx *bolt.Tx) error { return putRefresh(tx, t) }); err != nil {
+	if err := db.update(ctx, func(tx *bolt.Tx) error { return putRefresh(tx, t) }); err != nil {
 		return fmt.Errorf("store refresh token: %w", err)
 	}
 	return nil
@@ -188,7 +189,10 @@ func (db *DB) RevokeRefreshFamily(ctx context.Context, hash string) (string, err
 		return "", err
 	}
 	userID := ""
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
+	// A sign-out's entry names the token's user, known only here; an
+	// unknown token changes nothing and gets none.
+	entry, audited := audit.FromContext(ctx)
+	err := db.update(audit.WithoutEntry(ctx), func(tx *bolt.Tx) error {
 		t, err := getRefresh(tx, hash)
 		if err != nil {
 			if errors.Is(err, accounts.ErrRefreshTokenNotFound) {
@@ -197,7 +201,13 @@ func (db *DB) RevokeRefreshFamily(ctx context.Context, hash string) (string, err
 			return err
 		}
 		userID = t.UserID
-		return revokeFamily(tx, t)
+		if err := revokeFamily(tx, t); err != nil {
+			return err
+		}
+		if audited {
+			return db.appendAudit(tx, []audit.Entry{audit.ForUser(entry, userID)})
+		}
+		return nil
 	})
 	if err != nil {
 		return "", fmt.Errorf("revoke refresh tokens: %w", err)

@@ -49,7 +49,7 @@ func (db *DB) CreateUser(ctx context.Context, u *accounts.User) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := db.bolt.Update(func(tx *bolt.Tx) error { return insertUser(tx, u) })
+	err := db.update(ctx, func(tx *bolt.Tx) error { return insertUser(tx, u) })
 	if err != nil {
 		return fmt.Errorf("create user %s: %w", u.Email, err)
 	}
@@ -148,7 +148,7 @@ func (db *DB) updateUser(ctx context.Context, id string, change func(tx *bolt.Tx
 		return nil, err
 	}
 	var u *accounts.User
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
+	err := db.update(ctx, func(tx *bolt.Tx) error {
 		var err error
 		if u, err = getUser(tx, id); err != nil {
 			return err
@@ -239,7 +239,7 @@ func (db *DB) ProvisionLinkedUser(ctx context.Context, link accounts.AuthLink, e
 	}
 	key := joinKey(strPrefix(link.Provider), []byte(link.Subject))
 	var u *accounts.User
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
+	err := db.update(ctx, func(tx *bolt.Tx) error {
 		links := tx.Bucket(bucketAuthLinks)
 		if v := links.Get(key); v != nil {
 			var existing accounts.AuthLink

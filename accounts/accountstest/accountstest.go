@@ -50,6 +50,7 @@ func Run(t *testing.T, b Backend) {
 		{"LastAdminCannotBeDeletedOrDemoted", lastAdmin},
 		{"DeleteUserRemovesEverythingTheyHeld", deleteUser},
 		{"SetPasswordRevokesOtherLoginsAndOnRequestTheKeys", setPassword},
+		{"AccountChangesCommitWithTheirAuditEntry", auditWithChanges},
 		// Races: what a single-writer store gets for free, and a database
 		// with concurrent transactions must decide in the transaction.
 		{"ConcurrentMutualDemotionKeepsOneAdmin", raceMutualDemotion},

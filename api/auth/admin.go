@@ -1,9 +1,12 @@
 package auth
 
 import (
+	"fmt"
+	"github.com/appliance-sh/appliance/audit"
 	"net/http"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/appliance-sh/appliance/api/httpx"
 	"github.com/appliance-sh/appliance/api/wire"
@@ -89,7 +92,7 @@ func (a *Service) setAdmin(c echo.Context) error {
 	if id == Caller(c).User.ID && !*req.IsAdmin {
 		return httpx.BadRequest("you cannot revoke your own admin status; ask another admin")
 	}
-	u, err := a.users.SetAdmin(c.Request().Context(), id, *req.IsAdmin)
+	u, err := a.users.SetAdmin(a.audited(c, audit.UserUpdate, "user/"+id, fmt.Sprintf("is_admin %v", *req.IsAdmin)), id, *req.IsAdmin)
 	if err != nil {
 		return err
 	}
@@ -114,7 +117,7 @@ func (a *Service) setGroups(c echo.Context) error {
 			return httpx.BadRequest("invalid group name %q: use 1 to 64 letters, digits, _ or -", g)
 		}
 	}
-	u, err := a.users.SetGroups(c.Request().Context(), id, slices.Clone(*req.Groups))
+	u, err := a.users.SetGroups(a.audited(c, audit.UserUpdate, "user/"+id, "groups "+strings.Join(*req.Groups, ",")), id, slices.Clone(*req.Groups))
 	if err != nil {
 		return err
 	}

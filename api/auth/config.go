@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"github.com/appliance-sh/appliance/audit"
 	"net/http"
 	"time"
 
@@ -27,6 +28,9 @@ type Config struct {
 	Logins LoginLimits
 	// AccessTokenTTL is the lifetime of access tokens (0 = 15 minutes).
 	AccessTokenTTL time.Duration
+	// Audit takes the audit entries of failed sign-ins and sign-outs,
+	// written with the next commit (nil: none recorded).
+	Audit *audit.Queue
 }
 
 // LoginLimits keep a flood of logins from becoming an outage; a zero field

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"errors"
+	"github.com/appliance-sh/appliance/audit"
 	"net/http"
 	"strings"
 	"time"
@@ -62,7 +63,7 @@ func (a *Service) createAPIKey(c echo.Context) error {
 			Hash: apiKeyHash(key), Prefix: key[:apiKeyShownLen], Name: name,
 			UserID: p.User.ID, CreatedAt: now.UTC(), ExpiresAt: expires, Scopes: scopes,
 		}
-		err = a.users.CreateAPIKey(c.Request().Context(), rec)
+		err = a.users.CreateAPIKey(a.audited(c, audit.KeyCreate, "api_key/"+rec.Prefix, "name "+name), rec)
 		if errors.Is(err, accounts.ErrAPIKeyPrefixTaken) {
 			continue
 		}
@@ -90,7 +91,7 @@ func (a *Service) listAPIKeys(c echo.Context) error {
 // 404 like a missing one, so prefixes of other users cannot be probed.
 func (a *Service) deleteAPIKey(c echo.Context) error {
 	userID := Caller(c).User.ID
-	if err := a.users.DeleteAPIKey(c.Request().Context(), userID, c.Param("prefix")); err != nil {
+	if err := a.users.DeleteAPIKey(a.audited(c, audit.KeyRevoke, "api_key/"+c.Param("prefix"), ""), userID, c.Param("prefix")); err != nil {
 		return err
 	}
 	a.revocations.changed(userID)

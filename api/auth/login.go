@@ -1,9 +1,9 @@
 package auth
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"github.com/appliance-sh/appliance/audit"
 	"net/http"
 	"strings"
 
@@ -30,8 +30,15 @@ func (a *Service) login(c echo.Context) error {
 	if email == "" || req.Password == "" {
 		return httpx.BadRequest("email and password are required")
 	}
+	failed := func(reason string) {
+		e := Entry(c)
+		e.Actor, e.Source = audit.Actor{Email: email}, audit.SourceUser
+		e.Action, e.Outcome, e.Reason = audit.SignIn, audit.Failed, reason
+		a.record(e)
+	}
 	attempt, err := a.admitLogin(c, email)
 	if err != nil {
+		failed("refused by the login limits")
 		return err
 	}
 	ctx := c.Request().Context()
@@ -59,12 +66,13 @@ func (a *Service) login(c echo.Context) error {
 		return fmt.Errorf("login: %w", err)
 	}
 	if !ok || u == nil {
+		failed("invalid email or password")
 		return errBadCredentials
 	}
 	if err := a.loginSucceeded(c, attempt); err != nil {
 		return err
 	}
-	pair, err := a.issueTokens(ctx, u)
+	pair, err := a.issueTokens(c, u, "password")
 	if err != nil {
 		return err
 	}
@@ -103,8 +111,13 @@ func (a *Service) dummyPasswordHash() string {
 }
 
 // issueTokens starts a login of u: a new refresh token family, its first
-// refresh token, stored, and an access token under it.
-func (a *Service) issueTokens(ctx context.Context, u *User) (*wire.TokenPair, error) {
+// refresh token, stored with the sign-in's audit entry, and an access
+// token under it. how names the way u proved who they are.
+func (a *Service) issueTokens(c echo.Context, u *User, how string) (*wire.TokenPair, error) {
+	e := Entry(c)
+	e.Actor, e.Source = audit.Actor{ID: u.ID, Email: u.Email}, audit.SourceUser
+	e.At, e.Action, e.Target, e.Outcome, e.Reason = a.now(), audit.SignIn, "user/"+u.ID, audit.OK, how
+	ctx := audit.WithEntry(c.Request().Context(), e)
 	family, err := newFamilyID()
 	if err != nil {
 		return nil, err
@@ -161,6 +174,11 @@ func (a *Service) refresh(c echo.Context) error {
 	switch {
 	case errors.Is(err, accounts.ErrTokenReused):
 		a.log.Warn("refresh token reused: login revoked", "user", old.UserID, "login", old.FamilyID(), "address", c.RealIP())
+		e := Entry(c)
+		e.Actor, e.Source = audit.Actor{ID: old.UserID}, audit.SourceUser
+		e.Action, e.Target, e.Outcome = audit.SignIn, "user/"+old.UserID, audit.Failed
+		e.Reason = "a refresh token was used twice: its login is revoked"
+		a.record(e)
 		a.revocations.changed(old.UserID)
 		return errReusedRefresh
 	case errors.Is(err, accounts.ErrRefreshTokenNotFound):
@@ -193,7 +211,9 @@ func (a *Service) logout(c echo.Context) error {
 	if err := a.guard.admitToken(clientAddress(c)); err != nil {
 		return err
 	}
-	userID, err := a.users.RevokeRefreshFamily(c.Request().Context(), a.refreshHash(token))
+	// The store names the token's user in the entry (audit.ForUser).
+	ctx := a.auditedAs(c, audit.SourceUser, audit.SignOut)
+	userID, err := a.users.RevokeRefreshFamily(ctx, a.refreshHash(token))
 	if err != nil {
 		return err
 	}

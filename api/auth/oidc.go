@@ -300,7 +300,7 @@ func (a *Service) completeOIDC(c echo.Context, id string, p Provider, flow oidcF
 	case err != nil:
 		return nil, err
 	}
-	return a.issueTokens(ctx, u)
+	return a.issueTokens(c, u, "oidc:"+id)
 }
 
 func firstNonEmpty(vs ...string) string {

@@ -72,6 +72,8 @@ type Principal struct {
 	// keyHash is the stored form of the API key the caller authenticated
 	// with ("" for an access token).
 	keyHash string
+	// keyName is that key's name, for the audit trail.
+	keyName string
 	// family is the login (refresh token family) of an access token.
 	family string
 	// scopes are the API key's (none: every scope, and always for an
@@ -226,7 +228,7 @@ func (a *Service) resolve(ctx context.Context, p *Principal) (*Principal, *APIKe
 	}
 	np := &Principal{User: u, keyHash: p.keyHash, family: p.family}
 	if key != nil {
-		np.scopes = key.Scopes
+		np.scopes, np.keyName = key.Scopes, key.Name
 	}
 	return np, key, nil
 }

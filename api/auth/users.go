@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"github.com/appliance-sh/appliance/audit"
 	"net/http"
 	"net/mail"
 	"slices"
@@ -80,7 +81,7 @@ func (a *Service) createUser(c echo.Context) error {
 		ID: uuid.NewString(), Email: email, Name: req.Name, PasswordHash: hash,
 		IsAdmin: req.IsAdmin, Groups: groups, CreatedAt: a.now().UTC(),
 	}
-	if err := a.users.CreateUser(c.Request().Context(), u); err != nil {
+	if err := a.users.CreateUser(a.audited(c, audit.UserCreate, "user/"+u.ID, u.Email), u); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusCreated, userOf(u))
@@ -110,7 +111,7 @@ func (a *Service) setPassword(c echo.Context) error {
 	if p := Caller(c); p.User.ID == id {
 		keep = p.family // an admin resetting their own keeps this login
 	}
-	u, err := a.users.SetPassword(c.Request().Context(), id, hash, keep, true)
+	u, err := a.users.SetPassword(a.audited(c, audit.UserPassword, "user/"+id, ""), id, hash, keep, true)
 	if err != nil {
 		return err
 	}
@@ -128,7 +129,7 @@ func (a *Service) deleteUser(c echo.Context) error {
 	if id == Caller(c).User.ID {
 		return httpx.BadRequest("you cannot delete your own account; ask another admin")
 	}
-	if err := a.users.DeleteUser(c.Request().Context(), id); err != nil {
+	if err := a.users.DeleteUser(a.audited(c, audit.UserDelete, "user/"+id, ""), id); err != nil {
 		return err
 	}
 	a.revocations.changed(id)
@@ -181,7 +182,7 @@ func (a *Service) changeOwnPassword(c echo.Context) error {
 		return err
 	}
 	revokeKeys := req.RevokeAPIKeys == nil || *req.RevokeAPIKeys
-	if _, err := a.users.SetPassword(ctx, p.User.ID, hash, p.family, revokeKeys); err != nil {
+	if _, err := a.users.SetPassword(a.audited(c, audit.UserPassword, "user/"+p.User.ID, "own"), p.User.ID, hash, p.family, revokeKeys); err != nil {
 		return err
 	}
 	a.revocations.changed(p.User.ID)

@@ -86,6 +86,8 @@ type Server struct {
 	// Queues are named concurrency limits across tasks, which a task
 	// joins with `queue: NAME` (queues.go).
 	Queues map[string]Queue `yaml:"queues"`
+	// Audit keys and keeps the audit trail (audit.go).
+	Audit Audit `yaml:"audit"`
 
 	// Effective is what LoadServer derived from the sections above; the
 	// server is wired from these (tests may change them after loading).
@@ -127,6 +129,9 @@ type TestHooks struct {
 	// other features on the examples workspace, whose consumer would hold
 	// a worker slot and add a job).
 	NoEventSources bool
+	// AuditOff keeps the store's audit key unset, so no entry is written:
+	// the benchmarks' baseline for the trail's cost.
+	AuditOff bool
 }
 
 // The values of worker_protocol.
@@ -184,6 +189,9 @@ func LoadServer(path string) (*Server, error) {
 		return nil, err
 	}
 	if err := cfg.validateHA(); err != nil {
+		return nil, err
+	}
+	if err := cfg.validateAudit(); err != nil {
 		return nil, err
 	}
 	if err := cfg.Auth.validate(); err != nil {

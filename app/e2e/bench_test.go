@@ -105,6 +105,28 @@ func BenchmarkThousandJobs(b *testing.B) {
 	})
 }
 
+// BenchmarkThousandJobsNoAudit is BenchmarkThousandJobs without the audit
+// trail (no entry written): the baseline of its cost.
+func BenchmarkThousandJobsNoAudit(b *testing.B) {
+	app.TuneRuntime()
+	dir := b.TempDir()
+	writeWorkspace(b, dir, chainWorkspace(40))
+	thousandJobs(b, startFixture(b, map[string]string{"bench": dir}, 4, func(c *config.Server) { c.Test.AuditOff = true }))
+}
+
+// BenchmarkExecuteToCompletionNoAudit is BenchmarkExecuteToCompletion
+// without the audit trail.
+func BenchmarkExecuteToCompletionNoAudit(b *testing.B) {
+	app.TuneRuntime()
+	dir := b.TempDir()
+	writeWorkspace(b, dir, chainWorkspace(40))
+	f := startFixture(b, map[string]string{"bench": dir}, 4, func(c *config.Server) { c.Test.AuditOff = true })
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		f.waitDone(f.execute("bench", "one", nil))
+	}
+}
+
 // BenchmarkThousandJobsNoSpawn is BenchmarkThousandJobs with a runner that
 // spawns nothing: the cost of orchestration alone (HTTP in, commits, claim,
 // start and completion reports), in steps per second.

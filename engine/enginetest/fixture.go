@@ -2,6 +2,7 @@ package enginetest
 
 import (
 	"context"
+	"github.com/appliance-sh/appliance/audit"
 	"io"
 	"log/slog"
 	"os"
@@ -62,6 +63,8 @@ type Options struct {
 	RunnerTag func(runner string) string
 	// Queues are the server config's named queues and their limits.
 	Queues map[string]int
+	// Audit is the queue of entries that ride the next commit (nil: none).
+	Audit *audit.Queue
 }
 
 // TestRunnerTag is the harness's stand-in for the runners' registry
@@ -141,6 +144,7 @@ func (f *Fixture) start() {
 		Linger:           f.opts.Linger,
 		RunnerTag:        f.runnerTag(),
 		Queues:           f.opts.Queues,
+		Audit:            f.opts.Audit,
 	})
 	if err != nil {
 		f.T.Fatalf("new engine: %v", err)

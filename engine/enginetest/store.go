@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/appliance-sh/appliance/audit"
 	"slices"
 	"sort"
 	"sync"
@@ -31,6 +32,7 @@ type MemStore struct {
 	failNext  error
 	failWhen  func(*engine.Batch) error
 	fires     map[fireKey]time.Time // trigger -> last fire
+	audit     []audit.Entry         // the batches' audit entries, unsigned, in commit order
 }
 
 type fireKey struct{ ws, trigger string }
@@ -55,6 +57,14 @@ func (s *MemStore) Commits() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.commits
+}
+
+// Audit returns the audit entries the committed batches carried, in
+// order (the memory store keeps them as given: it signs no chain).
+func (s *MemStore) Audit() []audit.Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.audit)
 }
 
 // JobReads counts the Job and Steps calls: what a test expects to stay
@@ -114,6 +124,7 @@ type encodedBatch struct {
 	jobs, steps, workers [][]byte
 	fires                []engine.TriggerFire
 	marks                []engine.EventMark
+	audit                []audit.Entry
 	// keys holds the records' keys only (IDs, a step's job, name and
 	// holder): what the write needs unless a hook wants the records.
 	keys *engine.Batch
@@ -122,7 +133,7 @@ type encodedBatch struct {
 // PrepareCommit encodes the batch (engine.PreparingStore); the write
 // stores it.
 func (s *MemStore) PrepareCommit(b *engine.Batch) (func(context.Context) error, error) {
-	eb := &encodedBatch{fires: slices.Clone(b.Fires), marks: slices.Clone(b.EventMarks)}
+	eb := &encodedBatch{fires: slices.Clone(b.Fires), marks: slices.Clone(b.EventMarks), audit: slices.Clone(b.Audit)}
 	var err error
 	if eb.jobs, err = encodeAll(b.Jobs); err != nil {
 		return nil, err
@@ -215,6 +226,7 @@ func (s *MemStore) write(eb *encodedBatch) error {
 	for _, f := range b.Fires {
 		s.fires[fireKey{f.Workspace, f.Trigger}] = f.At.UTC()
 	}
+	s.audit = append(s.audit, eb.audit...)
 	for i, j := range b.Jobs {
 		if _, ok := s.jobs[j.ID]; !ok {
 			s.jobs[j.ID] = jobs[i]

@@ -73,6 +73,7 @@ func Run(t *testing.T, b Backend) {
 		{"ABatchRefusedHalfWayWritesNothing", halfWayFailure},
 		{"ACutConnectionLeavesNoHalfBatch", cutConnections},
 		{"StepPagesAndSummaryFollowTheRecords", stepPages},
+		{"AuditEntriesCommitWithTheBatchInOneChain", auditCommits},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, b) })

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/audit"
 	"github.com/appliance-sh/appliance/engine"
 )
 
@@ -49,7 +50,11 @@ const (
 	KindEventMark = "event_mark"
 	KindConsumed  = "events_consumed"
 	KindSnapshot  = "snapshot"
-	KindEnd       = "end"
+	// The audit trail: the chain's anchor, then its entries verbatim
+	// (their numbers and MACs are the chain's: an import re-signs nothing).
+	KindAuditAnchor = "audit_anchor"
+	KindAudit       = "audit"
+	KindEnd         = "end"
 )
 
 // Record is one line of a dump.
@@ -140,6 +145,10 @@ type Store interface {
 	CreateUser(ctx context.Context, u *accounts.User) error
 	APIKeys(ctx context.Context, userID string) ([]*accounts.APIKey, error)
 	CreateAPIKey(ctx context.Context, k *accounts.APIKey) error
+
+	AuditHeads(ctx context.Context) (anchor, head audit.Head, err error)
+	AuditEntries(ctx context.Context, f audit.Filter) ([]audit.Entry, error)
+	RestoreAudit(ctx context.Context, anchor audit.Head, entries []audit.Entry) error
 
 	DumpState(ctx context.Context) (State, error)
 	// RestoreState writes s into an empty store (auth links after their users).
@@ -244,6 +253,9 @@ func Export(ctx context.Context, src Sources, w io.Writer, now time.Time) (int64
 		if err := exportSnapshots(src.Snapshots, put); err != nil {
 			return n, err
 		}
+	}
+	if err := exportAudit(ctx, src.Store, put); err != nil {
+		return n, err
 	}
 	count := n
 	if err := put(KindEnd, End{Records: count}); err != nil {
@@ -360,6 +372,34 @@ func exportLog(ctx context.Context, logs Logs, jobID string, put func(string, an
 		return fmt.Errorf("read log of job %s: %w", jobID, err)
 	}
 	return flush()
+}
+
+// auditPage is how many audit entries are read, and restored, at once.
+const auditPage = 1000
+
+func exportAudit(ctx context.Context, s Store, put func(string, any) error) error {
+	anchor, _, err := s.AuditHeads(ctx)
+	if err != nil {
+		return fmt.Errorf("read the audit trail: %w", err)
+	}
+	if err := put(KindAuditAnchor, anchor); err != nil {
+		return err
+	}
+	for after := anchor.Seq; ; {
+		es, err := s.AuditEntries(ctx, audit.Filter{After: after, Limit: auditPage})
+		if err != nil {
+			return fmt.Errorf("read the audit trail: %w", err)
+		}
+		for i := range es {
+			if err := put(KindAudit, &es[i]); err != nil {
+				return err
+			}
+		}
+		if len(es) < auditPage {
+			return nil
+		}
+		after = es[len(es)-1].Seq
+	}
 }
 
 func exportSnapshots(s Snapshots, put func(string, any) error) error {

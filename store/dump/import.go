@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/audit"
 	"github.com/appliance-sh/appliance/engine"
 )
 
@@ -161,6 +162,9 @@ func load(ctx context.Context, dst Sources, r io.Reader) error {
 		// job), up to logBuffer bytes, which commits early.
 		logs      []LogChunk
 		logsBytes int
+		// The audit trail, restored verbatim a page at a time.
+		auditAnchor audit.Head
+		entries     []audit.Entry
 	)
 	commit := func() error {
 		if len(batch.Jobs)+len(batch.Steps)+len(batch.Workers) > 0 {
@@ -283,12 +287,32 @@ func load(ctx context.Context, dst Sources, r io.Reader) error {
 			if err := dst.Snapshots.Put(s.Workspace, s.Revision, bytes.NewReader(s.TarGz)); err != nil {
 				return fmt.Errorf("%s: revision snapshot %s/%s: %w", at, s.Workspace, s.Revision, err)
 			}
+		case KindAuditAnchor:
+			if err := decode(rec, &auditAnchor, at); err != nil {
+				return err
+			}
+		case KindAudit:
+			var e audit.Entry
+			if err := decode(rec, &e, at); err != nil {
+				return err
+			}
+			if entries = append(entries, e); len(entries) == auditPage {
+				if err := dst.Store.RestoreAudit(ctx, auditAnchor, entries); err != nil {
+					return fmt.Errorf("%s: %w", at, err)
+				}
+				entries = entries[:0]
+			}
 		default:
 			return fmt.Errorf("%w: %s: unknown kind of record", ErrBadDump, at)
 		}
 	}
 	if err := commit(); err != nil {
 		return err
+	}
+	if len(entries) > 0 {
+		if err := dst.Store.RestoreAudit(ctx, auditAnchor, entries); err != nil {
+			return fmt.Errorf("restore the audit trail: %w", err)
+		}
 	}
 	if err := dst.Store.RestoreState(ctx, state); err != nil {
 		return fmt.Errorf("restore trigger state, event marks and auth links: %w", err)

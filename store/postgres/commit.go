@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/appliance-sh/appliance/audit"
 	"github.com/appliance-sh/appliance/engine"
 )
 
@@ -62,11 +63,19 @@ func (db *DB) PrepareCommit(b *engine.Batch) (func(context.Context) error, error
 		return nil, fmt.Errorf("commit batch: %w", err)
 	}
 	queueEventMarks(batch, b.EventMarks)
+	var entries []audit.Entry
+	if len(db.auditKey) > 0 {
+		entries = slices.Clone(b.Audit)
+	}
 	return func(ctx context.Context) error {
-		if batch.Len() == 0 {
+		if batch.Len() == 0 && len(entries) == 0 {
 			return ctx.Err()
 		}
-		if err := db.send(ctx, batch); err != nil {
+		send := db.send
+		if len(entries) > 0 {
+			send = func(ctx context.Context, w *writes) error { return db.sendAudited(ctx, w, entries) }
+		}
+		if err := send(ctx, batch); err != nil {
 			return fmt.Errorf("commit batch: %w", err)
 		}
 		return nil

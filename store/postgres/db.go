@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/appliance-sh/appliance/audit"
 	"net"
 	"strconv"
 	"strings"
@@ -41,6 +42,8 @@ type DB struct {
 	dsn  string
 	// fence is nil for a single server; with two, see fence.go.
 	fence atomic.Pointer[fenceState]
+	// auditKey signs the audit chain (audit.go).
+	auditKey audit.Key
 }
 
 // Open connects, checks the server can be used, applies the migrations

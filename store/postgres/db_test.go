@@ -17,7 +17,7 @@ import (
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 // open opens a store on a new database, closed when the test ends.
-func open(t *testing.T, dsn string) *postgres.DB {
+func open(t testing.TB, dsn string) *postgres.DB {
 	t.Helper()
 	db, err := postgres.Open(context.Background(), postgres.Config{DSN: dsn})
 	if err != nil {

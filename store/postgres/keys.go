@@ -27,8 +27,11 @@ func (db *DB) CreateAPIKey(ctx context.Context, k *accounts.APIKey) error {
 	if err != nil {
 		return fmt.Errorf("create api key: encode: %w", err)
 	}
-	_, err = db.execFenced(ctx, `INSERT INTO api_keys (hash, user_id, prefix, record) VALUES ($1, $2, $3, $4)`,
-		k.Hash, k.UserID, k.Prefix, rec)
+	err = db.audited(ctx, func(q querier) error {
+		_, err := q.Exec(ctx, `INSERT INTO api_keys (hash, user_id, prefix, record) VALUES ($1, $2, $3, $4)`,
+			k.Hash, k.UserID, k.Prefix, rec)
+		return err
+	})
 	switch {
 	case violates(err, "api_keys_user_prefix_unique"):
 		return fmt.Errorf("create api key: prefix %s: %w", k.Prefix, accounts.ErrAPIKeyPrefixTaken)
@@ -78,16 +81,20 @@ func (db *DB) APIKeys(ctx context.Context, userID string) ([]*accounts.APIKey, e
 // DeleteAPIKey revokes the user's key with that prefix; another user's
 // key is accounts.ErrAPIKeyNotFound, exactly like a missing one.
 func (db *DB) DeleteAPIKey(ctx context.Context, userID, prefix string) error {
-	if storable(userID, prefix) {
-		tag, err := db.execFenced(ctx, `DELETE FROM api_keys WHERE user_id = $1 AND prefix = $2`, userID, prefix)
-		if err != nil {
-			return fmt.Errorf("revoke api key: %w", err)
-		}
-		if tag.RowsAffected() > 0 {
-			return nil
-		}
+	if !storable(userID, prefix) {
+		return fmt.Errorf("revoke api key: %s: %w", prefix, accounts.ErrAPIKeyNotFound)
 	}
-	return fmt.Errorf("revoke api key: %s: %w", prefix, accounts.ErrAPIKeyNotFound)
+	err := db.audited(ctx, func(q querier) error {
+		tag, err := q.Exec(ctx, `DELETE FROM api_keys WHERE user_id = $1 AND prefix = $2`, userID, prefix)
+		if err == nil && tag.RowsAffected() == 0 {
+			err = fmt.Errorf("%s: %w", prefix, accounts.ErrAPIKeyNotFound)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("revoke api key: %w", err)
+	}
+	return nil
 }
 
 // TouchAPIKey records a use of the key. It locks the key's row rather

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/audit"
 )
 
 // Refresh tokens are stored by hash, with their family (the login they
@@ -20,7 +21,7 @@ import (
 // PutRefreshToken stores a refresh token by its hash (a hash stored
 // already is replaced, as bbolt's put does).
 func (db *DB) PutRefreshToken(ctx context.Context, t *accounts.RefreshToken) error {
-	if err := putRefresh(ctx, db.writer(), t); err != nil {
+	if err := db.audited(ctx, func(q querier) error { return putRefresh(ctx, q, t) }); err != nil {
 		return fmt.Errorf("store refresh token: %w", err)
 	}
 	return nil
@@ -145,7 +146,10 @@ func (db *DB) RotateRefreshToken(ctx context.Context, oldHash string, next *acco
 // the logout cannot leave its new token behind.
 func (db *DB) RevokeRefreshFamily(ctx context.Context, hash string) (string, error) {
 	userID := ""
-	err := db.serializable(ctx, func(tx pgx.Tx) error {
+	// A sign-out's entry names the token's user, known only here; an
+	// unknown token changes nothing and gets none.
+	entry, audited := audit.FromContext(ctx)
+	err := db.serializable(audit.WithoutEntry(ctx), func(tx pgx.Tx) error {
 		userID = ""
 		t, err := getRefresh(ctx, tx, hash)
 		if errors.Is(err, accounts.ErrRefreshTokenNotFound) {
@@ -155,7 +159,13 @@ func (db *DB) RevokeRefreshFamily(ctx context.Context, hash string) (string, err
 			return err
 		}
 		userID = t.UserID
-		return revokeFamily(ctx, tx, t.FamilyID())
+		if err := revokeFamily(ctx, tx, t.FamilyID()); err != nil {
+			return err
+		}
+		if audited {
+			return db.appendAudit(ctx, tx, []audit.Entry{audit.ForUser(entry, userID)})
+		}
+		return nil
 	})
 	if err != nil {
 		return "", fmt.Errorf("revoke refresh tokens: %w", err)

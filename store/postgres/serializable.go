@@ -23,14 +23,21 @@ const maxTxAttempts = 16
 // reading (at least one admin, a token rotates once, one user per email)
 // then holds against every concurrent transaction, as it did in bbolt's
 // single writer. fn must set everything it reports afresh on each run.
+//
+// The audit entry ctx carries (audit.WithEntry) is appended in the same
+// transaction, after fn: the change and its entry commit together.
 func (db *DB) serializable(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	entries := db.ctxEntries(ctx)
 	var err error
 	for attempt := 1; attempt <= maxTxAttempts; attempt++ {
 		err = pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(tx pgx.Tx) error {
 			if err := db.fenceTx(ctx, tx); err != nil {
 				return err
 			}
-			return fn(tx)
+			if err := fn(tx); err != nil {
+				return err
+			}
+			return db.appendAudit(ctx, tx, entries)
 		})
 		if !retryable(err) {
 			return err

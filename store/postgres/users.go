@@ -24,7 +24,7 @@ func emailKey(email string) string { return strings.ToLower(email) }
 // CreateUser stores a new user; an email already in use, in any letter
 // case, is accounts.ErrEmailTaken.
 func (db *DB) CreateUser(ctx context.Context, u *accounts.User) error {
-	if err := insertUser(ctx, db.writer(), u); err != nil {
+	if err := db.audited(ctx, func(q querier) error { return insertUser(ctx, q, u) }); err != nil {
 		return fmt.Errorf("create user %s: %w", u.Email, err)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/audit"
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/store/dump"
 )
@@ -48,12 +49,17 @@ func Populate(t *testing.T, src dump.Sources) {
 	t.Helper()
 	ctx := context.Background()
 	s := src.Store
+	if k, ok := s.(interface{ SetAuditKey(audit.Key) }); ok {
+		k.SetAuditKey(AuditKey)
+	}
 	admin := &accounts.User{ID: "u-admin", Email: "admin@example.com", PasswordHash: "$argon2id$v=19$m=65536,t=1,p=2$c2FsdA$aGFzaA",
 		IsAdmin: true, Groups: []string{"ops"}, CreatedAt: at(0)}
 	name := "Dev"
 	dev := &accounts.User{ID: "u-dev", Email: "dev@example.com", Name: &name, Groups: []string{"dev", "ops"}, CreatedAt: at(1)}
 	for _, u := range []*accounts.User{admin, dev} {
-		if err := s.CreateUser(ctx, u); err != nil {
+		entry := audit.Entry{At: u.CreatedAt, Actor: audit.Actor{ID: "root"}, Source: audit.SourceUser,
+			Action: audit.UserCreate, Target: "user/" + u.ID, Outcome: audit.OK, ClientAddress: "203.0.113.9"}
+		if err := s.CreateUser(audit.WithEntry(ctx, entry), u); err != nil {
 			t.Fatalf("create user: %v", err)
 		}
 	}
@@ -107,8 +113,20 @@ func Populate(t *testing.T, src dump.Sources) {
 	}
 	b.Fires = []engine.TriggerFire{{Workspace: "main", Trigger: "nightly", At: at(50)}, {Workspace: "ops", Trigger: "hourly", At: at(51)}}
 	b.EventMarks = []engine.EventMark{{Source: "main/queue", JobID: jobID(2), Step: "consume", Run: "run-1", Seq: 42, Consumed: 7}}
+	for i := range 1200 { // more than one page of the trail
+		b.Audit = append(b.Audit, audit.Entry{At: at(100 + i), Actor: audit.Actor{ID: admin.ID, Email: admin.Email, Key: "ci"},
+			Source: audit.SourceAPIKey, Action: audit.JobExecute, Target: "job/" + jobID(i%450), Outcome: audit.OK, ClientAddress: "198.51.100.1"})
+	}
 	if err := s.Commit(ctx, &b); err != nil {
 		t.Fatalf("commit: %v", err)
+	}
+	// Retention drops the two users' entries: the export carries the anchor.
+	if tr, ok := s.(interface {
+		TrimAudit(context.Context, time.Time) (int, error)
+	}); ok {
+		if n, err := tr.TrimAudit(ctx, at(100)); err != nil || n != 2 {
+			t.Fatalf("trim the audit trail: %d, %v", n, err)
+		}
 	}
 	if src.Logs != nil {
 		for i := 0; i < 5; i++ {
@@ -149,6 +167,12 @@ func RoundTrip(t *testing.T, from, to dump.Sources) []byte {
 	}
 	Same(t, a, Export(t, to))
 	SameKeys(t, to)
+	// The trail came over verbatim: it still verifies under its key.
+	if st, ok := to.Store.(audit.Store); ok {
+		if v, broken, err := audit.VerifyStore(context.Background(), AuditKey, st, nil); err != nil || broken != nil || v.Count() == 0 {
+			t.Fatalf("the imported audit trail: %v, %v", broken, err)
+		}
+	}
 	return a
 }
 
@@ -170,6 +194,9 @@ func SameKeys(t *testing.T, dst dump.Sources) {
 		}
 	}
 }
+
+// AuditKey signs the trail Populate writes.
+var AuditKey = audit.Key("dumptest audit key 0123456789")
 
 // Same compares two dumps line by line, naming the first difference.
 func Same(t *testing.T, want, got []byte) {

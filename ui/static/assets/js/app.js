@@ -4,6 +4,7 @@ import { api, onUnauthorized, scheduleRefresh, tokenSubject, tokens } from './ap
 import { h, replace } from './dom.js';
 import { apiKeysPage, passwordPage } from './pages/account.js';
 import { userPage, usersPage } from './pages/admin.js';
+import { auditPage } from './pages/audit.js';
 import { dashboard } from './pages/dashboard.js';
 import { jobPage } from './pages/job.js';
 import { jobsPage } from './pages/jobs.js';
@@ -25,6 +26,7 @@ const routes = [
   [/^\/workers\/([^/]+)$/, workerPage],
   [/^\/admin$/, usersPage],
   [/^\/admin\/users\/([^/]+)$/, userPage],
+  [/^\/audit$/, auditPage],
   [/^\/account\/password$/, passwordPage],
   [/^\/account\/api-keys$/, apiKeysPage],
 ];
@@ -103,6 +105,7 @@ function renderSession() {
   // The admin pages are linked for admins only (the server refuses the
   // others anyway).
   document.getElementById('nav-admin').hidden = !me?.is_admin;
+  document.getElementById('nav-audit').hidden = config.auth_required && !me?.is_admin;
   if (!config.auth_required || !tokens.access) {
     replace(el, version);
     return;
