@@ -529,9 +529,12 @@ func FuzzMCPToolArguments(f *testing.F) {
 			return // the transport's JSON is the SDK's; arguments are what is fuzzed
 		}
 		name := tools[int(tool)%len(tools)]
-		if name == "execute_task" && strings.Contains(string(args), "wait_seconds") {
+		if name == "execute_task" && asksToWait(args) {
 			return // a wait is up to a minute by design; TestMCPExecuteTaskWaits... covers it
 		}
+		// The fuzzer has no per-input timeout: a stuck call crashes the
+		// worker (keeping the input) rather than stalling the run.
+		defer watchdog(30*time.Second, name, args)()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		res, err := m.cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(args)})
@@ -551,4 +554,20 @@ func FuzzMCPToolArguments(f *testing.F) {
 			t.Fatalf("the server stopped answering after %s(%s): %v", name, args, err)
 		}
 	})
+}
+
+// asksToWait reports whether tool arguments hold a wait_seconds the way
+// the server decodes them (an escaped or differently cased key
+// included), not merely the text "wait_seconds".
+func asksToWait(args []byte) bool {
+	var in map[string]json.RawMessage
+	if json.Unmarshal(args, &in) != nil {
+		return false
+	}
+	for k := range in {
+		if strings.EqualFold(k, "wait_seconds") {
+			return true
+		}
+	}
+	return false
 }
