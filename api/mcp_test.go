@@ -571,3 +571,31 @@ func asksToWait(args []byte) bool {
 	}
 	return false
 }
+
+// A job that ends before execute_task's wait subscribes to its feed (every
+// step skipped: no worker is involved) still tells a client that asked
+// for progress how it ended.
+func TestMCPExecuteTaskTellsTheEndOfAJobThatEndedAtOnce(t *testing.T) {
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "quick")
+	writeFile(t, filepath.Join(dir, ".workflows", "main.yaml"),
+		"tasks:\n  noop:\n    flow:\n      never:\n        when: \"{{ false }}\"\n        type: script\n        script: echo never\n", 0o644)
+	m := startAPI(t, tmp, map[string]string{"quick": dir}).mcp(t, "")
+	params := &mcp.CallToolParams{Name: "execute_task", Arguments: map[string]any{"workspace": "quick", "task": "noop", "wait_seconds": 30}}
+	params.SetProgressToken("quick-1")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := m.cs.CallTool(ctx, params)
+	if err != nil || res.IsError {
+		t.Fatalf("execute_task: %v %v", err, res)
+	}
+	out := res.StructuredContent.(map[string]any)
+	if out["ended"] != true {
+		t.Fatalf("execute_task answered %v, want the ended job", out)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.progress) == 0 || m.progress[len(m.progress)-1] != "job: "+out["status"].(string) {
+		t.Fatalf("progress notifications %v, want the last to be the job's end %q", m.progress, out["status"])
+	}
+}
