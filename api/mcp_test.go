@@ -529,9 +529,12 @@ func FuzzMCPToolArguments(f *testing.F) {
 			return // the transport's JSON is the SDK's; arguments are what is fuzzed
 		}
 		name := tools[int(tool)%len(tools)]
-		if name == "execute_task" && strings.Contains(string(args), "wait_seconds") {
+		if name == "execute_task" && asksToWait(args) {
 			return // a wait is up to a minute by design; TestMCPExecuteTaskWaits... covers it
 		}
+		// The fuzzer has no per-input timeout: a stuck call crashes the
+		// worker (keeping the input) rather than stalling the run.
+		defer watchdog(30*time.Second, name, args)()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		res, err := m.cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(args)})
@@ -550,5 +553,52 @@ func FuzzMCPToolArguments(f *testing.F) {
 		if _, err := m.cs.ListTools(ctx, nil); err != nil {
 			t.Fatalf("the server stopped answering after %s(%s): %v", name, args, err)
 		}
+	})
+}
+
+// asksToWait reports whether tool arguments hold a wait_seconds the way
+// the server decodes them (an escaped or differently cased key
+// included), not merely the text "wait_seconds".
+func asksToWait(args []byte) bool {
+	var in map[string]json.RawMessage
+	if json.Unmarshal(args, &in) != nil {
+		return false
+	}
+	for k := range in {
+		if strings.EqualFold(k, "wait_seconds") {
+			return true
+		}
+	}
+	return false
+}
+
+// A job that ends before execute_task's wait subscribes to its feed (every
+// step skipped: no worker is involved) still tells a client that asked
+// for progress how it ended.
+func TestMCPExecuteTaskTellsTheEndOfAJobThatEndedAtOnce(t *testing.T) {
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "quick")
+	writeFile(t, filepath.Join(dir, ".workflows", "main.yaml"),
+		"tasks:\n  noop:\n    flow:\n      never:\n        when: \"{{ false }}\"\n        type: script\n        script: echo never\n", 0o644)
+	m := startAPI(t, tmp, map[string]string{"quick": dir}).mcp(t, "")
+	params := &mcp.CallToolParams{Name: "execute_task", Arguments: map[string]any{"workspace": "quick", "task": "noop", "wait_seconds": 30}}
+	params.SetProgressToken("quick-1")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := m.cs.CallTool(ctx, params)
+	if err != nil || res.IsError {
+		t.Fatalf("execute_task: %v %v", err, res)
+	}
+	out := res.StructuredContent.(map[string]any)
+	if out["ended"] != true {
+		t.Fatalf("execute_task answered %v, want the ended job", out)
+	}
+	// The SDK hands notifications to their handler from a queue: the
+	// last may come after the answer.
+	end := "job: " + out["status"].(string)
+	eventually(t, "a progress notification of the job's end", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return len(m.progress) > 0 && m.progress[len(m.progress)-1] == end
 	})
 }

@@ -34,13 +34,19 @@ func (m *mcpCaller) executeTask(ctx context.Context, req *mcp.CallToolRequest, i
 	if in.WaitSeconds <= 0 {
 		return "started job " + id + "; follow it with get_job", map[string]any{"job_id": id}, nil
 	}
-	ended, err := m.waitJob(ctx, req, id, time.Duration(min(in.WaitSeconds, maxWaitSeconds))*time.Second)
+	n := &progressNotifier{req: req}
+	ended, err := m.waitJob(ctx, n, id, time.Duration(min(in.WaitSeconds, maxWaitSeconds))*time.Second)
 	if err != nil {
 		return "", nil, err
 	}
 	var d wire.JobDetail
 	if err := m.route(ctx, http.MethodGet, "/api/jobs/"+seg(id), nil, nil, &d); err != nil {
 		return "", nil, err
+	}
+	if ended {
+		// A job that ended before the wait subscribed sent no change on
+		// the feed: its end is still told, once.
+		n.notify(ctx, "job: "+d.Status)
 	}
 	out := jobOutcome{JobID: id, Status: d.Status, Output: d.Output, Ended: ended}
 	for _, st := range d.Steps {
@@ -73,7 +79,7 @@ type failedStep struct {
 // when the wait ran out. Each of its step changes on the feed, and a
 // keep-alive every EventsPing, is a progress notification when the
 // client asked for them (a progress token).
-func (m *mcpCaller) waitJob(ctx context.Context, req *mcp.CallToolRequest, id string, wait time.Duration) (bool, error) {
+func (m *mcpCaller) waitJob(ctx context.Context, n *progressNotifier, id string, wait time.Duration) (bool, error) {
 	s := m.s
 	// Subscribe, then ask whether it ended: nothing is lost in between.
 	sub := s.cfg.Engine.SubscribeJobFeed(id, engine.DefaultFeedBuffer)
@@ -98,16 +104,7 @@ func (m *mcpCaller) waitJob(ctx context.Context, req *mcp.CallToolRequest, id st
 	defer timeout.Stop()
 	ping := time.NewTicker(s.cfg.EventsPing)
 	defer ping.Stop()
-	token := req.Params.GetProgressToken()
-	progress := 0.0
-	notify := func(msg string) {
-		if token == nil {
-			return
-		}
-		progress++
-		// A client gone is seen by ctx; a lost notification is no failure.
-		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: progress, Message: msg})
-	}
+	notify := func(msg string) { n.notify(ctx, msg) }
 	items := sub.Items()
 	report := func(it engine.FeedItem) {
 		switch {
@@ -158,6 +155,26 @@ func (m *mcpCaller) waitJob(ctx context.Context, req *mcp.CallToolRequest, id st
 			}
 		}
 	}
+}
+
+// progressNotifier sends a tool call's progress notifications when the
+// client asked for them (a progress token), numbered, never the same
+// message twice in a row.
+type progressNotifier struct {
+	req  *mcp.CallToolRequest
+	sent float64
+	last string
+}
+
+func (n *progressNotifier) notify(ctx context.Context, msg string) {
+	token := n.req.Params.GetProgressToken()
+	if token == nil || msg == n.last {
+		return
+	}
+	n.sent++
+	n.last = msg
+	// A client gone is seen by ctx; a lost notification is no failure.
+	_ = n.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n.sent, Message: msg})
 }
 
 // recheck re-reads the caller's credential and access to the job.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -68,14 +69,32 @@ type progressRoutes struct{ m sync.Map }
 
 func (p *progressRoutes) key(token any) string { return fmt.Sprintf("%T:%v", token, token) }
 
+// progressRoute is one call's entry in progressRoutes.
+type progressRoute struct{ session *mcp.ServerSession }
+
+// progressLinger keeps a call's route after its answer: the SDK hands a
+// notification to its handler from a queue, after the answer that
+// followed it on the wire may have returned, and the server's last
+// notification (a job's end) comes just before the answer.
+const progressLinger = 5 * time.Second
+
+// route sends the progress notifications of token to ss until a while
+// after the call ends (end).
+func (p *progressRoutes) route(token any, ss *mcp.ServerSession) (end func()) {
+	key, r := p.key(token), &progressRoute{session: ss}
+	p.m.Store(key, r)
+	// A later call reusing the token keeps its own route.
+	return func() { time.AfterFunc(progressLinger, func() { p.m.CompareAndDelete(key, r) }) }
+}
+
 // bridgeMCP serves MCP on t (the SDK's stdio transport), forwarding to
 // the server of c.
 func bridgeMCP(ctx context.Context, c *client.Client, t mcp.Transport) error {
 	routes := &progressRoutes{}
 	remote := mcp.NewClient(&mcp.Implementation{Name: "appliance-mcp-bridge", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
-			if ss, ok := routes.m.Load(routes.key(req.Params.ProgressToken)); ok {
-				_ = ss.(*mcp.ServerSession).NotifyProgress(ctx, req.Params)
+			if r, ok := routes.m.Load(routes.key(req.Params.ProgressToken)); ok {
+				_ = r.(*progressRoute).session.NotifyProgress(ctx, req.Params)
 			}
 		},
 	})
@@ -101,8 +120,7 @@ func bridgeMCP(ctx context.Context, c *client.Client, t mcp.Transport) error {
 			params := &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments}
 			if token := req.Params.GetProgressToken(); token != nil {
 				params.SetProgressToken(token)
-				routes.m.Store(routes.key(token), req.Session)
-				defer routes.m.Delete(routes.key(token))
+				defer routes.route(token, req.Session)()
 			}
 			return rs.CallTool(ctx, params)
 		})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/appliance-sh/appliance/accounts"
+	"github.com/appliance-sh/appliance/api/wire"
 	"github.com/appliance-sh/appliance/app/config"
 )
 
@@ -524,4 +526,57 @@ func TestBrowserAccountPagesWithoutAuthSaySo(t *testing.T) {
 		chromedp.Navigate(f.url+"/tasks/examples/hello-world"),
 		chromedp.WaitVisible(chromedp.CSS(`form.run-form button[type="submit"]`)),
 	)
+}
+
+// The keys page's scope checkboxes make the key: unchecking approve and
+// admin creates a read+run key, which the API lists with those scopes and
+// holds to them; no box checked is refused on the page.
+func TestBrowserCreatesAnAPIKeyWithTheCheckedScopes(t *testing.T) {
+	b := newBrowser(t)
+	s := startACLServer(t)
+	s.addUser("erin@example.com", "erins password", "runners")
+	b.signIn(s.url, "erin@example.com", "erins password")
+	uncheck := func(scopes ...string) chromedp.Action[chromedp.Void] {
+		var steps []chromedp.Action[chromedp.Void]
+		for _, sc := range scopes {
+			steps = append(steps, chromedp.Click(chromedp.CSS(`#key-scope-`+sc)))
+		}
+		return chromedp.Steps(steps...)
+	}
+	b.do("open the keys page: every scope is checked",
+		chromedp.Navigate(s.url+"/account/api-keys"),
+		chromedp.WaitVisible(chromedp.CSS(`#key-scopes`)),
+		until(`[...document.querySelectorAll('#key-scopes input')].every((b) => b.checked)`),
+	)
+	b.do("uncheck every scope and submit",
+		chromedp.SetValue(chromedp.CSS(`#key-name`), "no scopes"),
+		uncheck("read", "run", "approve", "admin"),
+		chromedp.Click(chromedp.CSS(`#create-key button[type="submit"]`)),
+		until(`document.querySelector('#key-error').textContent.includes('check at least one')`),
+	)
+	b.do("check read and run again and create the key",
+		chromedp.SetValue(chromedp.CSS(`#key-name`), "assistant"),
+		uncheck("read", "run"), // a click checks an unchecked box
+		chromedp.Click(chromedp.CSS(`#create-key button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#new-key`)),
+		chromedp.WaitVisible(chromedp.CSS(`#api-keys tr[data-key]`)),
+		// The form is ready for the next key: every scope checked again.
+		until(`[...document.querySelectorAll('#key-scopes input')].every((b) => b.checked)`),
+	)
+	key := eval[string](b, `document.querySelector('#new-key').textContent`)
+	if row := eval[string](b, `document.querySelector('#api-keys tr[data-key]').textContent`); !strings.Contains(row, "read, run") {
+		t.Errorf("the keys table shows %q, want the scopes read, run", row)
+	}
+
+	// The API has the key with exactly the checked scopes, and holds it to them.
+	var keys []wire.APIKey
+	if code := doAuth(t, "GET", s.url+"/api/auth/api-keys", key, &keys); code != 200 {
+		t.Fatalf("list keys with the new key: %d", code)
+	}
+	if len(keys) != 1 || keys[0].Name != "assistant" || !strings.HasPrefix(key, keys[0].Prefix) || !slices.Equal(keys[0].Scopes, []string{"read", "run"}) {
+		t.Fatalf("the API lists %+v, want one key assistant with scopes [read run]", keys)
+	}
+	if code := doAuthBody(t, "POST", s.url+"/api/auth/api-keys", key, map[string]any{"name": "more"}, &map[string]any{}); code != http.StatusForbidden {
+		t.Fatalf("creating a key with a read+run key answered %d, want 403 (admin scope)", code)
+	}
 }
