@@ -261,3 +261,110 @@ func TestApprovalWaitingAtAFailoverIsDecidedOnTheNewLeader(t *testing.T) {
 		t.Errorf("the ship step ran for %v, want once for each of %v", lines, want)
 	}
 }
+
+// targets reads the event source's target jobs: how many each event
+// (input n) made, and how many of them ended, in one statement.
+func (p *pair) targets() (perEvent map[int]int, total, ended int) {
+	p.t.Helper()
+	rows, err := p.connect().Query(context.Background(), `SELECT (convert_from(rec, 'UTF8')::jsonb #>> '{input,n}')::int, status
+		FROM jobs WHERE task_name = 'handle'`)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer rows.Close()
+	perEvent = map[int]int{}
+	for rows.Next() {
+		var n int
+		var status string
+		if err := rows.Scan(&n, &status); err != nil {
+			p.t.Fatal(err)
+		}
+		perEvent[n]++
+		total++
+		if terminal(status) {
+			ended++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		p.t.Fatal(err)
+	}
+	return perEvent, total, ended
+}
+
+// TestEventSourceRestartsOnTheNewLeader kills the leader while its
+// consumer emits 200 events through max_in_flight 2: the new leader
+// starts the consumer again after the events the database accepted
+// (APPLIANCE_EVENT_OFFSET), and each event has exactly one job, which
+// completes (the target step retries when its run died with the leader).
+func TestEventSourceRestartsOnTheNewLeader(t *testing.T) {
+	const events = 200
+	p := newPair(t, fmt.Sprintf(`tasks:
+  produce:
+    flow:
+      emit:
+        type: script
+        script: |
+          i=$((APPLIANCE_EVENT_OFFSET + 1))
+          while [ $i -le %d ]; do echo "OUTPUT: {\"n\": $i}"; i=$((i + 1)); done
+  handle:
+    input:
+      n: {type: integer, required: true}
+    flow:
+      ok:
+        type: script
+        retries: 2
+        retry_delay: 1s
+        script: "true"
+triggers:
+  numbers:
+    type: event_source
+    task: produce
+    target_task: handle
+    input: {n: 0}
+    restart_policy: on_failure
+    max_in_flight: 2
+`, events))
+	a := p.start("a", 4)
+	waitFor(t, 10*time.Second, "replica a to lead", a.leads)
+	p.recordWrites()
+	b := p.start("b", 4)
+	waitFor(t, 30*time.Second, "60 target jobs", func() bool { _, n, _ := p.targets(); return n >= 60 })
+	takeover := p.failover(a, b)
+	_, atKill, _ := p.targets()
+	// Done: every event has its job, all ended, and no consumer is live
+	// (a later one could only add jobs).
+	waitFor(t, 60*time.Second, "every event's job to end and the consumer too", func() bool {
+		_, total, ended := p.targets()
+		var live int
+		err := p.connect().QueryRow(context.Background(),
+			`SELECT count(*) FROM jobs WHERE task_name = 'produce' AND active`).Scan(&live)
+		return err == nil && total >= events && ended == total && live == 0
+	})
+	perEvent, total, _ := p.targets()
+	if total != events {
+		t.Errorf("%d target jobs for %d events", total, events)
+	}
+	for n := 1; n <= events; n++ {
+		if perEvent[n] != 1 {
+			t.Errorf("event %d made %d jobs, want 1", n, perEvent[n])
+		}
+	}
+	var consumers, completed int
+	if err := p.connect().QueryRow(context.Background(), `SELECT count(*), count(*) FILTER (WHERE status = 'completed')
+		FROM jobs WHERE task_name = 'produce'`).Scan(&consumers, &completed); err != nil {
+		t.Fatal(err)
+	}
+	var notCompleted int
+	if err := p.connect().QueryRow(context.Background(),
+		`SELECT count(*) FROM jobs WHERE task_name = 'handle' AND status <> 'completed'`).Scan(&notCompleted); err != nil {
+		t.Fatal(err)
+	}
+	if notCompleted != 0 {
+		t.Errorf("%d target jobs did not complete", notCompleted)
+	}
+	if completed != 1 {
+		t.Errorf("%d consumer jobs, %d completed: want the last one completed", consumers, completed)
+	}
+	t.Logf("the leader killed after %d target jobs, b took over at %s; %d events, one job each, all completed; %d consumer job(s)",
+		atKill, takeover.Format("15:04:05.000"), events, consumers)
+}
