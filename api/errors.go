@@ -43,7 +43,7 @@ func (s *server) handleError(err error, c echo.Context) {
 	if errors.As(err, &later) {
 		c.Response().Header().Set("Retry-After", retryAfterSeconds(later.After))
 	}
-	if errors.Is(err, engine.ErrNotLeader) {
+	if errors.Is(err, engine.ErrNotLeader) || errors.Is(err, engine.ErrDatabaseUnavailable) {
 		// A failover is seconds long: the client retries (see ha.go).
 		c.Response().Header().Set("Retry-After", "1")
 	}
@@ -99,6 +99,8 @@ func (s *server) classify(err error) (int, string) {
 		return http.StatusServiceUnavailable, "server is shutting down"
 	case errors.Is(err, engine.ErrNotLeader):
 		return http.StatusServiceUnavailable, "this replica lost the leadership: try again, the new leader will answer"
+	case errors.Is(err, engine.ErrDatabaseUnavailable):
+		return http.StatusServiceUnavailable, "the database did not answer (restarting?): try again in a few seconds"
 	case errors.Is(err, engine.ErrUnavailable):
 		// The details (a bucket, an endpoint) go to the log, not the client.
 		return http.StatusServiceUnavailable, "the job's log is in the archive, which did not answer: try again later"

@@ -29,6 +29,7 @@ func TestErrorMapperGivesOneJSONShapePerKind(t *testing.T) {
 		{"invalid", fail(fmt.Errorf("%w: input.name is required", engine.ErrInvalid)), 400, "invalid input: input.name is required"},
 		{"stopped", fail(fmt.Errorf("create job: %w", engine.ErrStopped)), 503, "server is shutting down"},
 		{"archive down", fail(fmt.Errorf("read log of job x: %w: the log archive did not answer: %w", engine.ErrUnavailable, errors.New("dial tcp: connection refused"))), 503, "the job's log is in the archive, which did not answer: try again later"},
+		{"database away", fail(fmt.Errorf("find the job of an idempotency key: %w: %w", engine.ErrDatabaseUnavailable, errors.New("dial unix /run/pg: connection refused"))), 503, "the database did not answer (restarting?): try again in a few seconds"},
 		{"user not found", fail(fmt.Errorf("user 7: %w", accounts.ErrUserNotFound)), 404, "user 7: user not found"},
 		{"api key not found", fail(fmt.Errorf("appk_123: %w", accounts.ErrAPIKeyNotFound)), 404, "appk_123: api key not found"},
 		{"email taken", fail(fmt.Errorf("create user: %w", accounts.ErrEmailTaken)), 409, "a user with this email already exists"},

@@ -3,9 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
-	"github.com/appliance-sh/appliance/audit"
+	"fmt"
 	"time"
 
+	"github.com/appliance-sh/appliance/audit"
 	"github.com/appliance-sh/appliance/engine/workflow"
 )
 
@@ -62,6 +63,10 @@ var (
 	// ErrNotLeader is a write refused because this replica does not lead
 	// (it never did, or it lost the lease): the leader must make it.
 	ErrNotLeader = errors.New("this replica is not the leader") // 503
+	// ErrDatabaseUnavailable is the database that did not answer (it
+	// restarts, a network cut): an ErrUnavailable the client is told of
+	// as such, so it retries.
+	ErrDatabaseUnavailable = fmt.Errorf("the database did not answer: %w", ErrUnavailable) // 503
 )
 
 // Job is one execution of a task. JSON tags are the interface's field names.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/store/postgres"
 	"github.com/appliance-sh/appliance/store/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
@@ -126,5 +127,33 @@ func TestUnreachableServerIsNamedWithoutThePassword(t *testing.T) {
 		if !strings.Contains(err.Error(), "127.0.0.1") && !strings.Contains(err.Error(), "not a valid") {
 			t.Fatalf("the error does not name the server: %v", err)
 		}
+	}
+}
+
+// A database that went away is ErrDatabaseUnavailable (the API answers
+// 503 with Retry-After, and clients retry), not a server fault.
+func TestDatabaseGoneIsUnavailable(t *testing.T) {
+	c, err := pgtest.Start(pgtest.Options{})
+	if err != nil {
+		pgtest.Unavailable(t, err)
+	}
+	name, err := c.CreateDatabase(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := postgres.Open(context.Background(), postgres.Config{DSN: c.DSN(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.JobByIdempotencyKey(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.JobByIdempotencyKey(context.Background(), "k")
+	if !errors.Is(err, engine.ErrDatabaseUnavailable) || !errors.Is(err, engine.ErrUnavailable) {
+		t.Fatalf("with the database stopped: %v, want ErrDatabaseUnavailable", err)
 	}
 }

@@ -43,7 +43,7 @@ func (db *DB) JobByIdempotencyKey(ctx context.Context, key string) (string, erro
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("find the job of an idempotency key: %w", err)
+		return "", fmt.Errorf("find the job of an idempotency key: %w", unavailable(err))
 	}
 	return id, nil
 }

@@ -61,10 +61,22 @@ type pair struct {
 // start the replicas with start.
 func newPair(t testing.TB, yaml string) *pair {
 	t.Helper()
+	skipShort(t)
+	return newPairOn(t, pgtest.DSN(t), yaml)
+}
+
+func skipShort(t testing.TB) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the binary; skipped with -short")
 	}
-	dsn := pgtest.DSN(t)
+}
+
+// newPairOn is newPair on the database dsn (of a cluster of the test's
+// own, say, that it restarts).
+func newPairOn(t testing.TB, dsn, yaml string) *pair {
+	t.Helper()
+	skipShort(t)
 	bin, err := buildBinary()
 	if err != nil {
 		t.Fatal(err)

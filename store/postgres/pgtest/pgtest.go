@@ -62,6 +62,10 @@ type Cluster struct {
 	Port   int
 	pid    int
 	n      atomic.Int64
+	// What Restart needs to start the server again as Start did.
+	bin      string
+	cred     *syscall.Credential
+	settings []string
 }
 
 // Binaries finds the folder holding initdb, pg_ctl and postgres:
@@ -153,7 +157,7 @@ func Start(opts Options) (*Cluster, error) {
 	if err != nil {
 		return fail(err)
 	}
-	c.Port = port
+	c.Port, c.bin, c.cred = port, bin, cred
 	settings := []string{
 		"-p", strconv.Itoa(port),
 		"-c", "listen_addresses=127.0.0.1",
@@ -163,17 +167,42 @@ func Start(opts Options) (*Cluster, error) {
 	if !opts.Durable {
 		settings = append(settings, "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "synchronous_commit=off")
 	}
-	if out, err := run(cred, filepath.Join(bin, "pg_ctl"), "start", "-w", "-t", "60", "-D", data,
-		"-l", filepath.Join(dir, "server.log"), "-o", strings.Join(settings, " ")); err != nil {
-		log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
-		return fail(fmt.Errorf("pg_ctl start: %w\n%s\n%s", err, out, log))
+	c.settings = settings
+	if err := c.start(); err != nil {
+		return fail(err)
+	}
+	return c, nil
+}
+
+// start starts the server on the cluster's data folder with pg_ctl and
+// waits until it accepts connections.
+func (c *Cluster) start() error {
+	data := filepath.Join(c.Dir, "data")
+	if out, err := run(c.cred, filepath.Join(c.bin, "pg_ctl"), "start", "-w", "-t", "60", "-D", data,
+		"-l", filepath.Join(c.Dir, "server.log"), "-o", strings.Join(c.settings, " ")); err != nil {
+		log, _ := os.ReadFile(filepath.Join(c.Dir, "server.log"))
+		return fmt.Errorf("pg_ctl start: %w\n%s\n%s", err, out, log)
 	}
 	pid, err := postmasterPID(data)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	c.pid = pid
-	return c, nil
+	return nil
+}
+
+// Restart stops the server with a fast shutdown (SIGINT to the
+// postmaster: sessions are cut, committed data kept, as an operator's
+// restart or a failover of the database does) and starts it again on the
+// same data folder and port. Clients see their connections broken and
+// connection refused until it is back. A test that restarts a cluster
+// must have its own (Start), not the shared one other tests use.
+func (c *Cluster) Restart() error {
+	if c.pid > 0 {
+		stopPID(c.pid, syscall.SIGINT)
+		c.pid = 0
+	}
+	return c.start()
 }
 
 func run(cred *syscall.Credential, name string, args ...string) ([]byte, error) {
@@ -205,16 +234,16 @@ func postmasterPID(data string) (int, error) {
 // thrown away) and removes the cluster's folder.
 func (c *Cluster) Stop() error {
 	if c.pid > 0 {
-		stopPID(c.pid)
+		stopPID(c.pid, syscall.SIGQUIT)
 		c.pid = 0
 	}
 	return os.RemoveAll(c.Dir)
 }
 
-// stopPID asks the postmaster for an immediate shutdown and waits, with a
-// deadline, for it to be gone.
-func stopPID(pid int) {
-	if syscall.Kill(pid, syscall.SIGQUIT) != nil {
+// stopPID asks the postmaster for a shutdown (SIGQUIT: immediate,
+// SIGINT: fast) and waits, with a deadline, for it to be gone.
+func stopPID(pid int, sig syscall.Signal) {
+	if syscall.Kill(pid, sig) != nil {
 		return
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -241,7 +270,7 @@ func reapOrphans() {
 			continue // its test process still runs
 		}
 		if pid, err := postmasterPID(filepath.Join(dir, "data")); err == nil {
-			stopPID(pid)
+			stopPID(pid, syscall.SIGQUIT)
 		}
 		_ = os.RemoveAll(dir)
 	}
