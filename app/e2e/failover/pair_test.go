@@ -55,6 +55,9 @@ type pair struct {
 	dsn      string
 	ws       string
 	db       *pgx.Conn // the test's own connection, to read what the replicas wrote
+	// serverYAML is more of each replica's config (say worker_token),
+	// set before start.
+	serverYAML string
 }
 
 // newPair makes the database and the workspace (yaml, as workspace "ws");
@@ -121,7 +124,7 @@ ha:
   renew: %s
   advertise_url: %s
   peer_secret: failover-test-peer-secret
-`, lease, renew, r.url)
+%s`, lease, renew, r.url, p.serverYAML)
 	cfgPath := filepath.Join(home, "server.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
