@@ -99,18 +99,41 @@ async function render() {
   ctx.show(h('h1', {}, 'Not found'), h('p', {}, 'No page here. ', h('a', { href: '/', 'data-route': true }, 'Back to the dashboard.')));
 }
 
+// hostOf shortens a replica's advertise_url to its host for the header.
+function hostOf(url) {
+  try {
+    return new URL(url).host;
+  } catch {
+    return url;
+  }
+}
+
+// replicaBadge says, for a pair of replicas (/api/config's ha), which one
+// answers this page and who leads; null for a single server.
+function replicaBadge(ha) {
+  if (!ha) return null;
+  let role;
+  if (ha.unreachable) role = 'not answering';
+  else if (ha.leading) role = 'leader';
+  else if (ha.leader) role = `follower of ${hostOf(ha.leader)}`;
+  else role = 'no leader (failover in progress)';
+  return h('span', { class: 'muted replica', id: 'replica', title: `replica ${ha.replica}; leader ${ha.leader || 'none'}` },
+    `replica ${hostOf(ha.replica)} · ${role}`);
+}
+
 function renderSession() {
   const el = document.getElementById('session');
   const version = config.version ? h('span', { class: 'muted' }, `v${config.version}`) : null;
+  const replica = replicaBadge(config.ha);
   // The admin pages are linked for admins only (the server refuses the
   // others anyway).
   document.getElementById('nav-admin').hidden = !me?.is_admin;
   document.getElementById('nav-audit').hidden = config.auth_required && !me?.is_admin;
   if (!config.auth_required || !tokens.access) {
-    replace(el, version);
+    replace(el, replica, version);
     return;
   }
-  replace(el, version, userMenu(me, signOut));
+  replace(el, replica, version, userMenu(me, signOut));
 }
 
 async function signOut() {
@@ -143,6 +166,26 @@ async function start() {
   }
   if (config.auth_required) scheduleRefresh();
   render();
+  if (config.ha) setInterval(refreshReplica, replicaRefresh);
+}
+
+// A failover changes who leads while the page stays open: the header
+// reads /api/config again every few seconds (each replica answers it
+// itself, it is not forwarded).
+const replicaRefresh = 3000;
+
+async function refreshReplica() {
+  try {
+    const fresh = await api('/api/config', { auth: false });
+    if (JSON.stringify(fresh.ha) === JSON.stringify(config.ha)) return;
+    config.ha = fresh.ha;
+  } catch {
+    // The replica this page came from is down: say so rather than show a
+    // role it no longer has.
+    if (config.ha.unreachable) return;
+    config.ha = { ...config.ha, leading: false, unreachable: true };
+  }
+  renderSession();
 }
 
 start();
