@@ -107,6 +107,7 @@ func (db *DB) send(ctx context.Context, w *writes) error {
 	}
 	err = db.pool.SendBatch(ctx, build()).Close()
 	if err != nil && connectionLost(err) {
+		db.noteLost()
 		db.pool.Reset()
 		if pgconn.SafeToRetry(err) {
 			err = db.pool.SendBatch(ctx, build()).Close()

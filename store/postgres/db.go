@@ -44,7 +44,33 @@ type DB struct {
 	fence atomic.Pointer[fenceState]
 	// auditKey signs the audit chain (audit.go).
 	auditKey audit.Key
+	// lostAt is when a connection of the pool was last found dead (Unix
+	// nanoseconds): for a while after, every connection is pinged as it
+	// is taken from the pool, so the idle ones a database restart or a
+	// cut network killed are dropped there, not handed to a read.
+	lostAt atomic.Int64
 }
+
+// recentLoss is how long after a dead connection the pool checks those it
+// hands out; pgxpool's own check only covers connections idle over 1 s.
+const recentLoss = 10 * time.Second
+
+// watchConnections makes the pool check its connections after a loss.
+func (db *DB) watchConnections(pc *pgxpool.Config) {
+	pc.AfterRelease = func(c *pgx.Conn) bool {
+		if c.IsClosed() {
+			db.noteLost()
+			return false
+		}
+		return true
+	}
+	pc.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
+		return p.IdleDuration > time.Second || time.Since(time.Unix(0, db.lostAt.Load())) < recentLoss
+	}
+}
+
+// noteLost notes that the pool held a dead connection.
+func (db *DB) noteLost() { db.lostAt.Store(time.Now().UnixNano()) }
 
 // Open connects, checks the server can be used, applies the migrations
 // the database lacks and returns the store. Its errors name the server
@@ -65,11 +91,14 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if _, err := migrate(ctx, cfg.DSN); err != nil {
 		return nil, describe(pc.ConnConfig, err)
 	}
+	db := &DB{dsn: cfg.DSN}
+	db.watchConnections(pc)
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, describe(pc.ConnConfig, err)
 	}
-	return &DB{pool: pool, dsn: cfg.DSN}, nil
+	db.pool = pool
+	return db, nil
 }
 
 // Close closes the pool.
