@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/appliance-sh/appliance/accounts"
 	"github.com/appliance-sh/appliance/audit"
 	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/store"
 	"github.com/appliance-sh/appliance/store/dump"
 )
 
@@ -145,6 +147,28 @@ func Populate(t *testing.T, src dump.Sources) {
 			t.Fatalf("put snapshot: %v", err)
 		}
 	}
+}
+
+// Bbolt opens a bbolt server's state in a new folder: its store, log
+// files and revision snapshots.
+func Bbolt(t *testing.T) dump.Sources {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := store.Open(filepath.Join(dir, "appliance.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	logs, err := store.OpenLogs(filepath.Join(dir, "logs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = logs.Close() })
+	snaps, err := store.OpenSnapshots(filepath.Join(dir, "snapshots"), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dump.Sources{Store: db, Logs: logs, Snapshots: snaps}
 }
 
 // Export dumps src; the export time is fixed so two dumps compare.
