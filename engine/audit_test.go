@@ -89,3 +89,22 @@ func TestQueuedEntriesReachAnIdleEngineCommit(t *testing.T) {
 		t.Fatalf("%d entries still queued", q.Len())
 	}
 }
+
+// An entry still queued when the engine stops (its wake-up lost: here
+// switched off, as when it finds the command channel full or the stop
+// wins the race) is written in a last commit, not lost.
+func TestQueuedEntriesAreCommittedAtShutdown(t *testing.T) {
+	q := audit.NewQueue(0)
+	f := enginetest.NewWith(t, enginetest.LoadWorkspace(t, approvalYAML), enginetest.Options{Audit: q})
+	f.Settle()
+	q.OnPush(func() {})
+	q.Push(audit.Entry{Action: audit.RequestDenied, Target: "GET /api/users", Outcome: audit.Denied, Reason: "not an admin"})
+	f.Stop()
+	got := f.Store.Audit()
+	if len(got) != 1 || got[0].Action != audit.RequestDenied || got[0].Reason != "not an admin" {
+		t.Fatalf("after the stop: entries %+v, want the denied request's", got)
+	}
+	if q.Len() != 0 {
+		t.Fatalf("%d entries still queued", q.Len())
+	}
+}
