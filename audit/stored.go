@@ -13,20 +13,24 @@ import (
 // bytes in base64 and an ok outcome left out, so a typical entry takes
 // under 300 bytes on disk. It converts to and from Entry exactly; the
 // API, exports and the MAC use Entry's own JSON and canonical encoding.
+// A field left zero is left out (never the case for a bbolt entry), so a
+// store that keeps some fields in columns of their own (PostgreSQL)
+// encodes the rest alone by zeroing them: Seq, Actor, Action, Target and
+// MAC, and At as time.UnixMicro(0).
 type stored struct {
-	Seq     int64  `json:"q"`
-	At      int64  `json:"t"`
+	Seq     int64  `json:"q,omitempty"`
+	At      int64  `json:"t,omitempty"`
 	ID      string `json:"u,omitempty"`
 	Email   string `json:"e,omitempty"`
 	Key     string `json:"k,omitempty"`
 	Source  string `json:"s"`
-	Action  string `json:"a"`
+	Action  string `json:"a,omitempty"`
 	Target  string `json:"g,omitempty"`
 	Outcome string `json:"o,omitempty"` // "" is ok
 	Reason  string `json:"r,omitempty"`
 	Client  string `json:"c,omitempty"`
 	Dropped int64  `json:"d,omitempty"`
-	MAC     string `json:"m"`
+	MAC     string `json:"m,omitempty"`
 }
 
 // MarshalStored encodes e for a store.
@@ -39,7 +43,9 @@ func MarshalStored(e *Entry) ([]byte, error) {
 	}
 	// A MAC this package made is hex; anything else (an import of a
 	// damaged export) is kept as it is, prefixed so it reads back the same.
-	if raw, err := hex.DecodeString(e.MAC); err == nil && len(raw) == 32 && hex.EncodeToString(raw) == e.MAC {
+	if e.MAC == "" {
+		s.MAC = ""
+	} else if raw, err := hex.DecodeString(e.MAC); err == nil && len(raw) == 32 && hex.EncodeToString(raw) == e.MAC {
 		s.MAC = base64.RawURLEncoding.EncodeToString(raw)
 	} else {
 		s.MAC = "!" + e.MAC

@@ -24,6 +24,18 @@ func (e *Engine) awaitApproval(b *batch, js *jobState, ss *stepState, input map[
 // ErrInvalid when the input has a key the action does not declare or, when
 // approved, does not fit its definitions.
 func (e *Engine) Approve(ctx context.Context, jobID, step string, a Approval) error {
+	err := e.approve(ctx, jobID, step, a)
+	if err != nil {
+		action := audit.ApprovalGrant
+		if !a.Approved {
+			action = audit.ApprovalDeny
+		}
+		e.auditRefused(ctx, action, "job/"+jobID+"/"+step, err)
+	}
+	return err
+}
+
+func (e *Engine) approve(ctx context.Context, jobID, step string, a Approval) error {
 	resolved, err := e.approvalInput(ctx, jobID, step, a)
 	if err != nil {
 		return err

@@ -160,6 +160,18 @@ func (e *Engine) Commits() int64 { return e.commits.Load() }
 // neither failed nor cancelled, or of a task no longer in the workspace,
 // ErrConflict.
 func (e *Engine) CreateJob(ctx context.Context, req CreateJob) (*Job, error) {
+	j, err := e.createJob(ctx, req)
+	if err != nil {
+		if req.Rerun != nil {
+			e.auditRefused(ctx, audit.JobRerun, "job/"+req.Rerun.JobID, err)
+		} else {
+			e.auditRefused(ctx, audit.JobExecute, "task/"+req.Workspace+"/"+req.Task, err)
+		}
+	}
+	return j, err
+}
+
+func (e *Engine) createJob(ctx context.Context, req CreateJob) (*Job, error) {
 	// Resolving the workspace and the input is pure: it runs here, in the
 	// caller's goroutine, so the loop only links and promotes.
 	if req.Fire != nil {
@@ -217,6 +229,7 @@ func (e *Engine) CancelJob(ctx context.Context, jobID string) error {
 		b.audited(ctx, audit.JobCancel, "job/"+jobID)
 		return nil, nil
 	})
+	e.auditRefused(ctx, audit.JobCancel, "job/"+jobID, err)
 	return err
 }
 

@@ -116,6 +116,7 @@ func (e *Engine) Run(ctx context.Context) error {
 				e.write(writes, filling)
 				return e.written(ctx, filling, nil, <-filling.done)
 			}
+			e.flushAudit(writes)
 			return nil
 		}
 		if writing == nil && filling != nil {
@@ -134,6 +135,27 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.held.Add(-int64(len(writing.cmds)))
 			e.write(writes, writing)
 		}
+	}
+}
+
+// flushAudit writes, in a last commit, the entries still queued when the
+// loop stops (denied requests whose wake-up lost the race with the stop,
+// or found the command channel full): the server logs the chain's head
+// after the orchestrator stops, and that head should include them. A
+// batch of commands, when there is one, takes them instead (prepareCommit).
+// A failure loses only these entries, so it is logged, not returned.
+func (e *Engine) flushAudit(writes chan<- *pending) {
+	n := 0
+	if e.cfg.Audit != nil {
+		n = e.cfg.Audit.Len()
+	}
+	if n == 0 {
+		return
+	}
+	p := &pending{b: newBatch(e.clock.Now())}
+	e.write(writes, p)
+	if err := <-p.done; err != nil {
+		e.log.Error("audit: the last commit of queued entries failed; they are lost", "entries", n, "err", err)
 	}
 }
 

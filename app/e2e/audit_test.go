@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -85,6 +86,16 @@ func TestAuditTrailFromRequestToVerify(t *testing.T) {
 		t.Fatalf("verify an edited export: %d %s", code, errOut)
 	}
 
+	// A refusal right before the shutdown (its entry queued, not yet
+	// committed, maybe) is in the last commit, under the head logged.
+	lines := strings.Split(strings.TrimSpace(export), "\n")
+	var last audit.Entry
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil {
+		t.Fatal(err)
+	}
+	if code := do(t, "POST", url+"/api/auth/login", map[string]string{"email": "admin@example.com", "password": "late"}, nil); code != 401 {
+		t.Fatalf("bad login: %d", code)
+	}
 	if err := srv.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +104,9 @@ func TestAuditTrailFromRequestToVerify(t *testing.T) {
 		t.Fatalf("no head logged at shutdown:\n%s", serverLog.String())
 	}
 	seq, _ := strconv.Atoi(m[1])
+	if int64(seq) != last.Seq+1 {
+		t.Fatalf("head logged at shutdown %d, want %d: the failed sign-in before the shutdown was not committed", seq, last.Seq+1)
+	}
 	cfgFile := filepath.Join(t.TempDir(), "server-config.yaml")
 	if err := os.WriteFile(cfgFile, []byte("data_dir: "+cfg.DataDir+"\n"), 0o600); err != nil {
 		t.Fatal(err)

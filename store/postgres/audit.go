@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -22,8 +23,60 @@ func (db *DB) SetAuditKey(k audit.Key) { db.auditKey = k }
 // it, so two transactions never chain from the same head.
 const lockHead = `SELECT head_seq, head_mac FROM audit_chain WHERE id FOR UPDATE`
 
-const insertAudit = `INSERT INTO audit_entries (seq, at_ns, actor_id, actor_email, actor_key, action, target, rec)
-SELECT * FROM unnest($1::int8[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bytea[])`
+const insertAudit = `INSERT INTO audit_entries (seq, at_ns, actor_id, actor_email, actor_key, action, target, mac, rec)
+SELECT * FROM unnest($1::int8[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bytea[], $9::bytea[])`
+
+// auditColumns are the columns an entry is read back from, in auditRow's
+// order.
+const auditColumns = `seq, at_ns, actor_id, actor_email, actor_key, action, target, mac, rec`
+
+// auditRow is an entry as its row keeps it: the fields the API's filters
+// use in columns, the MAC in its 32 bytes, and in rec the rest alone, in
+// the stores' compact encoding (audit.MarshalStored with those fields
+// zeroed), so no field is kept twice. A MAC that is not 32 bytes of hex
+// (a damaged import) stays in rec as it was, mac NULL; a row written
+// before mac existed has it NULL and everything in rec.
+type auditRow struct {
+	seq, at                        int64
+	id, email, key, action, target string
+	mac, rec                       []byte
+}
+
+func toAuditRow(e *audit.Entry) (auditRow, error) {
+	r := auditRow{seq: e.Seq, at: audit.Truncate(e.At).UnixNano(), id: e.Actor.ID, email: e.Actor.Email, key: e.Actor.Key,
+		action: e.Action, target: e.Target}
+	rest := audit.Entry{At: time.UnixMicro(0), Source: e.Source, Outcome: e.Outcome, Reason: e.Reason,
+		ClientAddress: e.ClientAddress, Dropped: e.Dropped}
+	if raw, err := hex.DecodeString(e.MAC); err == nil && len(raw) == 32 && hex.EncodeToString(raw) == e.MAC {
+		r.mac = raw
+	} else {
+		rest.MAC = e.MAC
+	}
+	v, err := audit.MarshalStored(&rest)
+	if err != nil {
+		return r, fmt.Errorf("encode audit entry: %w", err)
+	}
+	r.rec = v
+	return r, nil
+}
+
+func (r *auditRow) scan(row pgx.Row) error {
+	return row.Scan(&r.seq, &r.at, &r.id, &r.email, &r.key, &r.action, &r.target, &r.mac, &r.rec)
+}
+
+func (r *auditRow) entry() (audit.Entry, error) {
+	e, err := audit.UnmarshalStored(r.rec)
+	if err != nil {
+		return e, err
+	}
+	e.Seq, e.At = r.seq, time.Unix(0, r.at).UTC()
+	e.Actor = audit.Actor{ID: r.id, Email: r.email, Key: r.key}
+	e.Action, e.Target = r.action, r.target
+	if r.mac != nil {
+		e.MAC = hex.EncodeToString(r.mac)
+	}
+	return e, nil
+}
 
 const updateHead = `UPDATE audit_chain SET head_seq = $1, head_mac = $2 WHERE id`
 
@@ -34,20 +87,20 @@ func auditWrites(key audit.Key, head audit.Head, in []audit.Entry) (*writes, err
 	var (
 		seq, at                            = make([]int64, n), make([]int64, n)
 		id, email, keyName, action, target = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		rec                                = make([][]byte, n)
+		mac, rec                           = make([][]byte, n), make([][]byte, n)
 	)
 	for i := range in {
 		e := in[i]
 		head = audit.Append(key, head, &e)
-		v, err := audit.MarshalStored(&e)
+		r, err := toAuditRow(&e)
 		if err != nil {
-			return nil, fmt.Errorf("encode audit entry: %w", err)
+			return nil, err
 		}
-		seq[i], at[i], rec[i] = e.Seq, e.At.UnixNano(), v
-		id[i], email[i], keyName[i], action[i], target[i] = e.Actor.ID, e.Actor.Email, e.Actor.Key, e.Action, e.Target
+		seq[i], at[i], mac[i], rec[i] = r.seq, r.at, r.mac, r.rec
+		id[i], email[i], keyName[i], action[i], target[i] = r.id, r.email, r.key, r.action, r.target
 	}
 	w := &writes{}
-	w.Queue(insertAudit, seq, at, id, email, keyName, action, target, rec)
+	w.Queue(insertAudit, seq, at, id, email, keyName, action, target, mac, rec)
 	w.Queue(updateHead, head.Seq, head.MAC)
 	return w, nil
 }
@@ -172,12 +225,12 @@ func (db *DB) AuditEntries(ctx context.Context, f audit.Filter) ([]audit.Entry, 
 	if f.Limit > 0 {
 		limit = &f.Limit
 	}
-	rows, err := db.pool.Query(ctx, `SELECT rec FROM audit_entries
+	rows, err := db.pool.Query(ctx, `SELECT `+auditColumns+` FROM audit_entries
 		WHERE seq > $1
 		AND ($2 = '' OR actor_id = $2 OR actor_email = $2 OR actor_key = $2)
 		AND ($3 = '' OR action = $3 OR (right($3, 1) = '.' AND starts_with(action, $3)))
 		AND ($4 = '' OR target = $4)
-		AND ($5 = 0 OR at_ns >= $5) AND ($6 = 0 OR at_ns < $6)
+		AND ($5::int8 = 0 OR at_ns >= $5) AND ($6::int8 = 0 OR at_ns < $6)
 		ORDER BY seq LIMIT $7`,
 		f.After, noNULs(f.Actor), noNULs(f.Action), noNULs(f.Target), since, until, limit)
 	if err != nil {
@@ -186,11 +239,11 @@ func (db *DB) AuditEntries(ctx context.Context, f audit.Filter) ([]audit.Entry, 
 	defer rows.Close()
 	var out []audit.Entry
 	for rows.Next() {
-		var v []byte
-		if err := rows.Scan(&v); err != nil {
+		var r auditRow
+		if err := r.scan(rows); err != nil {
 			return nil, fmt.Errorf("read audit entries: %w", err)
 		}
-		e, err := audit.UnmarshalStored(v)
+		e, err := r.entry()
 		if err != nil {
 			return nil, fmt.Errorf("decode audit entry: %w", err)
 		}
@@ -234,15 +287,15 @@ func (db *DB) TrimAudit(ctx context.Context, before time.Time) (int, error) {
 			return err
 		}
 		var anchor audit.Head
-		var rec []byte
-		err = tx.QueryRow(ctx, `SELECT rec FROM audit_entries WHERE seq = $1`, last).Scan(&rec)
+		var r auditRow
+		err = r.scan(tx.QueryRow(ctx, `SELECT `+auditColumns+` FROM audit_entries WHERE seq = $1`, last))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // nothing to drop
 		}
 		if err != nil {
 			return err
 		}
-		e, err := audit.UnmarshalStored(rec)
+		e, err := r.entry()
 		if err != nil {
 			return fmt.Errorf("decode audit entry: %w", err)
 		}
@@ -283,12 +336,12 @@ func (db *DB) RestoreAudit(ctx context.Context, anchor audit.Head, entries []aud
 			if e.Seq != head.Seq+1 {
 				return fmt.Errorf("audit entry %d does not follow entry %d", e.Seq, head.Seq)
 			}
-			v, err := audit.MarshalStored(e)
+			r, err := toAuditRow(e)
 			if err != nil {
 				return err
 			}
-			b.Queue(`INSERT INTO audit_entries (seq, at_ns, actor_id, actor_email, actor_key, action, target, rec)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, e.Seq, e.At.UnixNano(), e.Actor.ID, e.Actor.Email, e.Actor.Key, e.Action, e.Target, v)
+			b.Queue(`INSERT INTO audit_entries (`+auditColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+				r.seq, r.at, r.id, r.email, r.key, r.action, r.target, r.mac, r.rec)
 			head = e.Head()
 		}
 		b.Queue(updateHead, head.Seq, head.MAC)

@@ -37,14 +37,24 @@ func BenchmarkAuditBytesPerEntry(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		var size int64
 		if _, err := conn.Exec(ctx, `VACUUM audit_entries`); err != nil {
 			b.Fatal(err)
 		}
-		if err := conn.QueryRow(ctx, `SELECT pg_total_relation_size('audit_entries')`).Scan(&size); err != nil {
+		// What makes the total up: the table (rows, their headers and
+		// pages' slack), its indexes, and the rows' data alone.
+		var size, table, indexes int64
+		var row, rec float64
+		err = conn.QueryRow(ctx, `SELECT pg_total_relation_size('audit_entries'), pg_table_size('audit_entries'),
+			pg_indexes_size('audit_entries'), (SELECT avg(pg_column_size(a.*)) FROM audit_entries a),
+			(SELECT avg(pg_column_size(rec)) FROM audit_entries)`).Scan(&size, &table, &indexes, &row, &rec)
+		if err != nil {
 			b.Fatal(err)
 		}
 		conn.Close(ctx)
 		b.ReportMetric(float64(size)/n, "bytes/entry")
+		b.ReportMetric(float64(table)/n, "table-bytes/entry")
+		b.ReportMetric(float64(indexes)/n, "index-bytes/entry")
+		b.ReportMetric(row, "row-bytes")
+		b.ReportMetric(rec, "rec-bytes")
 	}
 }

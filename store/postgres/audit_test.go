@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,9 +30,12 @@ func TestAuditTamperingInPostgresIsCaught(t *testing.T) {
 		seq       int64
 		reason    string
 	}{
-		{"edited", []string{`UPDATE audit_entries SET rec = convert_to(replace(convert_from(rec, 'UTF8'), 'ann@', 'eve@'), 'UTF8') WHERE seq = 3`}, false, 3, "changed"},
+		{"edited", []string{`UPDATE audit_entries SET actor_email = 'eve@example.com' WHERE seq = 3`}, false, 3, "changed"},
+		{"edited in its rec", []string{`UPDATE audit_entries SET rec = convert_to(replace(convert_from(rec, 'UTF8'), '"user"', '"system"'), 'UTF8') WHERE seq = 3`}, false, 3, "changed"},
+		{"mac replaced", []string{`UPDATE audit_entries a SET mac = b.mac FROM audit_entries b WHERE a.seq = 3 AND b.seq = 4`}, false, 3, "changed"},
 		{"deleted", []string{`DELETE FROM audit_entries WHERE seq = 3`}, false, 3, "missing"},
-		{"swapped", []string{`UPDATE audit_entries a SET rec = b.rec FROM audit_entries b WHERE (a.seq, b.seq) IN ((2, 3), (3, 2))`}, false, 2, "missing"},
+		{"swapped", []string{`UPDATE audit_entries a SET at_ns = b.at_ns, actor_id = b.actor_id, actor_email = b.actor_email, actor_key = b.actor_key,
+			action = b.action, target = b.target, mac = b.mac, rec = b.rec FROM audit_entries b WHERE (a.seq, b.seq) IN ((2, 3), (3, 2))`}, false, 2, "changed"},
 		{"truncated", []string{`DELETE FROM audit_entries WHERE seq > 4`}, false, 5, "missing at the end"},
 		{"truncated and the head row rewound", []string{
 			`DELETE FROM audit_entries WHERE seq > 4`,
@@ -146,5 +150,59 @@ func TestAChangeAndItsEntryCommitTogether(t *testing.T) {
 	es, _ := db.AuditEntries(ctx, audit.Filter{})
 	if _, err := db.Job(ctx, j.ID); err != nil || len(es) != 2 {
 		t.Fatalf("after the failure is gone: job %v, %d entries", err, len(es))
+	}
+}
+
+// A row written before 0006 (its MAC in rec, mac NULL, every field in
+// rec too) reads back as the same entry, and the chain still verifies.
+func TestAuditRowsOfTheFirstSchemaStillRead(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	db := open(t, dsn)
+	db.SetAuditKey(tamperKey)
+	ctx := context.Background()
+	for i := range 3 {
+		e := audit.Entry{At: time.Unix(int64(1000+i), 0), Actor: audit.Actor{ID: "u1", Email: "ann@example.com", Key: "ci"},
+			Source: audit.SourceAPIKey, Action: audit.JobCancel, Target: "job/" + string(rune('a'+i)), Outcome: audit.Failed,
+			Reason: "job ended", ClientAddress: "192.0.2.1", Dropped: int64(i)}
+		if err := db.AppendAudit(ctx, []audit.Entry{e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := db.AuditEntries(ctx, audit.Filter{})
+	if err != nil || len(before) != 3 {
+		t.Fatalf("%d entries: %v", len(before), err)
+	}
+	full, err := audit.MarshalStored(&before[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `UPDATE audit_entries SET mac = NULL, rec = $1 WHERE seq = 2`, full); err != nil {
+		t.Fatal(err)
+	}
+	after, err := db.AuditEntries(ctx, audit.Filter{})
+	if err != nil || len(after) != 3 || after[1] != before[1] {
+		t.Fatalf("the old row reads back as %+v (%v), want %+v", after, err, before[1])
+	}
+	if _, broken, err := audit.VerifyStore(ctx, tamperKey, db, nil); err != nil || broken != nil {
+		t.Fatalf("verify: %v, %v", broken, err)
+	}
+	// The filters read the columns, old rows and new alike.
+	for _, f := range []audit.Filter{{Actor: "ci"}, {Actor: "ann@example.com", Action: "job."}, {Target: "job/b"},
+		{Since: time.Unix(1001, 0), Until: time.Unix(1002, 0)}, {Action: audit.JobCancel, After: 1, Limit: 1}} {
+		var want []audit.Entry
+		for _, e := range before {
+			if f.Match(&e) && e.Seq > f.After && (f.Limit == 0 || len(want) < f.Limit) {
+				want = append(want, e)
+			}
+		}
+		got, err := db.AuditEntries(ctx, f)
+		if err != nil || !slices.Equal(got, want) || len(got) == 0 {
+			t.Errorf("filter %+v: got %+v (%v), want %+v", f, got, err, want)
+		}
 	}
 }
