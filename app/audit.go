@@ -30,6 +30,9 @@ type auditTrail struct {
 	every   int64
 	keep    time.Duration
 	logged  int64 // the last head logged; the watch goroutine's alone
+	// leading says whether this server writes the state now: only the
+	// leader of a pair trims (a follower's writes are fenced off).
+	leading func() bool
 }
 
 // auditPollInterval is how often the head is checked for head_every.
@@ -98,7 +101,7 @@ func (t *auditTrail) run(ctx context.Context) error {
 		if _, head, err := t.store.AuditHeads(ctx); err == nil && head.Seq >= t.logged+t.every {
 			t.logHead(ctx, fmt.Sprintf("every %d entries", t.every))
 		}
-		if t.keep > 0 && time.Since(lastTrim) > time.Hour {
+		if t.keep > 0 && time.Since(lastTrim) > time.Hour && (t.leading == nil || t.leading()) {
 			lastTrim = time.Now()
 			if n, err := t.store.TrimAudit(ctx, time.Now().Add(-t.keep)); err != nil {
 				t.log.Error("audit: retention", "err", err)

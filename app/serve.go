@@ -393,6 +393,7 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 		s.consumerSlots = eventSourceCount(registry)
 	}
 	// The audit trail's head is logged as it grows, and at shutdown.
+	trail.leading = func() bool { return s.currentTerm() != nil }
 	s.auditHeads = s.sup.start("audit heads", trail.run)
 	// The in-process pool's pods fetch workspaces over HTTP with tokens
 	// the API checks, so both share one minter.
