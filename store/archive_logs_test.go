@@ -127,8 +127,10 @@ func TestFinishedJobLogIsArchivedAndReadBackOnceTheLocalFileIsGone(t *testing.T)
 	if err != nil {
 		t.Fatalf("Subscribe after removal: %v", err)
 	}
-	if got := readBackfill(t, backfill); string(got) != want {
-		t.Errorf("Subscribe backfill after removal = %q; want the archived log", got)
+	got, err := io.ReadAll(backfill)
+	backfill.Close()
+	if err != nil || string(got) != want {
+		t.Errorf("Subscribe backfill after removal = %q, %v; want the archived log", got, err)
 	}
 	if cancel != nil {
 		cancel()

@@ -3,6 +3,7 @@ package store_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,4 +35,22 @@ func TestLogFilesPassTheLogSuite(t *testing.T) {
 	logtest.Run(t, logtest.Config{
 		New: func(t *testing.T) logtest.Storage { return logDir(filepath.Join(t.TempDir(), "logs")) },
 	})
+}
+
+// A legacy .log file answers every query like the JSONL file it matches,
+// its last line without a newline too.
+func TestLegacyLogFileReadsTailAndAfterLikeTheJSONL(t *testing.T) {
+	dir := logDir(filepath.Join(t.TempDir(), "logs"))
+	l := dir.Open(t)
+	logtest.BigMixedLog(t, l, "j1")
+	data, err := os.ReadFile(filepath.Join(string(dir), "j1.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := strings.TrimSuffix(string(data), "\n")
+	if err := os.WriteFile(filepath.Join(string(dir), "j2.log"), []byte(legacy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logtest.CheckQueries(t, l, "j2", legacy)
+	logtest.CheckBackfills(t, l, "j2", legacy)
 }

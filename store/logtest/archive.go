@@ -87,7 +87,7 @@ func ArchiveRoundTrip(t *testing.T, l store.LogBackend, archive store.Archive) {
 		}
 	})
 	job := jobs.Add("j1", engine.JobCompleted)
-	sent := bigMixedLog(t, a, "j1")
+	sent := BigMixedLog(t, a, "j1")
 	a.Finish("j1")
 	text := read(t, l, "j1", "")
 	checkSent(t, text, sent)

@@ -214,4 +214,15 @@ func testLongLines(t *testing.T, cfg Config) {
 	if len(lines) != len(want) {
 		t.Fatalf("%d lines, want %d", len(lines), len(want))
 	}
+
+	// A backend whose limits were never set cuts at the default.
+	d, _ := open(t, cfg)
+	appendLines(t, d, "j1", line("a", strings.Repeat("x", 70000)))
+	lines, _ = logLines(t, d, "j1")
+	if len(lines) != 1 {
+		t.Fatalf("%d lines, want 1", len(lines))
+	}
+	if got := lines[0].Line; len(got) > 64<<10+100 || !strings.HasSuffix(got, "… [line cut at 64KB limit, 4464 bytes dropped]") {
+		t.Errorf("with the default limits, a 70000-byte line is %d bytes ending ...%q; want it cut at 64KB", len(got), got[max(0, len(got)-60):])
+	}
 }

@@ -143,9 +143,9 @@ func testUnsafeIDs(t *testing.T, cfg Config) {
 	}
 }
 
-// bigMixedLog appends a few thousand lines of several steps, some longer
+// BigMixedLog appends a few thousand lines of several steps, some longer
 // than a read block, so tails cross blocks and lines cross buffers.
-func bigMixedLog(t *testing.T, l store.LogBackend, jobID string) (sent []engine.LogLine) {
+func BigMixedLog(t *testing.T, l store.LogBackend, jobID string) (sent []engine.LogLine) {
 	t.Helper()
 	l.SetLimits(store.LogLimits{LogLine: 1 << 20})
 	steps := []string{"a", "b", engine.ServerStep, "a", `we"ird`}
@@ -260,7 +260,7 @@ func checkSent(t *testing.T, text string, sent []engine.LogLine) {
 
 func testTailAndAfter(t *testing.T, cfg Config) {
 	l, _ := open(t, cfg)
-	sent := bigMixedLog(t, l, "j1")
+	sent := BigMixedLog(t, l, "j1")
 	text := read(t, l, "j1", "")
 	checkSent(t, text, sent)
 	CheckQueries(t, l, "j1", text)

@@ -81,7 +81,7 @@ func testLastWritten(t *testing.T, cfg Config) {
 func testSecondReader(t *testing.T, cfg Config) {
 	s := cfg.New(t)
 	writer, reader := s.Open(t), s.Open(t)
-	sent := bigMixedLog(t, writer, "j1")
+	sent := BigMixedLog(t, writer, "j1")
 	text := read(t, writer, "j1", "")
 	checkSent(t, text, sent)
 	if got := read(t, reader, "j1", ""); got != text {
