@@ -104,6 +104,24 @@ func (s *server) claim(c echo.Context) error {
 	return c.JSON(http.StatusOK, a)
 }
 
+// claimSteps is POST /worker/claims (ours): up to max steps at once,
+// answered once durable.
+func (s *server) claimSteps(c echo.Context) error {
+	wait, err := waitParam(c, defaultClaimWait, s.cfg.ClaimWaitMax)
+	if err != nil {
+		return err
+	}
+	var req workerproto.Claims
+	if err := httpx.DecodeJSON(c, &req); err != nil {
+		return err
+	}
+	ans, err := s.workers.ClaimSteps(c.Request().Context(), remoteWorker(c), req, wait)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, ans)
+}
+
 func (s *server) startStep(c echo.Context) error {
 	jobID, err := jobIDParam(c)
 	if err != nil {

@@ -72,6 +72,21 @@ type Claim struct {
 	JobID string `json:"job_id,omitempty"`
 }
 
+// Claims is the body of POST /worker/claims (ours): a claim of up to Max
+// ready steps at once (a worker asks for as many as it has free slots),
+// answered once the claims are durable, so the worker runs each step at
+// once and reports its start beside it rather than before it.
+type Claims struct {
+	WorkerID string `json:"worker_id"`
+	Max      int    `json:"max"` // 0 = 1; at most MaxClaims
+}
+
+// Assignments answers Claims: the steps claimed, none when the wait ended
+// with no work.
+type Assignments struct {
+	Assignments []Assignment `json:"assignments"`
+}
+
 // LocalJob is the body of POST /worker/jobs (ours): local execution mode,
 // where the worker creates a job it holds whole and runs every step of it
 // (`appliance run --local`).

@@ -200,6 +200,26 @@ func (c *Client) Claim(ctx context.Context, workerID string, tags []string) (*wo
 	return &a, nil
 }
 
+var _ StepsClaimer = (*Client)(nil)
+
+// ClaimSteps implements StepsClaimer.
+func (c *Client) ClaimSteps(ctx context.Context, workerID string, max int) ([]*workerproto.Assignment, error) {
+	q := url.Values{"wait": {strconv.Itoa(int(claimWait / time.Second))}}
+	var out workerproto.Assignments
+	err := c.call(ctx, workerID, "claim steps", http.MethodPost, "/worker/claims", q, claimWait+requestTimeout,
+		workerproto.Claims{WorkerID: workerID, Max: max}, &out)
+	if err != nil {
+		return nil, err
+	}
+	as := make([]*workerproto.Assignment, 0, len(out.Assignments))
+	for i := range out.Assignments {
+		if out.Assignments[i].JobID != "" {
+			as = append(as, &out.Assignments[i])
+		}
+	}
+	return as, nil
+}
+
 // Start implements Server.
 func (c *Client) Start(ctx context.Context, workerID, jobID, step string) error {
 	return c.call(ctx, workerID, "start step", http.MethodPost, stepPath(jobID, step, "start"), nil, requestTimeout,
@@ -355,7 +375,7 @@ func statusError(op, path string, resp *http.Response) error {
 	case http.StatusNotFound:
 		// The worker id is all a heartbeat or claim names; elsewhere a 404
 		// may be the job, step or workspace.
-		if strings.HasSuffix(path, "/heartbeat") || strings.HasSuffix(path, "/claim") {
+		if strings.HasSuffix(path, "/heartbeat") || strings.HasSuffix(path, "/claim") || strings.HasSuffix(path, "/claims") {
 			e.sentinel = ErrUnknownWorker
 		} else {
 			e.sentinel = ErrNotFound

@@ -314,7 +314,7 @@ func (ts *tarServer) count() int {
 	return ts.downloads
 }
 
-func TestWorkspaceIsDownloadedOnceThenServedFromCacheOn304(t *testing.T) {
+func TestWorkspaceIsDownloadedOnceThenServedFromCache(t *testing.T) {
 	archive := tarball(t,
 		tarEntry{name: "./", typ: tar.TypeDir},
 		tarEntry{name: ".workflows/main.yaml", body: "tasks: {}\n"},
@@ -352,8 +352,16 @@ func TestWorkspaceIsDownloadedOnceThenServedFromCacheOn304(t *testing.T) {
 		t.Fatalf("second call: %s %v", again, err)
 	}
 	reqs := ts.requests()
-	if ts.count() != 1 || len(reqs) != 2 || reqs[0].IfNoneMatch != "" || reqs[0].Query != "revision=rev1" || reqs[1].IfNoneMatch != `"rev1"` || reqs[1].Auth != "Bearer t" {
-		t.Fatalf("%d downloads, requests %+v; want one download then a 304", ts.count(), reqs)
+	if ts.count() != 1 || len(reqs) != 1 || reqs[0].IfNoneMatch != "" || reqs[0].Query != "revision=rev1" || reqs[0].Auth != "Bearer t" {
+		t.Fatalf("%d downloads, requests %+v; want one download, and the cached revision served without asking", ts.count(), reqs)
+	}
+	// A revision not cached is asked for with the newest cached one: the
+	// server answers 304 when that is what it would send.
+	if again, err := c.Workspace(testContext(t), "main", ""); err != nil || again != dir {
+		t.Fatalf("current revision: %s %v", again, err)
+	}
+	if reqs := ts.requests(); ts.count() != 1 || len(reqs) != 2 || reqs[1].IfNoneMatch != `"rev1"` {
+		t.Fatalf("%d downloads, requests %+v; want a 304 for the current revision, cached", ts.count(), reqs)
 	}
 }
 

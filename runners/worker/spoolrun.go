@@ -62,6 +62,7 @@ type spoolRun struct {
 	dropped int        // lines dropped since the last notice
 	why     string     // why they were dropped
 	res     *Result
+	synced  bool // the result is on disk to stay (see Persist)
 	removed bool
 	pos     spoolPos // where the next batch starts
 }
@@ -152,10 +153,11 @@ func (r *spoolRun) Finish(res Result) {
 	r.res = &res
 	rec := encodeRecord(record{TS: time.Now().UTC(), Result: &res}, 0)
 	r.sp.used.Add(int64(len(rec)))
+	// Not synced: a killed worker process loses nothing (the page cache
+	// keeps it), and the result goes to the server at once; only if the
+	// server does not take it does delivery sync it (Persist).
 	err := r.write(rec)
-	if err == nil {
-		err = r.w.Sync()
-	} else {
+	if err != nil {
 		r.sp.used.Add(-int64(len(rec)))
 	}
 	if err != nil {
@@ -322,6 +324,25 @@ func (r *spoolRun) Ack(b batch) error {
 		keep = append(keep, s)
 	}
 	r.segs = keep
+	return nil
+}
+
+// Persist syncs the segment holding the result, once.
+func (r *spoolRun) Persist() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.res == nil || r.synced || r.removed || len(r.segs) == 0 {
+		return nil
+	}
+	f, err := os.OpenFile(segmentPath(r.dir, r.segs[len(r.segs)-1].num), os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("spool: sync the step's result: %w", err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("spool: sync the step's result: %w", err)
+	}
+	r.synced = true
 	return nil
 }
 

@@ -19,14 +19,19 @@ import (
 // meanwhile, so the slot claims its next step while the server commits the
 // last one's result: the two then share a commit. Reporting the start is
 // retried until claimCtx ends (the worker stops): a step not started yet
-// is left to the server to hand out again.
-func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, rep *reporters, workerID string, a *Assignment) <-chan struct{} {
+// is left to the server to hand out again. A durable claim (see
+// StepsClaimer) runs at once: its start report goes first among its
+// reports, beside the step.
+func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, rep *reporters, workerID string, a *Assignment, durable bool) <-chan struct{} {
 	ref := StepRef{JobID: a.JobID, Step: a.StepName}
 	w.track(ref)
 	log := w.log.With("job_id", a.JobID, "step", a.StepName)
-	err := w.retry(claimCtx, "report step start", func(ctx context.Context) error {
-		return w.srv.Start(ctx, workerID, a.JobID, a.StepName)
-	})
+	var err error
+	if !durable {
+		err = w.retry(claimCtx, "report step start", func(ctx context.Context) error {
+			return w.srv.Start(ctx, workerID, a.JobID, a.StepName)
+		})
+	}
 	if err != nil {
 		// The step is not ours to run any more, or the worker is stopping;
 		// the server recovers steps whose worker went quiet. Nothing ran,
@@ -68,7 +73,7 @@ func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, rep *repo
 		}()
 	}
 	finished := make(chan struct{})
-	d := &delivery{j: j, log: log, finished: finished, kill: kill, ref: ref, delivered: make(chan struct{})}
+	d := &delivery{j: j, log: log, finished: finished, kill: kill, ref: ref, delivered: make(chan struct{}), unstarted: durable}
 	rep.runs <- d
 	stopWatch := w.watchCancel(stepCtx, a.JobID, kill)
 

@@ -102,6 +102,10 @@ type Worker struct {
 	cfg Config
 	log *slog.Logger
 
+	// pump claims for the slots when the server hands several steps per
+	// claim (nil otherwise: each slot claims its own).
+	pump *claimPump
+
 	regMu   sync.Mutex // serialises (re-)registration
 	mu      sync.Mutex
 	id      string
@@ -176,6 +180,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { defer close(hbDone); w.heartbeats(hbCtx) }()
 
 	var loops sync.WaitGroup
+	if sc, ok := w.srv.(StepsClaimer); ok {
+		w.pump = newClaimPump(w, sc)
+		pumpDone := make(chan struct{})
+		go func() { defer close(pumpDone); w.pump.run(runCtx) }()
+		defer func() { stopRun(nil); <-pumpDone }()
+	}
 	if w.cfg.Spool != nil {
 		// Read before the first claim, whose run the spool then also holds.
 		leftovers := w.cfg.Spool.recover()
@@ -308,7 +318,16 @@ func (w *Worker) claimLoop(ctx context.Context, lt lifetimes) error {
 	for ctx.Err() == nil {
 		id := w.ID()
 		began := time.Now()
-		a, err := w.srv.Claim(ctx, id, w.cfg.Tags)
+		var (
+			a   *Assignment
+			err error
+		)
+		if w.pump != nil {
+			a, err = w.pump.next(ctx)
+			began = time.Now() // the pump paces claims that come back empty
+		} else {
+			a, err = w.srv.Claim(ctx, id, w.cfg.Tags)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -334,7 +353,7 @@ func (w *Worker) claimLoop(ctx context.Context, lt lifetimes) error {
 			sleep(ctx, w.cfg.IdlePause-time.Since(began))
 			continue
 		}
-		done := w.runAssignment(ctx, lt, rep, id, a)
+		done := w.runAssignment(ctx, lt, rep, id, a, w.pump != nil)
 		if reporting != nil {
 			<-reporting
 		}
