@@ -175,7 +175,7 @@ func (e *Engine) claimedUnstarted(workerID, jobID, name string) (*jobState, *ste
 		return nil, nil, false
 	}
 	ss, ok := js.steps[name]
-	if !ok || ss.rec.Status != StepRunning || ss.rec.StartedAt != nil ||
+	if !ok || ss.rec.Status != StepRunning || ss.rec.StartedAt != nil && !ss.unconfirmed ||
 		ss.rec.WorkerID == nil || *ss.rec.WorkerID != workerID {
 		return nil, nil, false
 	}
@@ -347,7 +347,13 @@ func (e *Engine) hand(b *batch, js *jobState, ss *stepState, wk *workerState, w 
 		b.afterCommit(func() { e.armStepTimer(js, ss) })
 	}
 	if w.many {
-		b.dirtyStep(ss.rec) // answered once durable (see ClaimSteps)
+		// Answered once durable, and started: the worker runs it at once
+		// (see ClaimSteps).
+		now := b.now
+		ss.rec.StartedAt = &now
+		ss.unconfirmed = true
+		e.markJobStarted(b, js)
+		b.dirtyStep(ss.rec)
 	} else {
 		e.st.claimed = append(e.st.claimed, ss.rec) // written with the next commit (see state.claimed)
 	}
@@ -380,6 +386,8 @@ func (e *Engine) release(b *batch, workerID, jobID, name string) {
 	e.unhold(ss)
 	ss.rec.Status = StepReady
 	ss.rec.WorkerID = nil
+	ss.rec.StartedAt = nil
+	ss.unconfirmed = false
 	ss.rec.Deadline = nil
 	b.dirtyStep(ss.rec)
 	e.offer(b, js, ss)
@@ -388,6 +396,7 @@ func (e *Engine) release(b *batch, workerID, jobID, name string) {
 // unhold detaches a step from the worker running it and its timeout.
 func (e *Engine) unhold(ss *stepState) {
 	stopTimer(&ss.timer)
+	ss.unconfirmed = false
 	if ss.rec.WorkerID == nil {
 		return
 	}

@@ -10,13 +10,15 @@ const MaxClaimSteps = 64
 
 // ClaimSteps hands the worker up to max of the oldest ready steps its tags
 // cover (at least one), waiting up to wait for the first; none without
-// error means no work. Unlike Claim, it answers once the claims are
-// durable: the worker may run the steps at once and report their starts
-// when it can, since a crash cannot forget that it holds them (a claim
-// answered from memory lets a step run only once its start report is
-// durable). Remote workers claim so: the step's commit is one, shared by
-// every step of the claim and by the reports of the same turn, instead of
-// a commit per start report on each step's path.
+// error means no work. Unlike Claim, it starts the steps (started_at is
+// the claim's time) and answers once that is durable: the worker runs
+// them at once and sends no start report, since a crash cannot forget
+// that it holds them. Remote workers claim so: a step's path holds one
+// commit, shared by every step of the claim and the reports of the same
+// turn, instead of a claim answered from memory and then a start report
+// whose commit the worker waits for. A step whose claim answer was lost
+// on the way (its worker never names it) is put back as an unstarted one
+// (see reconcile), until the worker says it has it.
 func (e *Engine) ClaimSteps(ctx context.Context, workerID string, wait time.Duration, max int) ([]*Claim, error) {
 	max = min(MaxClaimSteps, max)
 	if max < 1 {

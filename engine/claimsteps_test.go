@@ -26,10 +26,10 @@ func TestClaimStepsTakesUpToMaxOldestFirst(t *testing.T) {
 	}
 }
 
-// TestClaimStepsIsDurableWhenAnswered: the claims of several survive a
-// crash right after their answer, so the worker may run them before its
-// start reports: after a restart the steps are still running, held by it,
-// and their starts and completions are accepted.
+// TestClaimStepsIsDurableWhenAnswered: the claims of several start their
+// steps and survive a crash right after their answer, so the worker runs
+// them at once: after a restart the steps are still running, started,
+// held by it, and a start report and the completions are accepted.
 func TestClaimStepsIsDurableWhenAnswered(t *testing.T) {
 	f := enginetest.NewWith(t, enginetest.LoadWorkspace(t, flowYAML(`a: {action: ok}`)),
 		enginetest.Options{NoWorker: true, HeartbeatTimeout: time.Minute})
@@ -41,8 +41,8 @@ func TestClaimStepsIsDurableWhenAnswered(t *testing.T) {
 	}
 	f.Restart()
 	for _, job := range jobs {
-		if s := f.Step(job, "a"); s.Status != engine.StepRunning || deref(s.WorkerID) != edge {
-			t.Fatalf("after the crash %s/a is %s held by %s, want running held by edge", job, s.Status, deref(s.WorkerID))
+		if s := f.Step(job, "a"); s.Status != engine.StepRunning || deref(s.WorkerID) != edge || s.StartedAt == nil {
+			t.Fatalf("after the crash %s/a is %s held by %s started %v, want running, started, held by edge", job, s.Status, deref(s.WorkerID), s.StartedAt)
 		}
 		if err := f.Engine.StartStep(t.Context(), edge, job, "a"); err != nil {
 			t.Fatalf("start after the crash: %v", err)
@@ -82,5 +82,39 @@ b: {action: ok, depends_on: [a]}`))
 	}
 	if n := f.Store.Commits() - before; n != 1 {
 		t.Errorf("complete + promote + durable claim took %d commits, want 1", n)
+	}
+}
+
+// TestHeartbeatPutsBackAClaimOfSeveralTheWorkerNeverGot: a step a claim of
+// several started, whose answer never reached the worker (its heartbeats
+// do not name it), is ready again for any worker, as an unstarted claim;
+// once a heartbeat named it, it is the worker's like any started step.
+func TestHeartbeatPutsBackAClaimOfSeveralTheWorkerNeverGot(t *testing.T) {
+	f := enginetest.NewWith(t, enginetest.LoadWorkspace(t, flowYAML(`
+a: {action: ok}
+b: {action: ok}`)), enginetest.Options{NoWorker: true, HeartbeatTimeout: 90 * time.Second})
+	remote := f.Register("edge-1", nil, false)
+	job := f.Execute("t", nil)
+	if cs, err := f.Engine.ClaimSteps(t.Context(), remote, 0, 2); err != nil || len(cs) != 2 {
+		t.Fatalf("claim = %+v, %v", cs, err)
+	}
+	named := []engine.StepRef{{JobID: job, Step: "b"}}
+	f.Clock.Advance(31 * time.Second)
+	if err := f.Engine.Heartbeat(t.Context(), remote, named); err != nil {
+		t.Fatal(err)
+	}
+	if a := f.Step(job, "a"); a.Status != engine.StepReady || a.WorkerID != nil || a.StartedAt != nil {
+		t.Errorf("a (claimed, never named) = %s held by %v started %v, want ready again", a.Status, a.WorkerID, a.StartedAt)
+	}
+	if b := f.Step(job, "b"); b.Status != engine.StepRunning || b.StartedAt == nil {
+		t.Errorf("b (named) = %s started %v, want running", b.Status, b.StartedAt)
+	}
+	// b was named: no longer put back, but failed, if a later heartbeat
+	// leaves it out.
+	if err := f.Engine.Heartbeat(t.Context(), remote, []engine.StepRef{}); err != nil {
+		t.Fatal(err)
+	}
+	if b := f.Step(job, "b"); b.Status != engine.StepFailed {
+		t.Errorf("b (named, then left out) = %s, want failed", b.Status)
 	}
 }

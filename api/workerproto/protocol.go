@@ -74,8 +74,8 @@ type Claim struct {
 
 // Claims is the body of POST /worker/claims (ours): a claim of up to Max
 // ready steps at once (a worker asks for as many as it has free slots),
-// answered once the claims are durable, so the worker runs each step at
-// once and reports its start beside it rather than before it.
+// which starts them and is answered once that is durable, so the worker
+// runs each step at once and sends no start report.
 type Claims struct {
 	WorkerID string `json:"worker_id"`
 	Max      int    `json:"max"` // 0 = 1; at most MaxClaims

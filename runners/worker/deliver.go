@@ -31,9 +31,6 @@ type delivery struct {
 	// refused is set once the server refused the run's lines: the rest are
 	// dropped unsent.
 	refused bool
-	// unstarted is set while the start report of a durably claimed step
-	// (see StepsClaimer) is still to go: it goes first.
-	unstarted bool
 	// dropLines is set once a stopped event source consumer gave up on
 	// its lines (see deliver): the rest are dropped unsent.
 	dropLines bool
@@ -171,22 +168,6 @@ func (w *Worker) deliver(lt lifetimes, d *delivery, tick *time.Ticker) {
 // one. done is true once the run is delivered or refused, and removed.
 func (w *Worker) deliverOnce(ctx context.Context, d *delivery) (done bool, err error) {
 	meta := d.j.Meta()
-	if d.unstarted {
-		err := w.srv.Start(ctx, meta.WorkerID, meta.JobID, meta.Step)
-		switch {
-		case err == nil:
-		case refused(err):
-			// Its result will be refused too, and dropped.
-			d.log.Warn("server refused the step's start: stopping it", "err", err)
-			d.refused = true
-			if d.kill != nil {
-				d.kill(fmt.Errorf("the server refused the step's start: %w", err))
-			}
-		default:
-			return false, err
-		}
-		d.unstarted = false
-	}
 	for {
 		b, err := d.j.Pending(maxPushLines, maxPushBytes)
 		if err != nil {

@@ -36,10 +36,10 @@ type Server interface {
 	Workspace(ctx context.Context, workspace, revision string) (dir string, err error)
 }
 
-// StepsClaimer is a Server that hands several steps per claim, each
-// durable once answered (the HTTP transport): the worker's slots share
-// one claim for as many steps as they are free, and each runs its step at
-// once, its start report sent beside it rather than awaited before it.
+// StepsClaimer is a Server that hands several steps per claim, started
+// and durable once answered (the HTTP transport): the worker's slots
+// share one claim for as many steps as they are free, and each runs its
+// step at once, with no start report.
 type StepsClaimer interface {
 	// ClaimSteps long-polls for up to max steps; none without error means
 	// no work.

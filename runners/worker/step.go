@@ -20,8 +20,7 @@ import (
 // last one's result: the two then share a commit. Reporting the start is
 // retried until claimCtx ends (the worker stops): a step not started yet
 // is left to the server to hand out again. A durable claim (see
-// StepsClaimer) runs at once: its start report goes first among its
-// reports, beside the step.
+// StepsClaimer) started the step: it runs at once, with no start report.
 func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, rep *reporters, workerID string, a *Assignment, durable bool) <-chan struct{} {
 	ref := StepRef{JobID: a.JobID, Step: a.StepName}
 	w.track(ref)
@@ -73,7 +72,7 @@ func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, rep *repo
 		}()
 	}
 	finished := make(chan struct{})
-	d := &delivery{j: j, log: log, finished: finished, kill: kill, ref: ref, delivered: make(chan struct{}), unstarted: durable}
+	d := &delivery{j: j, log: log, finished: finished, kill: kill, ref: ref, delivered: make(chan struct{})}
 	rep.runs <- d
 	stopWatch := w.watchCancel(stepCtx, a.JobID, kill)
 
@@ -170,9 +169,11 @@ func (w *Worker) watchCancel(ctx context.Context, jobID string, kill context.Can
 	return func() { cancel(); <-polled }
 }
 
-// pollCancel long-polls the server for the job's cancellation and kills
-// the step when it comes, until ctx ends.
+// pollCancel long-polls the server for the job's cancellation, once the
+// step ran CancelPollDelay, and kills the step when it comes, until ctx
+// ends.
 func (w *Worker) pollCancel(ctx context.Context, jobID string, kill context.CancelCauseFunc) {
+	sleep(ctx, w.cfg.CancelPollDelay)
 	b := newBackoff(w.cfg.RetryMin, w.cfg.RetryMax)
 	for ctx.Err() == nil {
 		began := time.Now()

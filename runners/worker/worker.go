@@ -31,6 +31,10 @@ type Config struct {
 
 	// CancelWait is how long each cancellation long-poll waits (default 30s).
 	CancelWait time.Duration
+	// CancelPollDelay is how long a step runs before its cancellation is
+	// long-polled (default 300ms): a short step costs no poll (a request
+	// and, as the poll is abandoned when the step ends, a connection).
+	CancelPollDelay time.Duration
 	// RetryMin and RetryMax bound the backoff after errors (default 250ms
 	// and 5s). Nothing gives up: the worker retries for as long as it runs.
 	RetryMin, RetryMax time.Duration
@@ -63,6 +67,9 @@ func (c *Config) defaults() {
 	}
 	if c.CancelWait <= 0 {
 		c.CancelWait = 30 * time.Second
+	}
+	if c.CancelPollDelay <= 0 {
+		c.CancelPollDelay = 300 * time.Millisecond
 	}
 	if c.RetryMin <= 0 {
 		c.RetryMin = 250 * time.Millisecond
