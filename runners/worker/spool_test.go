@@ -306,3 +306,86 @@ func BenchmarkSpoolDeliver(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lines/s")
 }
+
+// TestSpoolRunWithoutLinesLivesInTheRunsLog: a step that prints nothing
+// gets no directory; its beginning and result are in the runs log, which a
+// restart recovers, and which is emptied once every run is delivered.
+func TestSpoolRunWithoutLinesLivesInTheRunsLog(t *testing.T) {
+	dir := t.TempDir()
+	sp, _ := openTestSpool(t, dir, 0)
+	quiet := newTestRun(t, sp)
+	unfinished := newTestRun(t, sp)
+	quiet.Finish(Result{Output: map[string]any{"ok": true}})
+	if err := quiet.Persist(); err != nil {
+		t.Fatal(err)
+	}
+	if n := spooledRuns(t, sp); n != 0 {
+		t.Fatalf("%d run directories for runs without lines, want none", n)
+	}
+	sp.Close()
+
+	sp2, _ := openTestSpool(t, dir, 0)
+	runs := sp2.recover()
+	if len(runs) != 2 {
+		t.Fatalf("recovered %d runs, want 2", len(runs))
+	}
+	byRun := map[string]*spoolRun{runs[0].meta.Run: runs[0], runs[1].meta.Run: runs[1]}
+	if r := byRun[quiet.meta.Run]; r == nil || r.res == nil || r.res.Output["ok"] != true {
+		t.Fatalf("the finished run came back as %+v", r)
+	}
+	if r := byRun[unfinished.meta.Run]; r == nil || r.res != nil || r.meta.WorkerID != "w-1" {
+		t.Fatalf("the unfinished run came back as %+v", r)
+	}
+	for _, r := range runs {
+		r.Finish(Result{})
+		r.Remove()
+	}
+	if info, err := os.Stat(filepath.Join(dir, runsFile)); err != nil || info.Size() != 0 {
+		t.Fatalf("runs log once every run is delivered: %v, %v; want empty", info, err)
+	}
+	if runs := sp2.recover(); len(runs) != 0 {
+		t.Fatalf("recovered %d delivered runs", len(runs))
+	}
+}
+
+// TestSpoolRunsLogStaysSmallWhileARunLivesOn: runs coming and going beside
+// one that stays do not grow the runs log past its compaction size, and the
+// one that stays is still recovered.
+func TestSpoolRunsLogStaysSmallWhileARunLivesOn(t *testing.T) {
+	dir := t.TempDir()
+	sp, _ := openTestSpool(t, dir, 0)
+	stays := newTestRun(t, sp)
+	for range 30_000 {
+		r := newTestRun(t, sp)
+		r.Finish(Result{})
+		r.Remove()
+	}
+	if info, err := os.Stat(filepath.Join(dir, runsFile)); err != nil || info.Size() > runsCompactAt {
+		t.Fatalf("runs log: %v, %v; want at most %d bytes", info.Size(), err, runsCompactAt)
+	}
+	sp.Close()
+	_, got, _ := reopenOne(t, dir)
+	if got.meta.Run != stays.meta.Run {
+		t.Fatalf("recovered run %s, want %s", got.meta.Run, stays.meta.Run)
+	}
+}
+
+// TestSpoolRunGetsADirectoryWithItsFirstLine: a run that prints keeps its
+// lines and result in a directory of its own, as before the runs log.
+func TestSpoolRunGetsADirectoryWithItsFirstLine(t *testing.T) {
+	dir := t.TempDir()
+	sp, _ := openTestSpool(t, dir, 0)
+	r := newTestRun(t, sp)
+	r.Log(context.Background(), runners.Stdout, "line 1")
+	r.Finish(Result{})
+	if _, err := os.Stat(filepath.Join(r.dir, runFile)); err != nil {
+		t.Fatalf("run with a line has no directory: %v", err)
+	}
+	sp.Close()
+	_, got, _ := reopenOne(t, dir)
+	lines, res := drain(t, got, 10)
+	wantNumbered(t, lines, 1, 1)
+	if res == nil {
+		t.Fatal("no result")
+	}
+}

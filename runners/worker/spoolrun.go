@@ -64,7 +64,10 @@ type spoolRun struct {
 	res     *Result
 	synced  bool // the result is on disk to stay (see Persist)
 	removed bool
-	pos     spoolPos // where the next batch starts
+	// hasDir is set once the run has a directory of its own: from its
+	// first line (see the runs log).
+	hasDir bool
+	pos    spoolPos // where the next batch starts
 }
 
 func (r *spoolRun) Meta() runMeta { return r.meta }
@@ -151,6 +154,13 @@ func (r *spoolRun) Finish(res Result) {
 		r.sp.log.Error("spool: cannot write the notice of dropped lines", "job_id", r.meta.JobID, "step", r.meta.Step, "err", err)
 	}
 	r.res = &res
+	if !r.hasDir {
+		// A run without lines keeps its result in the runs log.
+		if err := r.sp.appendRuns(runsRecord{Run: r.meta.Run, Result: &res}); err != nil {
+			r.sp.log.Error("spool: cannot write the step's result", "job_id", r.meta.JobID, "step", r.meta.Step, "err", err)
+		}
+		return
+	}
 	rec := encodeRecord(record{TS: time.Now().UTC(), Result: &res}, 0)
 	r.sp.used.Add(int64(len(rec)))
 	// Not synced: a killed worker process loses nothing (the page cache
@@ -173,6 +183,11 @@ func (r *spoolRun) Finish(res Result) {
 // write appends one record to the last segment, beginning a new one when
 // it is full. A failed write is cut off, so the file holds whole records.
 func (r *spoolRun) write(rec []byte) error {
+	if !r.hasDir {
+		if err := r.sp.makeDir(r); err != nil {
+			return err
+		}
+	}
 	if n := len(r.segs); n == 0 || r.segs[n-1].size >= r.sp.segMax || r.w == nil {
 		if err := r.nextSegment(); err != nil {
 			return err
@@ -267,6 +282,20 @@ func (r *spoolRun) Pending(maxLines, maxBytes int) (batch, error) {
 // not decode) until f returns false, which readRecords then returns as
 // true ("stopped early").
 func readRecords(rd io.Reader, f func(raw []byte, rec *record) bool) (bool, error) {
+	return readRecordLines(rd, func(raw []byte) bool {
+		var rec record
+		p := &rec
+		if json.Unmarshal(raw, &rec) != nil {
+			p = nil
+		}
+		return f(raw, p)
+	})
+}
+
+// readRecordLines calls f with each whole line of rd (an unterminated
+// tail is no record) until f returns false, which readRecordLines then
+// returns as true ("stopped early").
+func readRecordLines(rd io.Reader, f func(raw []byte) bool) (bool, error) {
 	br := bufio.NewReaderSize(rd, 64<<10)
 	for {
 		raw, err := br.ReadSlice('\n')
@@ -286,12 +315,7 @@ func readRecords(rd io.Reader, f func(raw []byte, rec *record) bool) (bool, erro
 			}
 			return false, err
 		}
-		var rec record
-		p := &rec
-		if json.Unmarshal(raw, &rec) != nil {
-			p = nil
-		}
-		if !f(raw, p) {
+		if !f(raw) {
 			return true, nil
 		}
 	}
@@ -331,7 +355,14 @@ func (r *spoolRun) Ack(b batch) error {
 func (r *spoolRun) Persist() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.res == nil || r.synced || r.removed || len(r.segs) == 0 {
+	if r.res == nil || r.synced || r.removed {
+		return nil
+	}
+	if !r.hasDir || len(r.segs) == 0 {
+		if err := r.sp.syncRuns(); err != nil {
+			return fmt.Errorf("spool: sync the step's result: %w", err)
+		}
+		r.synced = true
 		return nil
 	}
 	f, err := os.OpenFile(segmentPath(r.dir, r.segs[len(r.segs)-1].num), os.O_WRONLY, 0)
@@ -358,8 +389,13 @@ func (r *spoolRun) Remove() {
 		r.w = nil
 	}
 	r.sp.release(r.between(r.pos, spoolPos{seg: math.MaxInt}))
-	r.sp.removeDir(r.dir)
+	if r.hasDir {
+		r.sp.removeDir(r.dir)
+	}
 	r.segs = nil
+	if err := r.sp.appendRuns(runsRecord{End: r.meta.Run}); err != nil {
+		r.sp.log.Warn("spool: cannot record a delivered step run", "run", r.meta.Run, "err", err)
+	}
 }
 
 // between is the bytes of records from one position to another: what the
@@ -391,7 +427,7 @@ func (s *Spool) load(dir string) (*spoolRun, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", runFile, err)
 	}
-	r := &spoolRun{sp: s, dir: dir}
+	r := &spoolRun{sp: s, dir: dir, hasDir: true}
 	if err := json.Unmarshal(raw, &r.meta); err != nil || r.meta.JobID == "" || r.meta.Step == "" || r.meta.Run == "" {
 		return nil, fmt.Errorf("%s: not a step run (%v)", runFile, err)
 	}
