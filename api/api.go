@@ -275,6 +275,7 @@ func New(cfg Config) *echo.Echo {
 	w.POST("/jobs", s.createLocalJob)
 	w.POST("/jobs/claim", s.claim)
 	w.POST("/claims", s.claimSteps)
+	w.POST("/reports", s.reports)
 	w.POST("/jobs/:id/steps/:step/start", s.startStep)
 	w.POST("/jobs/:id/steps/:step/complete", s.completeStep)
 	w.POST("/jobs/:id/logs", s.pushLogs)

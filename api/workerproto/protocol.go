@@ -155,6 +155,34 @@ type Result struct {
 	Error    *string        `json:"error"`
 }
 
+// Reports is the body of POST /worker/reports (ours): the results of
+// several steps one worker holds, in one request, so the reports due at
+// once share one commit. Each is answered on its own (see ReportAnswers).
+type Reports struct {
+	Results []StepResult `json:"results"`
+}
+
+// StepResult is one step's result in Reports: the step, and the body of
+// .../steps/{step}/complete.
+type StepResult struct {
+	JobID    string `json:"job_id"`
+	StepName string `json:"step_name"`
+	Result
+}
+
+// ReportAnswers answers Reports item by item, in order: each has the
+// status and error the report would have had alone.
+type ReportAnswers struct {
+	Results []ReportAnswer `json:"results"`
+}
+
+// ReportAnswer is one report's answer: an HTTP status (200 when taken)
+// and, when refused, why.
+type ReportAnswer struct {
+	Status int    `json:"status"`
+	Error  string `json:"error,omitempty"`
+}
+
 // LogPush is the body of POST /worker/jobs/{id}/logs.
 type LogPush struct {
 	// WorkerID (ours) names the worker holding the step: only it may push

@@ -65,6 +65,18 @@ func (r Claims) Validate() error {
 	return nil
 }
 
+// MaxReports bounds the results one Reports carries.
+const MaxReports = 64
+
+// Validate checks a batch of reports: at least one, at most MaxReports
+// (each is checked on its own, and refused alone).
+func (r Reports) Validate() error {
+	if len(r.Results) == 0 || len(r.Results) > MaxReports {
+		return Errorf(ErrInvalid, "results: want 1 to %d reports, got %d", MaxReports, len(r.Results))
+	}
+	return nil
+}
+
 // Validate checks a local job's creation: its worker, workspace and task.
 func (r LocalJob) Validate() error {
 	switch {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -73,7 +74,8 @@ func remotePathFixture(b *testing.B, remote bool) *serverFixture {
 		traceRequests(b, func() int { return benchSteps })
 		runWorkerInTest(b, f.url, "bench", settings)
 	} else {
-		spawnWorker(b, f.url, workerToken, "bench", settings)
+		w := spawnWorker(b, f.url, workerToken, "bench", settings)
+		f.workerCPU = func() time.Duration { return processCPU(b, w.cmd.Process.Pid) }
 	}
 	f.worker("bench")
 	f.waitDone(f.execute("bench", "one", nil)) // the workspace is downloaded once
@@ -174,4 +176,24 @@ func traceRequests(b *testing.B, steps func() int) {
 			b.Logf("%-22s %6.2f requests/step, %7.3f ms each", op, float64(c)/float64(n), float64(t.took[op].Microseconds())/1000/float64(c))
 		}
 	})
+}
+
+// processCPU is the user and system time a process used so far.
+func processCPU(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command name (which may hold spaces): utime
+	// and stime are the 12th and 13th, in clock ticks (100 a second).
+	fields := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -85,6 +86,12 @@ func TestClientSpeaksTheWorkerEndpointsWireFormat(t *testing.T) {
 			writeJSON(w, 200, `{"status": "ok", "cancelled": true}`)
 		case "/worker/jobs/j-1/cancelled":
 			writeJSON(w, 200, `{"cancelled": true}`)
+		case "/worker/claims":
+			writeJSON(w, 200, `{"assignments": [{"job_id": "j-2", "workspace": "main", "revision": "abc", "step_name": "s",
+				"action_name": "", "action_type": "script", "action_image": null, "runner": "local",
+				"action_spec": {"type": "script", "script": "true"}, "input": {}}]}`)
+		case "/worker/reports":
+			writeJSON(w, 200, `{"results": [{"status": 200}]}`)
 		default:
 			writeJSON(w, 200, `{"status": "ok"}`)
 		}
@@ -122,6 +129,9 @@ func TestClientSpeaksTheWorkerEndpointsWireFormat(t *testing.T) {
 	if err := c.Complete(ctx, id, "j-1", "build[0]", Result{ExitCode: 2, Error: &msg}); err != nil {
 		t.Fatal(err)
 	}
+	if as, err := c.ClaimSteps(ctx, id, 3); err != nil || len(as) != 1 || as[0].JobID != "j-2" || as[0].ActionSpec.Script != "true" {
+		t.Fatalf("claim steps: %+v %v", as, err)
+	}
 
 	want := []request{
 		{Method: "POST", Path: "/worker/register", Body: map[string]any{"name": "box", "tags": []any{}, "want_secret": true}},
@@ -133,8 +143,9 @@ func TestClientSpeaksTheWorkerEndpointsWireFormat(t *testing.T) {
 		{Method: "POST", Path: "/worker/jobs/j-1/logs", Body: map[string]any{"worker_id": id, "step_name": "build[0]", "run": "r1",
 			"lines": []any{map[string]any{"seq": 1.0, "ts": "2025-01-02T03:04:05Z", "stream": "stdout", "line": "hi"}}}},
 		{Method: "GET", Path: "/worker/jobs/j-1/cancelled", Query: "wait=30"},
-		{Method: "POST", Path: "/worker/jobs/j-1/steps/build[0]/complete", RawPath: "/worker/jobs/j-1/steps/build%5B0%5D/complete",
-			Body: map[string]any{"worker_id": id, "output": nil, "exit_code": 2.0, "error": msg}},
+		{Method: "POST", Path: "/worker/reports", Body: map[string]any{"results": []any{map[string]any{
+			"job_id": "j-1", "step_name": "build[0]", "worker_id": id, "output": nil, "exit_code": 2.0, "error": msg}}}},
+		{Method: "POST", Path: "/worker/claims", Query: "wait=20", Body: map[string]any{"worker_id": id, "max": 3.0}},
 	}
 	got := srv.requests()
 	if len(got) != len(want) {
@@ -198,6 +209,10 @@ func TestErrorAnswersBecomeProtocolErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newWireServer(t, func(w http.ResponseWriter, r *request) {
+				if r.Path == "/worker/reports" { // answered item by item
+					writeJSON(w, 200, fmt.Sprintf(`{"results": [{"status": %d, "error": "the message"}]}`, tc.status))
+					return
+				}
 				writeJSON(w, tc.status, `{"error": "the message"}`)
 			})
 			err := tc.call(NewClient(srv.URL, "t", nil))
