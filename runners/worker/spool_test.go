@@ -389,3 +389,57 @@ func TestSpoolRunGetsADirectoryWithItsFirstLine(t *testing.T) {
 		t.Fatal("no result")
 	}
 }
+
+// TestSpoolDeliversFromMemoryAndFromDiskAlike: lines delivered while they
+// are still in memory and lines read back once delivery fell behind (more
+// undelivered than a run keeps in memory) come out the same, in order,
+// each once, and free the same room.
+func TestSpoolDeliversFromMemoryAndFromDiskAlike(t *testing.T) {
+	sp, _ := openTestSpool(t, t.TempDir(), 0)
+	r := newTestRun(t, sp)
+	long := strings.Repeat("x", 1000)
+	var got []LogLine
+	seq := 0
+	write := func(n int) {
+		for range n {
+			seq++
+			r.Log(context.Background(), runners.Stdout, fmt.Sprintf("line %d %s", seq, long))
+		}
+	}
+	take := func(max int) {
+		b, err := r.Pending(max, maxPushBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, b.Lines...)
+		if err := r.Ack(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(10)
+	take(4) // from memory
+	take(100)
+	write(2 * maxRecentBytes / 1000) // more than memory holds: delivery reads the spool
+	for len(got) < seq {
+		take(700)
+	}
+	write(5) // caught up: from memory again
+	if len(r.recent) != 5 {
+		t.Fatalf("%d lines in memory after delivery caught up, want 5", len(r.recent))
+	}
+	r.Finish(Result{})
+	lines, res := drain(t, r, 3)
+	got = append(got, lines...)
+	if res == nil || len(got) != seq {
+		t.Fatalf("delivered %d lines (result %v), want %d and the result", len(got), res, seq)
+	}
+	for i, l := range got {
+		if l.Seq != int64(i+1) || !strings.HasPrefix(l.Line, fmt.Sprintf("line %d ", i+1)) {
+			t.Fatalf("line %d is %d %.20q", i+1, l.Seq, l.Line)
+		}
+	}
+	r.Remove()
+	if sp.used.Load() != 0 {
+		t.Fatalf("%d bytes still counted once the run is delivered", sp.used.Load())
+	}
+}

@@ -35,6 +35,16 @@ type record struct {
 	Result *Result   `json:"result,omitempty"`
 }
 
+// recentLine is a line in spoolRun.recent.
+type recentLine struct {
+	line LogLine
+	end  spoolPos // just past its record
+}
+
+// maxRecentBytes bounds the lines a run keeps in memory for delivery;
+// past it delivery reads the spool.
+const maxRecentBytes = 4 << 20
+
 // spoolPos is where delivery stands: a segment and an offset in it.
 type spoolPos struct {
 	seg int
@@ -67,6 +77,12 @@ type spoolRun struct {
 	// hasDir is set once the run has a directory of its own: from its
 	// first line (see the runs log).
 	hasDir bool
+	// recent holds the undelivered lines most recently written, with where
+	// each ends on disk, while they follow the last acknowledged line
+	// without a gap: Pending serves them from memory rather than reading
+	// and decoding the segments back (see remember).
+	recent      []recentLine
+	recentBytes int
 	pos    spoolPos // where the next batch starts
 }
 
@@ -105,6 +121,24 @@ func (r *spoolRun) Log(ctx context.Context, stream, line string) {
 		return
 	}
 	r.seq++
+	r.remember(LogLine{Seq: r.seq, TS: ts, Stream: stream, Line: line})
+}
+
+// remember keeps a line just written in recent, if recent reaches back to
+// the last acknowledged line and has room; a line that does not fit
+// empties it, so Pending reads the spool until delivery catches up.
+func (r *spoolRun) remember(l LogLine) {
+	if len(r.recent) == 0 && l.Seq != r.acked+1 {
+		return // delivery is behind, reading the spool
+	}
+	if r.recentBytes+len(l.Line) > maxRecentBytes {
+		clear(r.recent)
+		r.recent, r.recentBytes = r.recent[:0], 0
+		return
+	}
+	s := r.segs[len(r.segs)-1]
+	r.recent = append(r.recent, recentLine{line: l, end: spoolPos{seg: s.num, off: s.size}})
+	r.recentBytes += len(l.Line)
 }
 
 // drop counts a line the spool could not take, why (or err, a failed
@@ -139,6 +173,7 @@ func (r *spoolRun) noticeLocked() error {
 		return err
 	}
 	r.seq++
+	r.remember(LogLine{Seq: r.seq, TS: n.TS, Stream: n.Stream, Line: n.Line})
 	r.sp.log.Warn("spool: log lines were dropped", "job_id", r.meta.JobID, "step", r.meta.Step, "dropped", r.dropped, "why", r.why)
 	r.dropped, r.why = 0, ""
 	return nil
@@ -229,6 +264,9 @@ func (r *spoolRun) nextSegment() error {
 }
 
 func (r *spoolRun) Pending(maxLines, maxBytes int) (batch, error) {
+	if b, ok := r.pendingRecent(maxLines, maxBytes); ok {
+		return b, nil
+	}
 	r.mu.Lock()
 	segs := make([]segment, len(r.segs))
 	for i, s := range r.segs {
@@ -276,6 +314,33 @@ func (r *spoolRun) Pending(maxLines, maxBytes int) (batch, error) {
 	}
 	b.Result = res
 	return b, nil
+}
+
+// pendingRecent is Pending from recent, when it holds the next lines to
+// deliver and the batch ends before the result (the last batch, with the
+// result, is read from the spool).
+func (r *spoolRun) pendingRecent(maxLines, maxBytes int) (batch, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.recent) == 0 || r.recent[0].line.Seq != r.acked+1 {
+		return batch{}, false
+	}
+	n, size := 0, 0
+	for n < len(r.recent) && n < maxLines {
+		size += len(r.recent[n].line.Line)
+		if n > 0 && size > maxBytes {
+			break
+		}
+		n++
+	}
+	if n == len(r.recent) && (r.res != nil || r.dropped > 0) {
+		return batch{}, false
+	}
+	b := batch{Lines: make([]LogLine, n), end: r.recent[n-1].end}
+	for i := range n {
+		b.Lines[i] = r.recent[i].line
+	}
+	return b, true
 }
 
 // readRecords calls f with each whole record of rd (rec nil when it does
@@ -331,6 +396,13 @@ func (r *spoolRun) Ack(b batch) error {
 	r.pos = b.end
 	if len(b.Lines) > 0 {
 		r.acked = b.Lines[len(b.Lines)-1].Seq
+		i := 0
+		for i < len(r.recent) && r.recent[i].line.Seq <= r.acked {
+			r.recentBytes -= len(r.recent[i].line.Line)
+			i++
+		}
+		clear(r.recent[:i])
+		r.recent = r.recent[i:]
 		if err := writeFileAtomic(filepath.Join(r.dir, ackedFile), []byte(strconv.FormatInt(r.acked, 10))); err != nil {
 			// Only a restart would send these lines again, and the server
 			// skips lines it has.
@@ -384,6 +456,7 @@ func (r *spoolRun) Remove() {
 		return
 	}
 	r.removed = true
+	r.recent, r.recentBytes = nil, 0
 	if r.w != nil {
 		_ = r.w.Close()
 		r.w = nil
