@@ -83,7 +83,7 @@ type spoolRun struct {
 	// and decoding the segments back (see remember).
 	recent      []recentLine
 	recentBytes int
-	pos    spoolPos // where the next batch starts
+	pos         spoolPos // where the next batch starts
 }
 
 func (r *spoolRun) Meta() runMeta { return r.meta }
