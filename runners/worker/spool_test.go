@@ -3,6 +3,7 @@ package worker
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -441,5 +442,32 @@ func TestSpoolDeliversFromMemoryAndFromDiskAlike(t *testing.T) {
 	r.Remove()
 	if sp.used.Load() != 0 {
 		t.Fatalf("%d bytes still counted once the run is delivered", sp.used.Load())
+	}
+}
+
+// TestSpoolLineRecordsReadAsEncodingJSONReadsThem: the hand-written
+// records of log lines decode, by hand or by encoding/json, to what was
+// written, whatever the line holds.
+func TestSpoolLineRecordsReadAsEncodingJSONReadsThem(t *testing.T) {
+	ts := time.Date(2026, 11, 27, 16, 10, 0, 123456789, time.UTC)
+	for _, line := range []string{"", "plain", `quo"te and back\slash`, "tab\tcr\rnul\x00 \x1f", "<html> & ünïcödé ✓", "OUTPUT: {\"a\": [1, 2]}"} {
+		raw, ok := appendLineRecord(nil, 42, ts, runners.Stderr, line)
+		if !ok {
+			t.Fatalf("%q: not encoded", line)
+		}
+		var byJSON, byHand record
+		if err := json.Unmarshal(raw, &byJSON); err != nil {
+			t.Fatalf("%q: encoding/json cannot read %s: %v", line, raw, err)
+		}
+		if !decodeRecord(raw, &byHand) {
+			t.Fatalf("%q: not decoded", line)
+		}
+		want := record{Seq: 42, TS: ts, Stream: runners.Stderr, Line: line}
+		if byJSON != want || byHand != want {
+			t.Fatalf("%q: read as %+v and %+v, want %+v", line, byJSON, byHand, want)
+		}
+	}
+	if _, ok := appendLineRecord(nil, 1, ts, runners.Stdout, "bad \xff byte"); ok {
+		t.Fatal("a line of invalid UTF-8 was encoded by hand")
 	}
 }

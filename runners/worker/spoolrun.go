@@ -101,7 +101,11 @@ func (r *spoolRun) Log(ctx context.Context, stream, line string) {
 		}
 		freed := r.sp.room.next()
 		// Numbered here: the other stream's reader may add lines meanwhile.
-		rec = encodeRecord(record{TS: ts, Stream: stream, Line: line}, r.seq+1+int64(min(r.dropped, 1)))
+		seq := r.seq + 1 + int64(min(r.dropped, 1))
+		var ok bool
+		if rec, ok = appendLineRecord(rec[:0], seq, ts, stream, line); !ok {
+			rec = encodeRecord(record{TS: ts, Stream: stream, Line: line}, seq)
+		}
 		if r.sp.reserve(int64(len(rec))) {
 			break
 		}
@@ -350,7 +354,7 @@ func readRecords(rd io.Reader, f func(raw []byte, rec *record) bool) (bool, erro
 	return readRecordLines(rd, func(raw []byte) bool {
 		var rec record
 		p := &rec
-		if json.Unmarshal(raw, &rec) != nil {
+		if !decodeRecord(raw, &rec) {
 			p = nil
 		}
 		return f(raw, p)
