@@ -25,7 +25,9 @@ type claimAnswer struct {
 }
 
 func newClaimPump(w *Worker, sc StepsClaimer) *claimPump {
-	return &claimPump{w: w, sc: sc, wants: make(chan chan claimAnswer)}
+	// Room for every slot: a slot's want waits for the pump, not the
+	// other way round.
+	return &claimPump{w: w, sc: sc, wants: make(chan chan claimAnswer, w.cfg.MaxConcurrent)}
 }
 
 // next waits for the slot's next step; nil without error when ctx ended.
