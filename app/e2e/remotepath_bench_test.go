@@ -38,7 +38,7 @@ func BenchmarkRemotePath(b *testing.B) {
 				f := remotePathFixture(b, where == "remote")
 				switch load {
 				case "chain40":
-					chain40(b, f)
+					timeChain40(b, f)
 					benchSteps = 40 * b.N
 				case "one-step":
 					for b.Loop() {
@@ -104,8 +104,8 @@ func runWorkerInTest(b *testing.B, url, name, settings string) {
 	})
 }
 
-// chain40 runs the 40-step chain b.N times; reports created -> completed.
-func chain40(b *testing.B, f *serverFixture) {
+// timeChain40 runs the 40-step chain b.N times; reports created -> completed.
+func timeChain40(b *testing.B, f *serverFixture) {
 	var total time.Duration
 	for b.Loop() {
 		id := f.execute("bench", "chain", nil)
