@@ -291,6 +291,8 @@ func New(cfg Config) *echo.Echo {
 	w.POST("/heartbeat", s.heartbeat)
 	w.POST("/jobs", s.createLocalJob)
 	w.POST("/jobs/claim", s.claim)
+	w.POST("/claims", s.claimSteps)
+	w.POST("/reports", s.reports)
 	w.POST("/jobs/:id/steps/:step/start", s.startStep)
 	w.POST("/jobs/:id/steps/:step/complete", s.completeStep)
 	w.POST("/jobs/:id/logs", s.pushLogs)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -104,6 +105,24 @@ func (s *server) claim(c echo.Context) error {
 	return c.JSON(http.StatusOK, a)
 }
 
+// claimSteps is POST /worker/claims (ours): up to max steps at once,
+// answered once durable.
+func (s *server) claimSteps(c echo.Context) error {
+	wait, err := waitParam(c, defaultClaimWait, s.cfg.ClaimWaitMax)
+	if err != nil {
+		return err
+	}
+	var req workerproto.Claims
+	if err := httpx.DecodeJSON(c, &req); err != nil {
+		return err
+	}
+	ans, err := s.workers.ClaimSteps(c.Request().Context(), remoteWorker(c), req, wait)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, ans)
+}
+
 func (s *server) startStep(c echo.Context) error {
 	jobID, err := jobIDParam(c)
 	if err != nil {
@@ -132,6 +151,38 @@ func (s *server) completeStep(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, workerproto.OK)
+}
+
+// reports is POST /worker/reports (ours): several steps' results, each
+// recorded as by its own complete (concurrently, so the engine commits
+// them together) and answered on its own.
+func (s *server) reports(c echo.Context) error {
+	var req workerproto.Reports
+	if err := httpx.DecodeJSON(c, &req); err != nil {
+		return err
+	}
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	ctx, who := c.Request().Context(), remoteWorker(c)
+	ans := workerproto.ReportAnswers{Results: make([]workerproto.ReportAnswer, len(req.Results))}
+	var wg sync.WaitGroup
+	for i, r := range req.Results {
+		wg.Go(func() {
+			err := s.workers.Complete(ctx, who, r.JobID, r.StepName, r.Result)
+			if err == nil {
+				ans.Results[i] = workerproto.ReportAnswer{Status: http.StatusOK}
+				return
+			}
+			status, msg := s.classify(err)
+			if status >= http.StatusInternalServerError && status != http.StatusServiceUnavailable {
+				s.log.Error("report failed", "job_id", r.JobID, "step", r.StepName, "err", err)
+			}
+			ans.Results[i] = workerproto.ReportAnswer{Status: status, Error: msg}
+		})
+	}
+	wg.Wait()
+	return c.JSON(http.StatusOK, ans)
 }
 
 func (s *server) pushLogs(c echo.Context) error {

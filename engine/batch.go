@@ -28,6 +28,7 @@ type batch struct {
 	newJobs    []*Job                // jobs created (for metrics)
 	endedJobs  []*Job                // jobs that reached a terminal status (for metrics)
 	deliveries []delivery            // claims answered in this batch
+	durable    []delivery            // claims answered once the batch is durable (see ClaimSteps)
 	after      []func()              // timers to arm
 	marks      []EventMark           // event sources' progress (see Emit)
 	waited     []queueWait           // queued jobs started, and how long they waited (for metrics)
@@ -119,6 +120,13 @@ func (b *batch) afterCommit(f func()) { b.after = append(b.after, f) }
 
 func (b *batch) deliver(w *waiter, c *Claim, err error) {
 	b.answer(w, claimResult{claim: c, err: err})
+}
+
+// settle answers a claim of several steps with what it took, once the
+// batch is durable.
+func (b *batch) settle(w *waiter) {
+	w.answered = true
+	b.durable = append(b.durable, delivery{w: w, result: claimResult{claim: w.took[0].claim, many: w.took}})
 }
 
 // answer gives a claim its result, sent as the loop's turn ends.

@@ -21,6 +21,11 @@ type waiter struct {
 	elem     *list.Element    // set while parked
 	assigned bool
 	answered bool // the loop has given it its result (see batch.answer)
+	// many: a claim of up to max steps at once, answered once the claims
+	// are durable (see ClaimSteps); took gathers them.
+	many bool
+	max  int
+	took []claimResult
 }
 
 // newWaiter returns a claim's waiter: its channel holds the parked notice
@@ -39,6 +44,8 @@ type claimResult struct {
 	// claim: only then does it arm a timer for its wait, so a claim
 	// answered at once (the common case under load) costs none.
 	parked bool
+	// many holds the steps of a claim of several (see ClaimSteps).
+	many []claimResult
 }
 
 // waiterQueue keeps parked claims in arrival order.
@@ -168,7 +175,7 @@ func (e *Engine) claimedUnstarted(workerID, jobID, name string) (*jobState, *ste
 		return nil, nil, false
 	}
 	ss, ok := js.steps[name]
-	if !ok || ss.rec.Status != StepRunning || ss.rec.StartedAt != nil ||
+	if !ok || ss.rec.Status != StepRunning || ss.rec.StartedAt != nil && !ss.unconfirmed ||
 		ss.rec.WorkerID == nil || *ss.rec.WorkerID != workerID {
 		return nil, nil, false
 	}
@@ -176,8 +183,16 @@ func (e *Engine) claimedUnstarted(workerID, jobID, name string) (*jobState, *ste
 }
 
 func (e *Engine) claimOnce(ctx context.Context, workerID string, wait time.Duration, src claimSource) claimResult {
+	return e.claimOnceWith(ctx, workerID, wait, src, nil)
+}
+
+// claimOnceWith is claimOnce with the waiter set up by setup (if not nil).
+func (e *Engine) claimOnceWith(ctx context.Context, workerID string, wait time.Duration, src claimSource, setup func(*waiter)) claimResult {
 	w := newWaiter(workerID)
 	w.kind = src.kind
+	if setup != nil {
+		setup(w)
+	}
 	park := wait > 0
 	err := e.send(ctx, &command{apply: func(b *batch) (any, error) {
 		src.offer(b, w, park)
@@ -222,10 +237,18 @@ func (e *Engine) claimOnce(ctx context.Context, workerID string, wait time.Durat
 	if r.err != nil || r.claim == nil || ctx.Err() == nil {
 		return r
 	}
-	// Nobody is left to run it: put it back.
-	c := r.claim
+	// Nobody is left to run them: put them back.
+	claims := []*Claim{r.claim}
+	if r.many != nil {
+		claims = claims[:0]
+		for _, m := range r.many {
+			claims = append(claims, m.claim)
+		}
+	}
 	_, _ = e.doDetached(func(b *batch) (any, error) {
-		e.release(b, workerID, c.JobID, c.StepName)
+		for _, c := range claims {
+			e.release(b, workerID, c.JobID, c.StepName)
+		}
 		return nil, nil
 	})
 	return claimResult{err: ctx.Err()}
@@ -268,6 +291,15 @@ func (e *Engine) claim(b *batch, w *waiter, park bool) {
 		}
 		js := e.st.jobs[ss.rec.JobID]
 		e.hand(b, js, ss, wk, w)
+		if !w.many {
+			return
+		}
+		if len(w.took) == w.max {
+			break
+		}
+	}
+	if len(w.took) > 0 {
+		b.settle(w)
 		return
 	}
 	if !park {
@@ -288,6 +320,9 @@ func (e *Engine) offer(b *batch, js *jobState, ss *stepState) {
 	if w := e.st.waiters.firstMatch(ss.rec.RequiredTags, consumer); w != nil {
 		e.st.waiters.remove(w)
 		e.hand(b, js, ss, e.st.workers[w.workerID], w)
+		if w.many {
+			b.settle(w)
+		}
 		return
 	}
 	e.st.ready.push(ss, consumer)
@@ -311,10 +346,24 @@ func (e *Engine) hand(b *batch, js *jobState, ss *stepState, wk *workerState, w 
 		ss.rec.Deadline = &d
 		b.afterCommit(func() { e.armStepTimer(js, ss) })
 	}
-	e.st.claimed = append(e.st.claimed, ss.rec) // written with the next commit (see state.claimed)
+	if w.many {
+		// Answered once durable, and started: the worker runs it at once
+		// (see ClaimSteps).
+		now := b.now
+		ss.rec.StartedAt = &now
+		ss.unconfirmed = true
+		e.markJobStarted(b, js)
+		b.dirtyStep(ss.rec)
+	} else {
+		e.st.claimed = append(e.st.claimed, ss.rec) // written with the next commit (see state.claimed)
+	}
 	wk.running[ss] = b.now
 	e.holders.hold(ss, id)
 	w.assigned = true
+	if w.many {
+		w.took = append(w.took, claimResult{claim: c, render: render})
+		return
+	}
 	b.answer(w, claimResult{claim: c, render: render})
 }
 
@@ -337,6 +386,8 @@ func (e *Engine) release(b *batch, workerID, jobID, name string) {
 	e.unhold(ss)
 	ss.rec.Status = StepReady
 	ss.rec.WorkerID = nil
+	ss.rec.StartedAt = nil
+	ss.unconfirmed = false
 	ss.rec.Deadline = nil
 	b.dirtyStep(ss.rec)
 	e.offer(b, js, ss)
@@ -345,6 +396,7 @@ func (e *Engine) release(b *batch, workerID, jobID, name string) {
 // unhold detaches a step from the worker running it and its timeout.
 func (e *Engine) unhold(ss *stepState) {
 	stopTimer(&ss.timer)
+	ss.unconfirmed = false
 	if ss.rec.WorkerID == nil {
 		return
 	}

@@ -177,7 +177,7 @@ type pending struct {
 // lingers says whether the batch being filled should wait for more before
 // it is written (see DefaultLinger).
 func (e *Engine) lingers(p *pending) bool {
-	if p.awaited || p.lingered || len(p.cmds) >= maxBatch || p.b.empty() {
+	if p.awaited || p.lingered || len(p.cmds) >= maxBatch || p.b.empty() || len(p.b.durable) > 0 {
 		return false
 	}
 	running := 0
@@ -262,9 +262,11 @@ func (e *Engine) written(ctx context.Context, p *pending, next **pending, err er
 		err = &commitError{err}
 		e.log.Error("engine commit failed; reloading state from the store", "err", err)
 		answerAll(p.cmds, err)
+		failDurable(p.b, err)
 		early := p.early
 		if next != nil && *next != nil {
 			answerAll((*next).cmds, err)
+			failDurable((*next).b, err)
 			e.held.Add(-int64(len((*next).cmds)))
 			early += (*next).early
 			*next = nil
@@ -300,6 +302,15 @@ type commitError struct{ err error }
 
 func (c *commitError) Error() string { return "commit: " + c.err.Error() }
 func (c *commitError) Unwrap() error { return c.err }
+
+// failDurable answers the claims a failed batch would have answered once
+// durable: nothing was claimed.
+func failDurable(b *batch, err error) {
+	for _, d := range b.durable {
+		d.w.got <- claimResult{err: err}
+	}
+	b.durable = nil
+}
 
 func answerAll(cmds []*command, err error) {
 	for _, c := range cmds {
@@ -395,6 +406,7 @@ func (e *Engine) finishBatch(b *batch, effects func()) {
 		}
 	}
 	e.deliver(b)
+	e.deliverDurable(b)
 }
 
 // deliver answers the claims of the batch so far.
@@ -403,6 +415,15 @@ func (e *Engine) deliver(b *batch) {
 		d.w.got <- d.result
 	}
 	b.deliveries = b.deliveries[:0]
+}
+
+// deliverDurable answers the claims that waited for the batch to be
+// durable (see ClaimSteps).
+func (e *Engine) deliverDurable(b *batch) {
+	for _, d := range b.durable {
+		d.w.got <- d.result
+	}
+	b.durable = nil
 }
 
 // appendLogs stores the `_server` lines the batch queued, once.

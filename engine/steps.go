@@ -31,6 +31,7 @@ func (e *Engine) startStep(ctx context.Context, b *batch, workerID, jobID, name 
 	if err != nil {
 		return err
 	}
+	ss.unconfirmed = false
 	if ss.rec.StartedAt != nil {
 		return nil
 	}

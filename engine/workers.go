@@ -58,14 +58,16 @@ func (e *Engine) reconcile(b *batch, wk *workerState, running []StepRef) {
 	grace := e.cfg.HeartbeatTimeout / 3
 	var lost []*stepState
 	for ss, claimed := range wk.running {
-		if !named[StepRef{JobID: ss.rec.JobID, Step: ss.rec.Name}] && b.now.Sub(claimed) >= grace {
+		if named[StepRef{JobID: ss.rec.JobID, Step: ss.rec.Name}] {
+			ss.unconfirmed = false
+		} else if b.now.Sub(claimed) >= grace {
 			lost = append(lost, ss)
 		}
 	}
 	sortSteps(lost)
 	for _, ss := range lost {
 		js := e.st.jobs[ss.rec.JobID]
-		if ss.rec.StartedAt == nil {
+		if ss.rec.StartedAt == nil || ss.unconfirmed {
 			b.serverLog(js.job.ID, fmt.Sprintf("step %q: worker %s never received its claim; it is ready again", ss.rec.Name, wk.rec.Name))
 			e.release(b, wk.rec.ID, ss.rec.JobID, ss.rec.Name)
 			continue

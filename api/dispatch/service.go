@@ -28,6 +28,7 @@ type Engine interface {
 	Heartbeat(ctx context.Context, workerID string, running []engine.StepRef) error
 	Claim(ctx context.Context, workerID string, wait time.Duration) (*engine.Claim, error)
 	ClaimKind(ctx context.Context, workerID string, wait time.Duration, kind engine.StepKind) (*engine.Claim, error)
+	ClaimSteps(ctx context.Context, workerID string, wait time.Duration, max int) ([]*engine.Claim, error)
 	// Local execution mode (engine/local.go).
 	CreateLocalJob(ctx context.Context, workerID string, req engine.CreateJob) (*engine.Job, error)
 	ClaimJob(ctx context.Context, workerID, jobID string, wait time.Duration) (*engine.Claim, error)
@@ -190,6 +191,27 @@ func (s *Service) ClaimKind(ctx context.Context, who Caller, req workerproto.Cla
 		return nil, workerRefusal(err)
 	}
 	return assignmentOf(c), nil
+}
+
+// ClaimSteps waits up to wait for steps the worker's registered tags
+// reach and hands it up to req.Max of them, once the claims are durable
+// (see engine.ClaimSteps): the worker runs them at once.
+func (s *Service) ClaimSteps(ctx context.Context, who Caller, req workerproto.Claims, wait time.Duration) (workerproto.Assignments, error) {
+	if err := req.Validate(); err != nil {
+		return workerproto.Assignments{}, err
+	}
+	if err := s.prove(who, req.WorkerID); err != nil {
+		return workerproto.Assignments{}, err
+	}
+	cs, err := s.eng.ClaimSteps(ctx, req.WorkerID, wait, req.Max)
+	if err != nil {
+		return workerproto.Assignments{}, workerRefusal(err)
+	}
+	out := workerproto.Assignments{Assignments: make([]workerproto.Assignment, len(cs))}
+	for i, c := range cs {
+		out.Assignments[i] = *assignmentOf(c)
+	}
+	return out, nil
 }
 
 // CreateLocalJob creates a job the worker holds whole and runs itself

@@ -72,6 +72,21 @@ type Claim struct {
 	JobID string `json:"job_id,omitempty"`
 }
 
+// Claims is the body of POST /worker/claims (ours): a claim of up to Max
+// ready steps at once (a worker asks for as many as it has free slots),
+// which starts them and is answered once that is durable, so the worker
+// runs each step at once and sends no start report.
+type Claims struct {
+	WorkerID string `json:"worker_id"`
+	Max      int    `json:"max"` // 0 = 1; at most MaxClaims
+}
+
+// Assignments answers Claims: the steps claimed, none when the wait ended
+// with no work.
+type Assignments struct {
+	Assignments []Assignment `json:"assignments"`
+}
+
 // LocalJob is the body of POST /worker/jobs (ours): local execution mode,
 // where the worker creates a job it holds whole and runs every step of it
 // (`appliance run --local`).
@@ -138,6 +153,34 @@ type Result struct {
 	Output   map[string]any `json:"output"`
 	ExitCode int            `json:"exit_code"`
 	Error    *string        `json:"error"`
+}
+
+// Reports is the body of POST /worker/reports (ours): the results of
+// several steps one worker holds, in one request, so the reports due at
+// once share one commit. Each is answered on its own (see ReportAnswers).
+type Reports struct {
+	Results []StepResult `json:"results"`
+}
+
+// StepResult is one step's result in Reports: the step, and the body of
+// .../steps/{step}/complete.
+type StepResult struct {
+	JobID    string `json:"job_id"`
+	StepName string `json:"step_name"`
+	Result
+}
+
+// ReportAnswers answers Reports item by item, in order: each has the
+// status and error the report would have had alone.
+type ReportAnswers struct {
+	Results []ReportAnswer `json:"results"`
+}
+
+// ReportAnswer is one report's answer: an HTTP status (200 when taken)
+// and, when refused, why.
+type ReportAnswer struct {
+	Status int    `json:"status"`
+	Error  string `json:"error,omitempty"`
 }
 
 // LogPush is the body of POST /worker/jobs/{id}/logs.

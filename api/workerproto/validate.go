@@ -50,6 +50,33 @@ func (r Heartbeat) Validate() error { return requireWorker(r.WorkerID) }
 // Validate checks a claim: it names its worker.
 func (r Claim) Validate() error { return requireWorker(r.WorkerID) }
 
+// MaxClaims bounds the steps one claim of several takes.
+const MaxClaims = 64
+
+// Validate checks a claim of several: it names its worker and asks for
+// at most MaxClaims steps.
+func (r Claims) Validate() error {
+	if err := requireWorker(r.WorkerID); err != nil {
+		return err
+	}
+	if r.Max < 0 || r.Max > MaxClaims {
+		return Errorf(ErrInvalid, "max: want 1 to %d steps, got %d", MaxClaims, r.Max)
+	}
+	return nil
+}
+
+// MaxReports bounds the results one Reports carries.
+const MaxReports = 64
+
+// Validate checks a batch of reports: at least one, at most MaxReports
+// (each is checked on its own, and refused alone).
+func (r Reports) Validate() error {
+	if len(r.Results) == 0 || len(r.Results) > MaxReports {
+		return Errorf(ErrInvalid, "results: want 1 to %d reports, got %d", MaxReports, len(r.Results))
+	}
+	return nil
+}
+
 // Validate checks a local job's creation: its worker, workspace and task.
 func (r LocalJob) Validate() error {
 	switch {

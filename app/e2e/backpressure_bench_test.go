@@ -40,7 +40,12 @@ func BenchmarkStepLogDelivery(b *testing.B) {
 		ws := b.TempDir()
 		writeWorkspace(b, ws, benchFlood)
 		f := startFixture(b, map[string]string{"main": ws}, 0, bigLog, func(c *config.Server) { c.WorkerToken = workerToken })
-		w := startWorkerProcess(b, f.url, workerToken, "bench-1", "")
+		var w *workerProc
+		if os.Getenv("APPLIANCE_BENCH_WORKER_INPROC") == "1" { // for profiles, see BenchmarkRemotePath
+			runWorkerInTest(b, f.url, "bench-1", fastIntervals)
+		} else {
+			w = startWorkerProcess(b, f.url, workerToken, "bench-1", "")
+		}
 		waitUntil(b, "the worker to register", func() bool { return len(f.workers()) > 0 })
 		runDeliveryBench(b, f, w)
 	})

@@ -183,6 +183,10 @@ func thousandJobs(b *testing.B, f *serverFixture) {
 	var elapsed time.Duration
 	commits := f.srv.engine.Commits()
 	cpu := cpuTime(b)
+	var workerCPU time.Duration
+	if f.workerCPU != nil {
+		workerCPU = f.workerCPU()
+	}
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	b.ResetTimer()
@@ -214,6 +218,9 @@ func thousandJobs(b *testing.B, f *serverFixture) {
 	b.ReportMetric(float64(f.srv.engine.Commits()-commits)/n, "commits/job")
 	b.ReportMetric(float64((cpuTime(b)-cpu).Microseconds())/n, "cpu-us/job")
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "allocs/job")
+	if f.workerCPU != nil {
+		b.ReportMetric(float64((f.workerCPU()-workerCPU).Microseconds())/n, "worker-cpu-us/job")
+	}
 }
 
 // BenchmarkIdleServer measures the CPU an idle server uses (in-process

@@ -27,6 +27,9 @@ type serverFixture struct {
 	t   testing.TB
 	srv *testServer
 	url string
+	// workerCPU, when set, is the CPU time a remote worker process used
+	// so far (benchmarks report it beside the server's).
+	workerCPU func() time.Duration
 }
 
 // startFixture starts a server on a random loopback port serving the given

@@ -151,8 +151,18 @@ func TestRemoteWorkerDeliversEveryLineOnceAfterAServerOutage(t *testing.T) {
 		t.Fatalf("worker after the outage is %s, want active", st)
 	}
 	waitUntil(t, "the spool to be emptied", func() bool {
-		runs, _ := filepath.Glob(filepath.Join(w.cache, ".spool", w.name, "*"))
-		return len(runs) == 1 // the lock file
+		entries, _ := os.ReadDir(filepath.Join(w.cache, ".spool", w.name))
+		for _, e := range entries {
+			if e.IsDir() {
+				return false // a run's directory
+			}
+			if e.Name() == "runs.log" {
+				if info, err := e.Info(); err != nil || info.Size() > 0 {
+					return false // runs without lines
+				}
+			}
+		}
+		return true
 	})
 }
 

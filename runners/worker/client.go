@@ -39,6 +39,7 @@ type Client struct {
 	token   string
 	http    *http.Client
 	cache   *workspaceCache
+	reports *reportBatcher
 	// Set by options, for the cache made once they are applied.
 	cacheDir string
 	limits   WorkspaceLimits
@@ -99,6 +100,7 @@ func NewClient(serverURL, token string, httpClient *http.Client, opts ...ClientO
 		hc = &copied
 	}
 	c := &Client{bases: []*url.URL{base}, baseErr: err, token: token, http: hc, secrets: map[string]string{}}
+	c.reports = &reportBatcher{c: c}
 	for _, o := range opts {
 		o(c)
 	}
@@ -200,16 +202,37 @@ func (c *Client) Claim(ctx context.Context, workerID string, tags []string) (*wo
 	return &a, nil
 }
 
+var _ StepsClaimer = (*Client)(nil)
+
+// ClaimSteps implements StepsClaimer.
+func (c *Client) ClaimSteps(ctx context.Context, workerID string, max int) ([]*workerproto.Assignment, error) {
+	q := url.Values{"wait": {strconv.Itoa(int(claimWait / time.Second))}}
+	var out workerproto.Assignments
+	err := c.call(ctx, workerID, "claim steps", http.MethodPost, "/worker/claims", q, claimWait+requestTimeout,
+		workerproto.Claims{WorkerID: workerID, Max: max}, &out)
+	if err != nil {
+		return nil, err
+	}
+	as := make([]*workerproto.Assignment, 0, len(out.Assignments))
+	for i := range out.Assignments {
+		if out.Assignments[i].JobID != "" {
+			as = append(as, &out.Assignments[i])
+		}
+	}
+	return as, nil
+}
+
 // Start implements Server.
 func (c *Client) Start(ctx context.Context, workerID, jobID, step string) error {
 	return c.call(ctx, workerID, "start step", http.MethodPost, stepPath(jobID, step, "start"), nil, requestTimeout,
 		workerproto.WorkerRef{WorkerID: workerID}, nil)
 }
 
-// Complete implements Server.
+// Complete implements Server: results due at once go in one request
+// (see reportBatcher).
 func (c *Client) Complete(ctx context.Context, workerID, jobID, step string, res workerproto.Result) error {
 	res.WorkerID = workerID
-	return c.call(ctx, workerID, "complete step", http.MethodPost, stepPath(jobID, step, "complete"), nil, requestTimeout, res, nil)
+	return c.reports.complete(ctx, workerID, jobID, step, res)
 }
 
 // StepToken implements Server.
@@ -342,8 +365,14 @@ func statusError(op, path string, resp *http.Response) error {
 	if json.Unmarshal(raw, &body) == nil && body.Error != "" {
 		msg = body.Error
 	}
-	e := &StatusError{Op: op, Status: resp.StatusCode, Message: msg}
-	switch resp.StatusCode {
+	return newStatusError(op, path, resp.StatusCode, msg)
+}
+
+// newStatusError is the StatusError of a status answering op on path,
+// with the sentinel the status means for it.
+func newStatusError(op, path string, status int, msg string) *StatusError {
+	e := &StatusError{Op: op, Status: status, Message: msg}
+	switch status {
 	case http.StatusBadRequest:
 		e.sentinel = ErrInvalid
 	case http.StatusUnauthorized:
@@ -355,7 +384,7 @@ func statusError(op, path string, resp *http.Response) error {
 	case http.StatusNotFound:
 		// The worker id is all a heartbeat or claim names; elsewhere a 404
 		// may be the job, step or workspace.
-		if strings.HasSuffix(path, "/heartbeat") || strings.HasSuffix(path, "/claim") {
+		if strings.HasSuffix(path, "/heartbeat") || strings.HasSuffix(path, "/claim") || strings.HasSuffix(path, "/claims") {
 			e.sentinel = ErrUnknownWorker
 		} else {
 			e.sentinel = ErrNotFound

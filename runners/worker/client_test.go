@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -85,6 +86,12 @@ func TestClientSpeaksTheWorkerEndpointsWireFormat(t *testing.T) {
 			writeJSON(w, 200, `{"status": "ok", "cancelled": true}`)
 		case "/worker/jobs/j-1/cancelled":
 			writeJSON(w, 200, `{"cancelled": true}`)
+		case "/worker/claims":
+			writeJSON(w, 200, `{"assignments": [{"job_id": "j-2", "workspace": "main", "revision": "abc", "step_name": "s",
+				"action_name": "", "action_type": "script", "action_image": null, "runner": "local",
+				"action_spec": {"type": "script", "script": "true"}, "input": {}}]}`)
+		case "/worker/reports":
+			writeJSON(w, 200, `{"results": [{"status": 200}]}`)
 		default:
 			writeJSON(w, 200, `{"status": "ok"}`)
 		}
@@ -122,6 +129,9 @@ func TestClientSpeaksTheWorkerEndpointsWireFormat(t *testing.T) {
 	if err := c.Complete(ctx, id, "j-1", "build[0]", Result{ExitCode: 2, Error: &msg}); err != nil {
 		t.Fatal(err)
 	}
+	if as, err := c.ClaimSteps(ctx, id, 3); err != nil || len(as) != 1 || as[0].JobID != "j-2" || as[0].ActionSpec.Script != "true" {
+		t.Fatalf("claim steps: %+v %v", as, err)
+	}
 
 	want := []request{
 		{Method: "POST", Path: "/worker/register", Body: map[string]any{"name": "box", "tags": []any{}, "want_secret": true}},
@@ -133,8 +143,9 @@ func TestClientSpeaksTheWorkerEndpointsWireFormat(t *testing.T) {
 		{Method: "POST", Path: "/worker/jobs/j-1/logs", Body: map[string]any{"worker_id": id, "step_name": "build[0]", "run": "r1",
 			"lines": []any{map[string]any{"seq": 1.0, "ts": "2025-01-02T03:04:05Z", "stream": "stdout", "line": "hi"}}}},
 		{Method: "GET", Path: "/worker/jobs/j-1/cancelled", Query: "wait=30"},
-		{Method: "POST", Path: "/worker/jobs/j-1/steps/build[0]/complete", RawPath: "/worker/jobs/j-1/steps/build%5B0%5D/complete",
-			Body: map[string]any{"worker_id": id, "output": nil, "exit_code": 2.0, "error": msg}},
+		{Method: "POST", Path: "/worker/reports", Body: map[string]any{"results": []any{map[string]any{
+			"job_id": "j-1", "step_name": "build[0]", "worker_id": id, "output": nil, "exit_code": 2.0, "error": msg}}}},
+		{Method: "POST", Path: "/worker/claims", Query: "wait=20", Body: map[string]any{"worker_id": id, "max": 3.0}},
 	}
 	got := srv.requests()
 	if len(got) != len(want) {
@@ -198,6 +209,10 @@ func TestErrorAnswersBecomeProtocolErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newWireServer(t, func(w http.ResponseWriter, r *request) {
+				if r.Path == "/worker/reports" { // answered item by item
+					writeJSON(w, 200, fmt.Sprintf(`{"results": [{"status": %d, "error": "the message"}]}`, tc.status))
+					return
+				}
 				writeJSON(w, tc.status, `{"error": "the message"}`)
 			})
 			err := tc.call(NewClient(srv.URL, "t", nil))
@@ -314,7 +329,7 @@ func (ts *tarServer) count() int {
 	return ts.downloads
 }
 
-func TestWorkspaceIsDownloadedOnceThenServedFromCacheOn304(t *testing.T) {
+func TestWorkspaceIsDownloadedOnceThenServedFromCache(t *testing.T) {
 	archive := tarball(t,
 		tarEntry{name: "./", typ: tar.TypeDir},
 		tarEntry{name: ".workflows/main.yaml", body: "tasks: {}\n"},
@@ -352,8 +367,16 @@ func TestWorkspaceIsDownloadedOnceThenServedFromCacheOn304(t *testing.T) {
 		t.Fatalf("second call: %s %v", again, err)
 	}
 	reqs := ts.requests()
-	if ts.count() != 1 || len(reqs) != 2 || reqs[0].IfNoneMatch != "" || reqs[0].Query != "revision=rev1" || reqs[1].IfNoneMatch != `"rev1"` || reqs[1].Auth != "Bearer t" {
-		t.Fatalf("%d downloads, requests %+v; want one download then a 304", ts.count(), reqs)
+	if ts.count() != 1 || len(reqs) != 1 || reqs[0].IfNoneMatch != "" || reqs[0].Query != "revision=rev1" || reqs[0].Auth != "Bearer t" {
+		t.Fatalf("%d downloads, requests %+v; want one download, and the cached revision served without asking", ts.count(), reqs)
+	}
+	// A revision not cached is asked for with the newest cached one: the
+	// server answers 304 when that is what it would send.
+	if again, err := c.Workspace(testContext(t), "main", ""); err != nil || again != dir {
+		t.Fatalf("current revision: %s %v", again, err)
+	}
+	if reqs := ts.requests(); ts.count() != 1 || len(reqs) != 2 || reqs[1].IfNoneMatch != `"rev1"` {
+		t.Fatalf("%d downloads, requests %+v; want a 304 for the current revision, cached", ts.count(), reqs)
 	}
 }
 

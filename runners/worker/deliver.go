@@ -223,6 +223,11 @@ func (w *Worker) deliverOnce(ctx context.Context, d *delivery) (done bool, err e
 		case refused(err):
 			d.log.Warn("server refused the step's result (the step was recovered or its job is gone): dropped", append(attrs, "err", err)...)
 		default:
+			// The server is away: the result waits in the spool, which
+			// must keep it now whatever happens to the machine.
+			if perr := d.j.Persist(); perr != nil {
+				d.log.Error("spool: cannot sync the step's result", "err", perr)
+			}
 			return false, err
 		}
 		d.j.Remove()

@@ -253,3 +253,41 @@ func TestStoppingBeforeAStepStartedLogsNoError(t *testing.T) {
 		t.Errorf("the log does not say the step was not started:\n%s", out)
 	}
 }
+
+// TestQuietStepsResultStaysInTheRunsLogAtShutdown: a step that prints
+// nothing, whose result the server cannot take, keeps it in the runs log
+// (synced once the server did not take it), and the next process
+// recovers it.
+func TestQuietStepsResultStaysInTheRunsLogAtShutdown(t *testing.T) {
+	f := newFakeServer(t.TempDir())
+	f.down = true
+	cfg := testWorkerConfig()
+	dir := t.TempDir()
+	sp, _ := openTestSpool(t, dir, 0)
+	cfg.Spool = sp
+	f.enqueue(script("j1", "s", `exit 3`))
+	stop, done := startWorker(t, f, cfg)
+	eventually(t, 20*time.Second, "the step's result in the runs log", func() bool {
+		raw, _ := os.ReadFile(filepath.Join(dir, runsFile))
+		return bytes.Contains(raw, []byte(`"exit_code":3`))
+	})
+	stop()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("worker did not stop while its report was undeliverable")
+	}
+	if n := spooledRuns(t, sp); n != 0 {
+		t.Fatalf("%d run directories for a step that printed nothing", n)
+	}
+	sp.Close()
+	sp2, _ := openTestSpool(t, dir, 0)
+	runs := sp2.recover()
+	if len(runs) != 1 {
+		t.Fatalf("%d runs in the spool after shutdown, want the undelivered one", len(runs))
+	}
+	lines, res := drain(t, runs[0], 10)
+	if len(lines) != 0 || res == nil || res.ExitCode != 3 || runs[0].meta.JobID != "j1" {
+		t.Fatalf("spooled run: lines %+v, result %+v, meta %+v", lines, res, runs[0].meta)
+	}
+}

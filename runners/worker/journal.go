@@ -37,6 +37,10 @@ type journal interface {
 	Ack(b batch) error
 	// Remove forgets the run: its result was delivered or refused.
 	Remove()
+	// Persist makes the result survive a crash of the machine: delivery
+	// calls it once the server did not take the result at once, so a
+	// result the server takes at its first sending costs no fsync.
+	Persist() error
 	Meta() runMeta
 	// Wanted is closed when a writer next waits for room: delivery should
 	// push now. Take it before a delivery attempt.
@@ -231,6 +235,9 @@ func (j *memJournal) Ack(b batch) error {
 	}
 	return nil
 }
+
+// Persist does nothing: a memory journal dies with its process.
+func (j *memJournal) Persist() error { return nil }
 
 func (j *memJournal) Remove() {
 	j.mu.Lock()

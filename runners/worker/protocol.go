@@ -36,6 +36,16 @@ type Server interface {
 	Workspace(ctx context.Context, workspace, revision string) (dir string, err error)
 }
 
+// StepsClaimer is a Server that hands several steps per claim, started
+// and durable once answered (the HTTP transport): the worker's slots
+// share one claim for as many steps as they are free, and each runs its
+// step at once, with no start report.
+type StepsClaimer interface {
+	// ClaimSteps long-polls for up to max steps; none without error means
+	// no work.
+	ClaimSteps(ctx context.Context, workerID string, max int) ([]*workerproto.Assignment, error)
+}
+
 // Prover is a Server whose workers prove who they are with a secret they
 // get at registration (the HTTP transport). A worker keeps each step
 // run's secret with it in the spool, so a run an earlier process left is

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 )
 
@@ -36,6 +37,12 @@ type Spool struct {
 	// begun, so delivered lines leave the disk while a long step runs.
 	segMax int64
 	room   *room
+
+	// The runs log (see spoolruns.go) and the runs alive in it.
+	runsMu   sync.Mutex
+	runs     *os.File
+	runsSize int64
+	live     map[string]*liveRun
 }
 
 // DefaultSpoolMax bounds a spool when its config says nothing.
@@ -62,7 +69,20 @@ func OpenSpool(dir string, max int64, log *slog.Logger) (*Spool, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Spool{dir: dir, max: max, log: log, lock: lock, segMax: min(segmentMax, max/8+1), room: newRoom()}
+	s := &Spool{dir: dir, max: max, log: log, lock: lock, segMax: min(segmentMax, max/8+1), room: newRoom(), live: map[string]*liveRun{}}
+	if err := s.openRunsLog(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	// What an earlier process left stays in the runs log until recovered
+	// and delivered, even if runs of this one come and go first.
+	logged, err := s.readRunsLog()
+	if err != nil {
+		log.Error("spool: cannot read the runs log", "err", err)
+	}
+	for id, r := range logged {
+		s.live[id] = &liveRun{meta: r.meta, res: r.res}
+	}
 	runs, _ := os.ReadDir(dir)
 	for _, r := range runs {
 		if r.IsDir() {
@@ -73,7 +93,12 @@ func OpenSpool(dir string, max int64, log *slog.Logger) (*Spool, error) {
 }
 
 // Close releases the spool's lock; what it holds stays for the next start.
-func (s *Spool) Close() error { return s.lock.Close() }
+func (s *Spool) Close() error {
+	s.runsMu.Lock()
+	s.runs.Close()
+	s.runsMu.Unlock()
+	return s.lock.Close()
+}
 
 // reserve takes n bytes of the bound; false when they do not fit. An
 // empty spool takes any record, so a line longer than the bound cannot
@@ -94,17 +119,27 @@ func (s *Spool) release(n int64) {
 	}
 }
 
-// create begins a new run.
+// create begins a new run, in the runs log: its directory comes with its
+// first line (see makeDir).
 func (s *Spool) create(meta runMeta) (*spoolRun, error) {
-	dir := filepath.Join(s.dir, meta.Run)
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	r := &spoolRun{sp: s, dir: filepath.Join(s.dir, meta.Run), meta: meta}
+	if err := s.appendRuns(runsRecord{Begin: &meta}); err != nil {
 		return nil, fmt.Errorf("spool: create run of %s/%s: %w", meta.JobID, meta.Step, err)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, runFile), mustJSON(meta)); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("spool: create run of %s/%s: %w", meta.JobID, meta.Step, err)
+	return r, nil
+}
+
+// makeDir gives a run its directory, for its lines.
+func (s *Spool) makeDir(r *spoolRun) error {
+	if err := os.Mkdir(r.dir, 0o700); err != nil {
+		return fmt.Errorf("spool: create run of %s/%s: %w", r.meta.JobID, r.meta.Step, err)
 	}
-	return &spoolRun{sp: s, dir: dir, meta: meta}, nil
+	if err := writeFileAtomic(filepath.Join(r.dir, runFile), mustJSON(r.meta)); err != nil {
+		_ = os.RemoveAll(r.dir)
+		return fmt.Errorf("spool: create run of %s/%s: %w", r.meta.JobID, r.meta.Step, err)
+	}
+	r.hasDir = true
+	return nil
 }
 
 // recover loads the runs a previous worker process left, oldest first.
@@ -114,6 +149,10 @@ func (s *Spool) recover() []*spoolRun {
 	if err != nil {
 		s.log.Error("spool: cannot list undelivered step runs", "dir", s.dir, "err", err)
 		return nil
+	}
+	logged, err := s.readRunsLog()
+	if err != nil {
+		s.log.Error("spool: cannot read the runs log", "err", err)
 	}
 	var runs []*spoolRun
 	for _, e := range entries {
@@ -128,8 +167,24 @@ func (s *Spool) recover() []*spoolRun {
 			s.removeDir(dir)
 			continue
 		}
+		if l := logged[r.meta.Run]; l != nil && r.res == nil {
+			r.res = l.res // finished before its directory was written whole
+		}
+		delete(logged, r.meta.Run)
 		runs = append(runs, r)
 	}
+	for _, r := range logged { // runs without lines
+		runs = append(runs, r)
+	}
+	// The runs log now holds what is alive, as this process knows it.
+	s.runsMu.Lock()
+	for _, r := range runs {
+		s.live[r.meta.Run] = &liveRun{meta: r.meta, res: r.res}
+	}
+	if err := s.compactRunsLocked(); err != nil {
+		s.log.Warn("spool: cannot compact the runs log", "err", err)
+	}
+	s.runsMu.Unlock()
 	sort.Slice(runs, func(i, j int) bool { return runs[i].meta.Created.Before(runs[j].meta.Created) })
 	return runs
 }

@@ -3,6 +3,7 @@ package worker
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -305,4 +306,168 @@ func BenchmarkSpoolDeliver(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lines/s")
+}
+
+// TestSpoolRunWithoutLinesLivesInTheRunsLog: a step that prints nothing
+// gets no directory; its beginning and result are in the runs log, which a
+// restart recovers, and which is emptied once every run is delivered.
+func TestSpoolRunWithoutLinesLivesInTheRunsLog(t *testing.T) {
+	dir := t.TempDir()
+	sp, _ := openTestSpool(t, dir, 0)
+	quiet := newTestRun(t, sp)
+	unfinished := newTestRun(t, sp)
+	quiet.Finish(Result{Output: map[string]any{"ok": true}})
+	if err := quiet.Persist(); err != nil {
+		t.Fatal(err)
+	}
+	if n := spooledRuns(t, sp); n != 0 {
+		t.Fatalf("%d run directories for runs without lines, want none", n)
+	}
+	sp.Close()
+
+	sp2, _ := openTestSpool(t, dir, 0)
+	runs := sp2.recover()
+	if len(runs) != 2 {
+		t.Fatalf("recovered %d runs, want 2", len(runs))
+	}
+	byRun := map[string]*spoolRun{runs[0].meta.Run: runs[0], runs[1].meta.Run: runs[1]}
+	if r := byRun[quiet.meta.Run]; r == nil || r.res == nil || r.res.Output["ok"] != true {
+		t.Fatalf("the finished run came back as %+v", r)
+	}
+	if r := byRun[unfinished.meta.Run]; r == nil || r.res != nil || r.meta.WorkerID != "w-1" {
+		t.Fatalf("the unfinished run came back as %+v", r)
+	}
+	for _, r := range runs {
+		r.Finish(Result{})
+		r.Remove()
+	}
+	if info, err := os.Stat(filepath.Join(dir, runsFile)); err != nil || info.Size() != 0 {
+		t.Fatalf("runs log once every run is delivered: %v, %v; want empty", info, err)
+	}
+	if runs := sp2.recover(); len(runs) != 0 {
+		t.Fatalf("recovered %d delivered runs", len(runs))
+	}
+}
+
+// TestSpoolRunsLogStaysSmallWhileARunLivesOn: runs coming and going beside
+// one that stays do not grow the runs log past its compaction size, and the
+// one that stays is still recovered.
+func TestSpoolRunsLogStaysSmallWhileARunLivesOn(t *testing.T) {
+	dir := t.TempDir()
+	sp, _ := openTestSpool(t, dir, 0)
+	stays := newTestRun(t, sp)
+	for range 30_000 {
+		r := newTestRun(t, sp)
+		r.Finish(Result{})
+		r.Remove()
+	}
+	if info, err := os.Stat(filepath.Join(dir, runsFile)); err != nil || info.Size() > runsCompactAt {
+		t.Fatalf("runs log: %v, %v; want at most %d bytes", info.Size(), err, runsCompactAt)
+	}
+	sp.Close()
+	_, got, _ := reopenOne(t, dir)
+	if got.meta.Run != stays.meta.Run {
+		t.Fatalf("recovered run %s, want %s", got.meta.Run, stays.meta.Run)
+	}
+}
+
+// TestSpoolRunGetsADirectoryWithItsFirstLine: a run that prints keeps its
+// lines and result in a directory of its own, as before the runs log.
+func TestSpoolRunGetsADirectoryWithItsFirstLine(t *testing.T) {
+	dir := t.TempDir()
+	sp, _ := openTestSpool(t, dir, 0)
+	r := newTestRun(t, sp)
+	r.Log(context.Background(), runners.Stdout, "line 1")
+	r.Finish(Result{})
+	if _, err := os.Stat(filepath.Join(r.dir, runFile)); err != nil {
+		t.Fatalf("run with a line has no directory: %v", err)
+	}
+	sp.Close()
+	_, got, _ := reopenOne(t, dir)
+	lines, res := drain(t, got, 10)
+	wantNumbered(t, lines, 1, 1)
+	if res == nil {
+		t.Fatal("no result")
+	}
+}
+
+// TestSpoolDeliversFromMemoryAndFromDiskAlike: lines delivered while they
+// are still in memory and lines read back once delivery fell behind (more
+// undelivered than a run keeps in memory) come out the same, in order,
+// each once, and free the same room.
+func TestSpoolDeliversFromMemoryAndFromDiskAlike(t *testing.T) {
+	sp, _ := openTestSpool(t, t.TempDir(), 0)
+	r := newTestRun(t, sp)
+	long := strings.Repeat("x", 1000)
+	var got []LogLine
+	seq := 0
+	write := func(n int) {
+		for range n {
+			seq++
+			r.Log(context.Background(), runners.Stdout, fmt.Sprintf("line %d %s", seq, long))
+		}
+	}
+	take := func(max int) {
+		b, err := r.Pending(max, maxPushBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, b.Lines...)
+		if err := r.Ack(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(10)
+	take(4) // from memory
+	take(100)
+	write(2 * maxRecentBytes / 1000) // more than memory holds: delivery reads the spool
+	for len(got) < seq {
+		take(700)
+	}
+	write(5) // caught up: from memory again
+	if len(r.recent) != 5 {
+		t.Fatalf("%d lines in memory after delivery caught up, want 5", len(r.recent))
+	}
+	r.Finish(Result{})
+	lines, res := drain(t, r, 3)
+	got = append(got, lines...)
+	if res == nil || len(got) != seq {
+		t.Fatalf("delivered %d lines (result %v), want %d and the result", len(got), res, seq)
+	}
+	for i, l := range got {
+		if l.Seq != int64(i+1) || !strings.HasPrefix(l.Line, fmt.Sprintf("line %d ", i+1)) {
+			t.Fatalf("line %d is %d %.20q", i+1, l.Seq, l.Line)
+		}
+	}
+	r.Remove()
+	if sp.used.Load() != 0 {
+		t.Fatalf("%d bytes still counted once the run is delivered", sp.used.Load())
+	}
+}
+
+// TestSpoolLineRecordsReadAsEncodingJSONReadsThem: the hand-written
+// records of log lines decode, by hand or by encoding/json, to what was
+// written, whatever the line holds.
+func TestSpoolLineRecordsReadAsEncodingJSONReadsThem(t *testing.T) {
+	ts := time.Date(2026, 11, 27, 16, 10, 0, 123456789, time.UTC)
+	for _, line := range []string{"", "plain", `quo"te and back\slash`, "tab\tcr\rnul\x00 \x1f", "<html> & ünïcödé ✓", "OUTPUT: {\"a\": [1, 2]}"} {
+		raw, ok := appendLineRecord(nil, 42, ts, runners.Stderr, line)
+		if !ok {
+			t.Fatalf("%q: not encoded", line)
+		}
+		var byJSON, byHand record
+		if err := json.Unmarshal(raw, &byJSON); err != nil {
+			t.Fatalf("%q: encoding/json cannot read %s: %v", line, raw, err)
+		}
+		if !decodeRecord(raw, &byHand) {
+			t.Fatalf("%q: not decoded", line)
+		}
+		want := record{Seq: 42, TS: ts, Stream: runners.Stderr, Line: line}
+		if byJSON != want || byHand != want {
+			t.Fatalf("%q: read as %+v and %+v, want %+v", line, byJSON, byHand, want)
+		}
+	}
+	if _, ok := appendLineRecord(nil, 1, ts, runners.Stdout, "bad \xff byte"); ok {
+		t.Fatal("a line of invalid UTF-8 was encoded by hand")
+	}
 }

@@ -35,6 +35,16 @@ type record struct {
 	Result *Result   `json:"result,omitempty"`
 }
 
+// recentLine is a line in spoolRun.recent.
+type recentLine struct {
+	line LogLine
+	end  spoolPos // just past its record
+}
+
+// maxRecentBytes bounds the lines a run keeps in memory for delivery;
+// past it delivery reads the spool.
+const maxRecentBytes = 4 << 20
+
 // spoolPos is where delivery stands: a segment and an offset in it.
 type spoolPos struct {
 	seg int
@@ -62,8 +72,18 @@ type spoolRun struct {
 	dropped int        // lines dropped since the last notice
 	why     string     // why they were dropped
 	res     *Result
+	synced  bool // the result is on disk to stay (see Persist)
 	removed bool
-	pos     spoolPos // where the next batch starts
+	// hasDir is set once the run has a directory of its own: from its
+	// first line (see the runs log).
+	hasDir bool
+	// recent holds the undelivered lines most recently written, with where
+	// each ends on disk, while they follow the last acknowledged line
+	// without a gap: Pending serves them from memory rather than reading
+	// and decoding the segments back (see remember).
+	recent      []recentLine
+	recentBytes int
+	pos         spoolPos // where the next batch starts
 }
 
 func (r *spoolRun) Meta() runMeta { return r.meta }
@@ -81,7 +101,11 @@ func (r *spoolRun) Log(ctx context.Context, stream, line string) {
 		}
 		freed := r.sp.room.next()
 		// Numbered here: the other stream's reader may add lines meanwhile.
-		rec = encodeRecord(record{TS: ts, Stream: stream, Line: line}, r.seq+1+int64(min(r.dropped, 1)))
+		seq := r.seq + 1 + int64(min(r.dropped, 1))
+		var ok bool
+		if rec, ok = appendLineRecord(rec[:0], seq, ts, stream, line); !ok {
+			rec = encodeRecord(record{TS: ts, Stream: stream, Line: line}, seq)
+		}
 		if r.sp.reserve(int64(len(rec))) {
 			break
 		}
@@ -101,6 +125,24 @@ func (r *spoolRun) Log(ctx context.Context, stream, line string) {
 		return
 	}
 	r.seq++
+	r.remember(LogLine{Seq: r.seq, TS: ts, Stream: stream, Line: line})
+}
+
+// remember keeps a line just written in recent, if recent reaches back to
+// the last acknowledged line and has room; a line that does not fit
+// empties it, so Pending reads the spool until delivery catches up.
+func (r *spoolRun) remember(l LogLine) {
+	if len(r.recent) == 0 && l.Seq != r.acked+1 {
+		return // delivery is behind, reading the spool
+	}
+	if r.recentBytes+len(l.Line) > maxRecentBytes {
+		clear(r.recent)
+		r.recent, r.recentBytes = r.recent[:0], 0
+		return
+	}
+	s := r.segs[len(r.segs)-1]
+	r.recent = append(r.recent, recentLine{line: l, end: spoolPos{seg: s.num, off: s.size}})
+	r.recentBytes += len(l.Line)
 }
 
 // drop counts a line the spool could not take, why (or err, a failed
@@ -135,6 +177,7 @@ func (r *spoolRun) noticeLocked() error {
 		return err
 	}
 	r.seq++
+	r.remember(LogLine{Seq: r.seq, TS: n.TS, Stream: n.Stream, Line: n.Line})
 	r.sp.log.Warn("spool: log lines were dropped", "job_id", r.meta.JobID, "step", r.meta.Step, "dropped", r.dropped, "why", r.why)
 	r.dropped, r.why = 0, ""
 	return nil
@@ -150,12 +193,20 @@ func (r *spoolRun) Finish(res Result) {
 		r.sp.log.Error("spool: cannot write the notice of dropped lines", "job_id", r.meta.JobID, "step", r.meta.Step, "err", err)
 	}
 	r.res = &res
+	if !r.hasDir {
+		// A run without lines keeps its result in the runs log.
+		if err := r.sp.appendRuns(runsRecord{Run: r.meta.Run, Result: &res}); err != nil {
+			r.sp.log.Error("spool: cannot write the step's result", "job_id", r.meta.JobID, "step", r.meta.Step, "err", err)
+		}
+		return
+	}
 	rec := encodeRecord(record{TS: time.Now().UTC(), Result: &res}, 0)
 	r.sp.used.Add(int64(len(rec)))
+	// Not synced: a killed worker process loses nothing (the page cache
+	// keeps it), and the result goes to the server at once; only if the
+	// server does not take it does delivery sync it (Persist).
 	err := r.write(rec)
-	if err == nil {
-		err = r.w.Sync()
-	} else {
+	if err != nil {
 		r.sp.used.Add(-int64(len(rec)))
 	}
 	if err != nil {
@@ -171,6 +222,11 @@ func (r *spoolRun) Finish(res Result) {
 // write appends one record to the last segment, beginning a new one when
 // it is full. A failed write is cut off, so the file holds whole records.
 func (r *spoolRun) write(rec []byte) error {
+	if !r.hasDir {
+		if err := r.sp.makeDir(r); err != nil {
+			return err
+		}
+	}
 	if n := len(r.segs); n == 0 || r.segs[n-1].size >= r.sp.segMax || r.w == nil {
 		if err := r.nextSegment(); err != nil {
 			return err
@@ -212,6 +268,9 @@ func (r *spoolRun) nextSegment() error {
 }
 
 func (r *spoolRun) Pending(maxLines, maxBytes int) (batch, error) {
+	if b, ok := r.pendingRecent(maxLines, maxBytes); ok {
+		return b, nil
+	}
 	r.mu.Lock()
 	segs := make([]segment, len(r.segs))
 	for i, s := range r.segs {
@@ -261,10 +320,51 @@ func (r *spoolRun) Pending(maxLines, maxBytes int) (batch, error) {
 	return b, nil
 }
 
+// pendingRecent is Pending from recent, when it holds the next lines to
+// deliver and the batch ends before the result (the last batch, with the
+// result, is read from the spool).
+func (r *spoolRun) pendingRecent(maxLines, maxBytes int) (batch, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.recent) == 0 || r.recent[0].line.Seq != r.acked+1 {
+		return batch{}, false
+	}
+	n, size := 0, 0
+	for n < len(r.recent) && n < maxLines {
+		size += len(r.recent[n].line.Line)
+		if n > 0 && size > maxBytes {
+			break
+		}
+		n++
+	}
+	if n == len(r.recent) && (r.res != nil || r.dropped > 0) {
+		return batch{}, false
+	}
+	b := batch{Lines: make([]LogLine, n), end: r.recent[n-1].end}
+	for i := range n {
+		b.Lines[i] = r.recent[i].line
+	}
+	return b, true
+}
+
 // readRecords calls f with each whole record of rd (rec nil when it does
 // not decode) until f returns false, which readRecords then returns as
 // true ("stopped early").
 func readRecords(rd io.Reader, f func(raw []byte, rec *record) bool) (bool, error) {
+	return readRecordLines(rd, func(raw []byte) bool {
+		var rec record
+		p := &rec
+		if !decodeRecord(raw, &rec) {
+			p = nil
+		}
+		return f(raw, p)
+	})
+}
+
+// readRecordLines calls f with each whole line of rd (an unterminated
+// tail is no record) until f returns false, which readRecordLines then
+// returns as true ("stopped early").
+func readRecordLines(rd io.Reader, f func(raw []byte) bool) (bool, error) {
 	br := bufio.NewReaderSize(rd, 64<<10)
 	for {
 		raw, err := br.ReadSlice('\n')
@@ -284,12 +384,7 @@ func readRecords(rd io.Reader, f func(raw []byte, rec *record) bool) (bool, erro
 			}
 			return false, err
 		}
-		var rec record
-		p := &rec
-		if json.Unmarshal(raw, &rec) != nil {
-			p = nil
-		}
-		if !f(raw, p) {
+		if !f(raw) {
 			return true, nil
 		}
 	}
@@ -305,6 +400,13 @@ func (r *spoolRun) Ack(b batch) error {
 	r.pos = b.end
 	if len(b.Lines) > 0 {
 		r.acked = b.Lines[len(b.Lines)-1].Seq
+		i := 0
+		for i < len(r.recent) && r.recent[i].line.Seq <= r.acked {
+			r.recentBytes -= len(r.recent[i].line.Line)
+			i++
+		}
+		clear(r.recent[:i])
+		r.recent = r.recent[i:]
 		if err := writeFileAtomic(filepath.Join(r.dir, ackedFile), []byte(strconv.FormatInt(r.acked, 10))); err != nil {
 			// Only a restart would send these lines again, and the server
 			// skips lines it has.
@@ -325,6 +427,32 @@ func (r *spoolRun) Ack(b batch) error {
 	return nil
 }
 
+// Persist syncs the segment holding the result, once.
+func (r *spoolRun) Persist() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.res == nil || r.synced || r.removed {
+		return nil
+	}
+	if !r.hasDir || len(r.segs) == 0 {
+		if err := r.sp.syncRuns(); err != nil {
+			return fmt.Errorf("spool: sync the step's result: %w", err)
+		}
+		r.synced = true
+		return nil
+	}
+	f, err := os.OpenFile(segmentPath(r.dir, r.segs[len(r.segs)-1].num), os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("spool: sync the step's result: %w", err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("spool: sync the step's result: %w", err)
+	}
+	r.synced = true
+	return nil
+}
+
 func (r *spoolRun) Remove() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -332,13 +460,19 @@ func (r *spoolRun) Remove() {
 		return
 	}
 	r.removed = true
+	r.recent, r.recentBytes = nil, 0
 	if r.w != nil {
 		_ = r.w.Close()
 		r.w = nil
 	}
 	r.sp.release(r.between(r.pos, spoolPos{seg: math.MaxInt}))
-	r.sp.removeDir(r.dir)
+	if r.hasDir {
+		r.sp.removeDir(r.dir)
+	}
 	r.segs = nil
+	if err := r.sp.appendRuns(runsRecord{End: r.meta.Run}); err != nil {
+		r.sp.log.Warn("spool: cannot record a delivered step run", "run", r.meta.Run, "err", err)
+	}
 }
 
 // between is the bytes of records from one position to another: what the
@@ -370,7 +504,7 @@ func (s *Spool) load(dir string) (*spoolRun, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", runFile, err)
 	}
-	r := &spoolRun{sp: s, dir: dir}
+	r := &spoolRun{sp: s, dir: dir, hasDir: true}
 	if err := json.Unmarshal(raw, &r.meta); err != nil || r.meta.JobID == "" || r.meta.Step == "" || r.meta.Run == "" {
 		return nil, fmt.Errorf("%s: not a step run (%v)", runFile, err)
 	}

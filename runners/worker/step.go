@@ -19,14 +19,18 @@ import (
 // meanwhile, so the slot claims its next step while the server commits the
 // last one's result: the two then share a commit. Reporting the start is
 // retried until claimCtx ends (the worker stops): a step not started yet
-// is left to the server to hand out again.
-func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, rep *reporters, workerID string, a *Assignment) <-chan struct{} {
+// is left to the server to hand out again. A durable claim (see
+// StepsClaimer) started the step: it runs at once, with no start report.
+func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, rep *reporters, workerID string, a *Assignment, durable bool) <-chan struct{} {
 	ref := StepRef{JobID: a.JobID, Step: a.StepName}
 	w.track(ref)
 	log := w.log.With("job_id", a.JobID, "step", a.StepName)
-	err := w.retry(claimCtx, "report step start", func(ctx context.Context) error {
-		return w.srv.Start(ctx, workerID, a.JobID, a.StepName)
-	})
+	var err error
+	if !durable {
+		err = w.retry(claimCtx, "report step start", func(ctx context.Context) error {
+			return w.srv.Start(ctx, workerID, a.JobID, a.StepName)
+		})
+	}
 	if err != nil {
 		// The step is not ours to run any more, or the worker is stopping;
 		// the server recovers steps whose worker went quiet. Nothing ran,
@@ -165,9 +169,11 @@ func (w *Worker) watchCancel(ctx context.Context, jobID string, kill context.Can
 	return func() { cancel(); <-polled }
 }
 
-// pollCancel long-polls the server for the job's cancellation and kills
-// the step when it comes, until ctx ends.
+// pollCancel long-polls the server for the job's cancellation, once the
+// step ran CancelPollDelay, and kills the step when it comes, until ctx
+// ends.
 func (w *Worker) pollCancel(ctx context.Context, jobID string, kill context.CancelCauseFunc) {
+	sleep(ctx, w.cfg.CancelPollDelay)
 	b := newBackoff(w.cfg.RetryMin, w.cfg.RetryMax)
 	for ctx.Err() == nil {
 		began := time.Now()

@@ -31,6 +31,10 @@ type Config struct {
 
 	// CancelWait is how long each cancellation long-poll waits (default 30s).
 	CancelWait time.Duration
+	// CancelPollDelay is how long a step runs before its cancellation is
+	// long-polled (default 300ms): a short step costs no poll (a request
+	// and, as the poll is abandoned when the step ends, a connection).
+	CancelPollDelay time.Duration
 	// RetryMin and RetryMax bound the backoff after errors (default 250ms
 	// and 5s). Nothing gives up: the worker retries for as long as it runs.
 	RetryMin, RetryMax time.Duration
@@ -63,6 +67,9 @@ func (c *Config) defaults() {
 	}
 	if c.CancelWait <= 0 {
 		c.CancelWait = 30 * time.Second
+	}
+	if c.CancelPollDelay <= 0 {
+		c.CancelPollDelay = 300 * time.Millisecond
 	}
 	if c.RetryMin <= 0 {
 		c.RetryMin = 250 * time.Millisecond
@@ -101,6 +108,10 @@ type Worker struct {
 	srv Server
 	cfg Config
 	log *slog.Logger
+
+	// pump claims for the slots when the server hands several steps per
+	// claim (nil otherwise: each slot claims its own).
+	pump *claimPump
 
 	regMu   sync.Mutex // serialises (re-)registration
 	mu      sync.Mutex
@@ -184,6 +195,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { defer close(hbDone); w.heartbeats(hbCtx) }()
 
 	var loops sync.WaitGroup
+	if sc, ok := w.srv.(StepsClaimer); ok {
+		w.pump = newClaimPump(w, sc)
+		pumpDone := make(chan struct{})
+		go func() { defer close(pumpDone); w.pump.run(runCtx) }()
+		defer func() { stopRun(nil); <-pumpDone }()
+	}
 	if w.cfg.Spool != nil {
 		// Read before the first claim, whose run the spool then also holds.
 		leftovers := w.cfg.Spool.recover()
@@ -316,7 +333,16 @@ func (w *Worker) claimLoop(ctx context.Context, lt lifetimes) error {
 	for ctx.Err() == nil {
 		id := w.ID()
 		began := time.Now()
-		a, err := w.srv.Claim(ctx, id, w.cfg.Tags)
+		var (
+			a   *Assignment
+			err error
+		)
+		if w.pump != nil {
+			a, err = w.pump.next(ctx)
+			began = time.Now() // the pump paces claims that come back empty
+		} else {
+			a, err = w.srv.Claim(ctx, id, w.cfg.Tags)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -342,7 +368,7 @@ func (w *Worker) claimLoop(ctx context.Context, lt lifetimes) error {
 			sleep(ctx, w.cfg.IdlePause-time.Since(began))
 			continue
 		}
-		done := w.runAssignment(ctx, lt, rep, id, a)
+		done := w.runAssignment(ctx, lt, rep, id, a, w.pump != nil)
 		if reporting != nil {
 			<-reporting
 		}

@@ -51,8 +51,9 @@ func (c *workspaceCache) lock(ws string) *sync.Mutex {
 	return m
 }
 
-// get returns the directory of ws at revision, asking the server whether the
-// cached copy is current (If-None-Match) and downloading it if not.
+// get returns the directory of ws at revision: the cached copy of that
+// revision, or else what the server has, asked with the newest cached
+// revision (If-None-Match) and downloaded unless that is current.
 func (c *workspaceCache) get(ctx context.Context, ws, revision string) (string, error) {
 	if err := safeName("workspace", ws); err != nil {
 		return "", err
@@ -67,12 +68,12 @@ func (c *workspaceCache) get(ctx context.Context, ws, revision string) (string, 
 	defer m.Unlock()
 
 	wsDir := filepath.Join(c.dir, ws)
-	have := ""
 	if revision != "" && isDir(filepath.Join(wsDir, revision)) {
-		have = revision
-	} else {
-		have = newestRevision(wsDir)
+		// A revision names its content: the cached copy is right, and a
+		// step needs no request to the server for it.
+		return c.use(wsDir, revision), nil
 	}
+	have := newestRevision(wsDir)
 
 	d, err := c.fetch(ctx, ws, revision, have)
 	if errors.Is(err, ErrNotFound) && revision != "" {
@@ -81,11 +82,6 @@ func (c *workspaceCache) get(ctx context.Context, ws, revision string) (string, 
 		d, err = c.fetch(ctx, ws, "", newestRevision(wsDir))
 	}
 	if err != nil {
-		// A revision names its content, so a cached copy of the one asked for
-		// is right even when the server cannot be asked.
-		if have != "" && have == revision {
-			return c.use(wsDir, have), nil
-		}
 		return "", err
 	}
 	if d.notModified {

@@ -1,0 +1,120 @@
+package engine_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/enginetest"
+)
+
+// TestClaimStepsTakesUpToMaxOldestFirst: a claim of several hands out the
+// oldest ready steps, at most max, in one answer.
+func TestClaimStepsTakesUpToMaxOldestFirst(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`a: {action: ok}`))
+	jobs := []string{f.Execute("t", nil), f.Execute("t", nil), f.Execute("t", nil)}
+	cs, err := f.Engine.ClaimSteps(t.Context(), f.Worker, 0, 2)
+	if err != nil || len(cs) != 2 || cs[0].JobID != jobs[0] || cs[1].JobID != jobs[1] {
+		t.Fatalf("claim of 2 = %+v, %v; want jobs %v", cs, err, jobs[:2])
+	}
+	cs, err = f.Engine.ClaimSteps(t.Context(), f.Worker, 0, 5)
+	if err != nil || len(cs) != 1 || cs[0].JobID != jobs[2] {
+		t.Fatalf("claim of 5 = %+v, %v; want job %s alone", cs, err, jobs[2])
+	}
+	if cs, err := f.Engine.ClaimSteps(t.Context(), f.Worker, 0, 5); err != nil || len(cs) != 0 {
+		t.Fatalf("claim with nothing ready = %+v, %v; want none", cs, err)
+	}
+}
+
+// TestClaimStepsIsDurableWhenAnswered: the claims of several start their
+// steps and survive a crash right after their answer, so the worker runs
+// them at once: after a restart the steps are still running, started,
+// held by it, and a start report and the completions are accepted.
+func TestClaimStepsIsDurableWhenAnswered(t *testing.T) {
+	f := enginetest.NewWith(t, enginetest.LoadWorkspace(t, flowYAML(`a: {action: ok}`)),
+		enginetest.Options{NoWorker: true, HeartbeatTimeout: time.Minute})
+	edge := f.Register("edge", nil, false)
+	jobs := []string{f.Execute("t", nil), f.Execute("t", nil)}
+	cs, err := f.Engine.ClaimSteps(t.Context(), edge, 0, 4)
+	if err != nil || len(cs) != 2 {
+		t.Fatalf("claim = %+v, %v", cs, err)
+	}
+	f.Restart()
+	for _, job := range jobs {
+		if s := f.Step(job, "a"); s.Status != engine.StepRunning || deref(s.WorkerID) != edge || s.StartedAt == nil {
+			t.Fatalf("after the crash %s/a is %s held by %s started %v, want running, started, held by edge", job, s.Status, deref(s.WorkerID), s.StartedAt)
+		}
+		if err := f.Engine.StartStep(t.Context(), edge, job, "a"); err != nil {
+			t.Fatalf("start after the crash: %v", err)
+		}
+		if err := f.Engine.CompleteStep(t.Context(), edge, job, "a", enginetest.Ok(nil)); err != nil {
+			t.Fatalf("complete after the crash: %v", err)
+		}
+	}
+}
+
+// TestParkedClaimStepsIsWokenByPromotionInTheSameCommit: a parked claim
+// of several takes the step a completion promotes, in the completion's
+// commit, and is answered with it alone.
+func TestParkedClaimStepsIsWokenByPromotionInTheSameCommit(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`
+a: {action: ok}
+b: {action: ok, depends_on: [a]}`))
+	job := f.Execute("t", nil)
+	f.ClaimStep("a")
+	poller := f.Register("poller", nil, false)
+	got := make(chan []*engine.Claim, 1)
+	go func() {
+		cs, err := f.Engine.ClaimSteps(t.Context(), poller, time.Hour, 4)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- cs
+	}()
+	f.Eventually(func() bool { return f.Engine.ParkedClaims() == 1 }, func() string { return "claim never parked" })
+	before := f.Store.Commits()
+	if err := f.Engine.CompleteStep(t.Context(), f.Worker, job, "a", enginetest.Ok(nil)); err != nil {
+		t.Fatal(err)
+	}
+	cs := <-got
+	if len(cs) != 1 || cs[0].StepName != "b" {
+		t.Fatalf("woken claim = %+v, want step b", cs)
+	}
+	if n := f.Store.Commits() - before; n != 1 {
+		t.Errorf("complete + promote + durable claim took %d commits, want 1", n)
+	}
+}
+
+// TestHeartbeatPutsBackAClaimOfSeveralTheWorkerNeverGot: a step a claim of
+// several started, whose answer never reached the worker (its heartbeats
+// do not name it), is ready again for any worker, as an unstarted claim;
+// once a heartbeat named it, it is the worker's like any started step.
+func TestHeartbeatPutsBackAClaimOfSeveralTheWorkerNeverGot(t *testing.T) {
+	f := enginetest.NewWith(t, enginetest.LoadWorkspace(t, flowYAML(`
+a: {action: ok}
+b: {action: ok}`)), enginetest.Options{NoWorker: true, HeartbeatTimeout: 90 * time.Second})
+	remote := f.Register("edge-1", nil, false)
+	job := f.Execute("t", nil)
+	if cs, err := f.Engine.ClaimSteps(t.Context(), remote, 0, 2); err != nil || len(cs) != 2 {
+		t.Fatalf("claim = %+v, %v", cs, err)
+	}
+	named := []engine.StepRef{{JobID: job, Step: "b"}}
+	f.Clock.Advance(31 * time.Second)
+	if err := f.Engine.Heartbeat(t.Context(), remote, named); err != nil {
+		t.Fatal(err)
+	}
+	if a := f.Step(job, "a"); a.Status != engine.StepReady || a.WorkerID != nil || a.StartedAt != nil {
+		t.Errorf("a (claimed, never named) = %s held by %v started %v, want ready again", a.Status, a.WorkerID, a.StartedAt)
+	}
+	if b := f.Step(job, "b"); b.Status != engine.StepRunning || b.StartedAt == nil {
+		t.Errorf("b (named) = %s started %v, want running", b.Status, b.StartedAt)
+	}
+	// b was named: no longer put back, but failed, if a later heartbeat
+	// leaves it out.
+	if err := f.Engine.Heartbeat(t.Context(), remote, []engine.StepRef{}); err != nil {
+		t.Fatal(err)
+	}
+	if b := f.Step(job, "b"); b.Status != engine.StepFailed {
+		t.Errorf("b (named, then left out) = %s, want failed", b.Status)
+	}
+}

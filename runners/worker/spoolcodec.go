@@ -1,0 +1,110 @@
+package worker
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// A spool record of a log line, the bulk of what the spool writes and
+// reads back, is encoded and decoded here by hand, in the form
+// encoding/json gives it ({"seq":N,"ts":"...","stream":"...","line":"..."}):
+// reflection cost most of a flooding step's spool time. Anything else, and
+// any line this does not read, goes through encoding/json.
+
+// appendLineRecord appends the record of a log line numbered seq.
+func appendLineRecord(dst []byte, seq int64, ts time.Time, stream, line string) ([]byte, bool) {
+	if !utf8.ValidString(line) || !utf8.ValidString(stream) {
+		return dst, false // encoding/json replaces invalid bytes
+	}
+	dst = append(dst, `{"seq":`...)
+	dst = strconv.AppendInt(dst, seq, 10)
+	dst = append(dst, `,"ts":"`...)
+	dst = ts.AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, `","stream":`...)
+	dst = appendJSONString(dst, stream)
+	dst = append(dst, `,"line":`...)
+	dst = appendJSONString(dst, line)
+	return append(dst, "}\n"...), true
+}
+
+// appendJSONString appends s, valid UTF-8, as a JSON string.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// decodeLineRecord reads a log line's record as appendLineRecord (or
+// encoding/json) wrote it; false when raw is anything else, or a line it
+// leaves to encoding/json (one with escapes).
+func decodeLineRecord(raw []byte, rec *record) bool {
+	raw = bytes.TrimRight(raw, "\n")
+	rest, ok := bytes.CutPrefix(raw, []byte(`{"seq":`))
+	if !ok {
+		return false
+	}
+	i := bytes.IndexByte(rest, ',')
+	if i < 0 {
+		return false
+	}
+	seq, err := strconv.ParseInt(string(rest[:i]), 10, 64)
+	if err != nil {
+		return false
+	}
+	if rest, ok = bytes.CutPrefix(rest[i:], []byte(`,"ts":"`)); !ok {
+		return false
+	}
+	if i = bytes.IndexByte(rest, '"'); i < 0 {
+		return false
+	}
+	ts, err := time.Parse(time.RFC3339Nano, string(rest[:i]))
+	if err != nil {
+		return false
+	}
+	if rest, ok = bytes.CutPrefix(rest[i:], []byte(`","stream":"`)); !ok {
+		return false
+	}
+	if i = bytes.IndexByte(rest, '"'); i < 0 {
+		return false
+	}
+	stream := rest[:i]
+	if rest, ok = bytes.CutPrefix(rest[i:], []byte(`","line":"`)); !ok {
+		return false
+	}
+	line, ok := bytes.CutSuffix(rest, []byte(`"}`))
+	if !ok || bytes.IndexByte(line, '\\') >= 0 || bytes.IndexByte(line, '"') >= 0 || bytes.IndexByte(stream, '\\') >= 0 {
+		return false
+	}
+	*rec = record{Seq: seq, TS: ts, Stream: string(stream), Line: string(line)}
+	return true
+}
+
+// decodeRecord decodes any record of a segment.
+func decodeRecord(raw []byte, rec *record) bool {
+	return decodeLineRecord(raw, rec) || json.Unmarshal(raw, rec) == nil
+}
