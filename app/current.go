@@ -358,3 +358,11 @@ func (c *currentEngine) SetPriority(ctx context.Context, jobID string, priority 
 	}
 	return e.SetPriority(ctx, jobID, priority)
 }
+
+func (c *currentEngine) ClaimSteps(ctx context.Context, workerID string, wait time.Duration, max int) ([]*engine.Claim, error) {
+	e, err := c.get()
+	if err != nil {
+		return nil, err
+	}
+	return e.ClaimSteps(ctx, workerID, wait, max)
+}
