@@ -69,7 +69,7 @@ func localJob(ctx context.Context, cc *clientCommand, ws, task string, input map
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
-	go func() { done <- worker.New(srv, wcfg, log).Run(runCtx) }()
+	go func() { done <- worker.New(onlyItsJob{srv, srv}, wcfg, log).Run(runCtx) }()
 	var runErr error
 	select {
 	case <-srv.ended: // the server says the job has ended
@@ -163,4 +163,14 @@ func (s *localServer) Complete(ctx context.Context, workerID, jobID, step string
 		s.mu.Unlock()
 	}
 	return err
+}
+
+// onlyItsJob is the localServer as the worker loop sees it: the worker
+// protocol and the proof of identity, but not the client's claims of
+// several (worker.StepsClaimer), which take any ready step the worker's
+// tags cover. A run --local worker claims only its own job's steps, one
+// at a time (localServer.Claim).
+type onlyItsJob struct {
+	worker.Server
+	worker.Prover
 }
