@@ -51,21 +51,24 @@ func TestIdleSlotsShareOneClaim(t *testing.T) {
 	go p.run(ctx)
 
 	got := make(chan *Assignment, 3)
-	for range 3 {
-		go func() {
-			a, err := p.next(ctx)
-			if err != nil {
-				t.Error(err)
-			}
-			got <- a
-		}()
+	slot := func() {
+		a, err := p.next(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- a
 	}
+	// One slot first: had all three wanted a step before the pump ran,
+	// the first claim would have been for three.
+	go slot()
 	eventually(t, 10*time.Second, "the first claim out", func() bool {
 		sc.mu.Lock()
 		defer sc.mu.Unlock()
 		return len(sc.maxs) == 1
 	})
 	// The other slots want a step meanwhile.
+	go slot()
+	go slot()
 	eventually(t, 10*time.Second, "the other slots to want a step", func() bool { return len(p.wants) == 2 })
 	close(sc.gate)
 	seen := map[string]bool{}
