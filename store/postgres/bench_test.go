@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/storetest"
 	"github.com/appliance-sh/appliance/store/postgres"
 	"github.com/appliance-sh/appliance/store/postgres/pgtest"
 )
@@ -51,50 +52,15 @@ func newStep(jobID, name string, seq int) *engine.Step {
 	}
 }
 
-// BenchmarkCommitBatch measures group commit: one transaction (one round
-// trip, one WAL flush) per batch, so the per-job cost falls as batches grow.
-func BenchmarkCommitBatch(b *testing.B) {
-	for _, size := range []int{1, 10, 100} {
-		b.Run(fmt.Sprintf("jobs=%d", size), func(b *testing.B) {
-			db, _ := benchDB(b)
-			ctx := context.Background()
-			n := 0
-			for b.Loop() {
-				batch := &engine.Batch{}
-				for range size {
-					id := fmt.Sprintf("job-%09d", n)
-					batch.Jobs = append(batch.Jobs, newJob(id, "ws", "task", n))
-					batch.Steps = append(batch.Steps, newStep(id, "build", 0))
-					n++
-				}
-				if err := db.Commit(ctx, batch); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/job")
-		})
-	}
-}
+// BenchmarkCommitBatch and BenchmarkCommitForEach are the stores' shared
+// commit benchmarks (engine/storetest) on this store.
+func BenchmarkCommitBatch(b *testing.B) { storetest.BenchCommitBatch(b, benchStore) }
 
-// BenchmarkCommitForEach commits what a 10,000-instance for_each expands
-// to: one job's 10,000 step records in one batch.
-func BenchmarkCommitForEach(b *testing.B) {
+func BenchmarkCommitForEach(b *testing.B) { storetest.BenchCommitForEach(b, benchStore) }
+
+func benchStore(b *testing.B) engine.Store {
 	db, _ := benchDB(b)
-	ctx := context.Background()
-	n := 0
-	for b.Loop() {
-		id := fmt.Sprintf("job-%09d", n)
-		batch := &engine.Batch{Jobs: []*engine.Job{newJob(id, "ws", "task", n)}}
-		for i := range 10_000 {
-			st := newStep(id, fmt.Sprintf("each[%d]", i), i+1)
-			st.FlowStep, st.Index, st.Item = "each", i, float64(i)
-			batch.Steps = append(batch.Steps, st)
-		}
-		if err := db.Commit(ctx, batch); err != nil {
-			b.Fatal(err)
-		}
-		n++
-	}
+	return db
 }
 
 // BenchmarkJobsCursorAtDepth lists a page of 50 half-way down 1,000,000
