@@ -3,11 +3,8 @@ package failover_test
 import (
 	"context"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/appliance-sh/appliance/store/postgres/pgtest"
 )
@@ -35,45 +32,8 @@ func TestDatabaseRestartUnderARunningPair(t *testing.T) {
 	})
 
 	const jobs = 80
-	var (
-		mu    sync.Mutex
-		acked []string
-		errs  []error
-		wg    sync.WaitGroup
-	)
-	keys := make(chan int)
-	go func() {
-		defer close(keys)
-		for i := range jobs {
-			keys <- i
-			time.Sleep(25 * time.Millisecond)
-		}
-	}()
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range keys {
-				order := []*replica{a, b}
-				if i%2 == 1 {
-					order = []*replica{b, a}
-				}
-				id, err := execute(t, "work", uuid.NewString(), order...)
-				mu.Lock()
-				if err != nil {
-					errs = append(errs, err)
-				} else {
-					acked = append(acked, id)
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	waitFor(t, 20*time.Second, "20 jobs acknowledged", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(acked) >= 20
-	})
+	subs := submit(t, "work", jobs, 4, 25*time.Millisecond, a, b)
+	waitFor(t, 20*time.Second, "20 jobs acknowledged", func() bool { return subs.count() >= 20 })
 	// The test's own connection dies with the restart: a new one after.
 	p.connect()
 	_ = p.db.Close(context.Background())
@@ -100,10 +60,7 @@ func TestDatabaseRestartUnderARunningPair(t *testing.T) {
 		return true
 	})
 	t.Logf("%s leads again %s after the restart began, %s follows", leader.name, time.Since(restartedAt).Round(time.Millisecond), follower.name)
-	wg.Wait()
-	if len(errs) > 0 {
-		t.Fatalf("%d submissions failed, first: %v", len(errs), errs[0])
-	}
+	acked := subs.wait(t)
 	for _, r := range []*replica{a, b} {
 		if r.cmd.ProcessState != nil {
 			t.Fatalf("replica %s exited: %s", r.name, r.cmd.ProcessState)

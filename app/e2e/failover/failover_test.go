@@ -112,48 +112,13 @@ func TestKillNineOfTheLeaderFailsOver(t *testing.T) {
 	// Submissions go on at a steady pace across the kill, which comes
 	// once the leader has completed some steps.
 	const jobs = 150
-	var (
-		mu    sync.Mutex
-		acked = map[string]string{} // the jobs, by id
-		errs  []error
-		wg    sync.WaitGroup
-	)
-	keys := make(chan int)
-	go func() {
-		defer close(keys)
-		for i := range jobs {
-			keys <- i
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
-	for range 6 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range keys {
-				order := []*replica{a, b}
-				if i%2 == 1 {
-					order = []*replica{b, a} // half go through the follower's forwarding
-				}
-				id, err := execute(t, "work", uuid.NewString(), order...)
-				mu.Lock()
-				if err != nil {
-					errs = append(errs, err)
-				} else {
-					acked[id] = id
-				}
-				mu.Unlock()
-			}
-		}()
-	}
+	subs := submit(t, "work", jobs, 6, 20*time.Millisecond, a, b)
 	waitFor(t, 30*time.Second, "the leader to complete 40 steps", func() bool { return len(p.completedSteps()) >= 40 })
 	killedAt := time.Now()
 	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	ackedAtKill := len(acked)
-	mu.Unlock()
+	ackedAtKill := subs.count()
 	// The takeover: the lease's epoch moves on. Every transaction of the
 	// dead leader held the lease row FOR SHARE, so the steps it completed
 	// are all in the database by now, and none re-run by the new leader
@@ -164,10 +129,7 @@ func TestKillNineOfTheLeaderFailsOver(t *testing.T) {
 	snapshotAt := time.Now()
 	waitFor(t, 10*time.Second, "replica b to lead", b.leads)
 	leading := time.Since(killedAt)
-	wg.Wait()
-	if len(errs) > 0 {
-		t.Fatalf("%d submissions failed, first: %v", len(errs), errs[0])
-	}
+	acked := subs.wait(t)
 	t.Logf("kill -9 of the leader: the follower took the lease after %s and answered as leader after %s (lease %s, renew %s)",
 		tookLease.Round(time.Millisecond), leading.Round(time.Millisecond), lease, renew)
 	if limit := lease + renew + time.Second; tookLease > limit {
@@ -318,4 +280,67 @@ func BenchmarkFailoverAfterKill(b *testing.B) {
 	b.ReportMetric(took[len(took)/2].Seconds(), "s-median-failover")
 	b.Logf("failover after kill -9 (lease %s, renew %s), %d runs: median %s, min %s, max %s",
 		lease, renew, len(took), took[len(took)/2].Round(time.Millisecond), took[0].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
+}
+
+// submissions are jobs of one task executed at a steady pace by a few
+// clients, each asking the replicas in turn (every other job through the
+// second one first, so half cross a follower's forwarding), each with an
+// Idempotency-Key of its own.
+type submissions struct {
+	mu    sync.Mutex
+	acked []string // the job ids answered, in the order answered
+	errs  []error
+	wg    sync.WaitGroup
+}
+
+// submit starts jobs of task, one every pace, from clients goroutines.
+func submit(t *testing.T, task string, jobs, clients int, pace time.Duration, a, b *replica) *submissions {
+	s := &submissions{}
+	keys := make(chan int)
+	go func() {
+		defer close(keys)
+		for i := range jobs {
+			keys <- i
+			time.Sleep(pace)
+		}
+	}()
+	for range clients {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			for i := range keys {
+				order := []*replica{a, b}
+				if i%2 == 1 {
+					order = []*replica{b, a}
+				}
+				id, err := execute(t, task, uuid.NewString(), order...)
+				s.mu.Lock()
+				if err != nil {
+					s.errs = append(s.errs, err)
+				} else {
+					s.acked = append(s.acked, id)
+				}
+				s.mu.Unlock()
+			}
+		}()
+	}
+	return s
+}
+
+// count is how many jobs were acknowledged so far.
+func (s *submissions) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.acked)
+}
+
+// wait waits for every submission and fails t if any failed; it returns
+// the acknowledged jobs.
+func (s *submissions) wait(t *testing.T) []string {
+	t.Helper()
+	s.wg.Wait()
+	if len(s.errs) > 0 {
+		t.Fatalf("%d submissions failed, first: %v", len(s.errs), s.errs[0])
+	}
+	return s.acked
 }
