@@ -152,8 +152,16 @@ func TestDatabaseGoneIsUnavailable(t *testing.T) {
 	if err := c.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	_, err = db.JobByIdempotencyKey(context.Background(), "k")
-	if !errors.Is(err, engine.ErrDatabaseUnavailable) || !errors.Is(err, engine.ErrUnavailable) {
-		t.Fatalf("with the database stopped: %v, want ErrDatabaseUnavailable", err)
+	// Every read the API serves says so, not only the key's lookup: the
+	// job, its steps, a list page.
+	ctx := context.Background()
+	_, keyErr := db.JobByIdempotencyKey(ctx, "k")
+	_, jobErr := db.Job(ctx, "j")
+	_, stepsErr := db.Steps(ctx, "j")
+	_, _, listErr := db.Jobs(ctx, engine.JobFilter{Limit: 10})
+	for what, err := range map[string]error{"idempotency key": keyErr, "job": jobErr, "steps": stepsErr, "list": listErr} {
+		if !errors.Is(err, engine.ErrDatabaseUnavailable) || !errors.Is(err, engine.ErrUnavailable) {
+			t.Errorf("%s with the database stopped: %v, want ErrDatabaseUnavailable", what, err)
+		}
 	}
 }

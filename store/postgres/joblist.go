@@ -50,7 +50,7 @@ func (db *DB) Jobs(ctx context.Context, f engine.JobFilter) ([]*engine.Job, int,
 	if f.Visible != nil {
 		var err error
 		if vis, total, err = db.visibleGroups(ctx, f, statuses); err != nil {
-			return nil, 0, fmt.Errorf("list jobs: %w", err)
+			return nil, 0, fmt.Errorf("list jobs: %w", unavailable(err))
 		}
 		if vis.none() {
 			return []*engine.Job{}, 0, nil
@@ -67,7 +67,7 @@ func (db *DB) Jobs(ctx context.Context, f engine.JobFilter) ([]*engine.Job, int,
 		return err
 	})
 	if err := db.pool.SendBatch(ctx, batch).Close(); err != nil {
-		return nil, 0, fmt.Errorf("list jobs: %w", err)
+		return nil, 0, fmt.Errorf("list jobs: %w", unavailable(err))
 	}
 	if jobs == nil {
 		jobs = []*engine.Job{}

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -22,22 +21,10 @@ func (db *DB) Job(ctx context.Context, id string) (*engine.Job, error) {
 // getRecord reads the one record query selects (its rec) for id; what
 // names it in the errors.
 func getRecord[T any](ctx context.Context, q querier, query, what, id string) (*T, error) {
-	var v []byte
-	err := pgx.ErrNoRows
-	if storable(id) {
-		err = q.QueryRow(ctx, query, id).Scan(&v)
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
+	if !storable(id) {
 		return nil, fmt.Errorf("%s %s: %w", what, id, engine.ErrNotFound)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read %s %s: %w", what, id, err)
-	}
-	var r T
-	if err := json.Unmarshal(v, &r); err != nil {
-		return nil, fmt.Errorf("decode %s %s: %w", what, id, err)
-	}
-	return &r, nil
+	return scanRecord[T](q.QueryRow(ctx, query, id), what, id, engine.ErrNotFound)
 }
 
 // records decodes the rec column of every row.
@@ -59,9 +46,10 @@ func records[T any](rows pgx.Rows, what string) ([]*T, error) {
 func queryRecords[T any](ctx context.Context, q querier, what, query string, args ...any) ([]*T, error) {
 	rows, err := q.Query(ctx, query, args...)
 	if err != nil {
-		return nil, err
+		return nil, unavailable(err)
 	}
-	return records[T](rows, what)
+	recs, err := records[T](rows, what)
+	return recs, unavailable(err)
 }
 
 // Steps returns a job's steps ordered by Seq (none for an unknown job).

@@ -23,7 +23,7 @@ func scanRecord[T any](row pgx.Row, what, key string, notFound error) (*T, error
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("%s %s: %w", what, key, notFound)
 		}
-		return nil, fmt.Errorf("read %s %s: %w", what, key, err)
+		return nil, fmt.Errorf("read %s %s: %w", what, key, unavailable(err))
 	}
 	return decodeRecord[T](raw, what, key)
 }
@@ -42,7 +42,7 @@ func scanRecords[T any](rows pgx.Rows, what string) ([]*T, error) {
 	for rows.Next() {
 		var raw []byte
 		if err := rows.Scan(&raw); err != nil {
-			return nil, fmt.Errorf("read %s: %w", what, err)
+			return nil, fmt.Errorf("read %s: %w", what, unavailable(err))
 		}
 		r, err := decodeRecord[T](raw, what, "")
 		if err != nil {
@@ -51,7 +51,7 @@ func scanRecords[T any](rows pgx.Rows, what string) ([]*T, error) {
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", what, err)
+		return nil, fmt.Errorf("read %s: %w", what, unavailable(err))
 	}
 	return out, nil
 }
