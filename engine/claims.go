@@ -175,7 +175,7 @@ func (e *Engine) claimedUnstarted(workerID, jobID, name string) (*jobState, *ste
 		return nil, nil, false
 	}
 	ss, ok := js.steps[name]
-	if !ok || ss.rec.Status != StepRunning || ss.rec.StartedAt != nil && !ss.unconfirmed ||
+	if !ok || ss.rec.Status != StepRunning || ss.rec.StartedAt != nil && !ss.rec.Unconfirmed ||
 		ss.rec.WorkerID == nil || *ss.rec.WorkerID != workerID {
 		return nil, nil, false
 	}
@@ -351,7 +351,7 @@ func (e *Engine) hand(b *batch, js *jobState, ss *stepState, wk *workerState, w 
 		// (see ClaimSteps).
 		now := b.now
 		ss.rec.StartedAt = &now
-		ss.unconfirmed = true
+		ss.rec.Unconfirmed = true
 		e.markJobStarted(b, js)
 		b.dirtyStep(ss.rec)
 	} else {
@@ -387,7 +387,7 @@ func (e *Engine) release(b *batch, workerID, jobID, name string) {
 	ss.rec.Status = StepReady
 	ss.rec.WorkerID = nil
 	ss.rec.StartedAt = nil
-	ss.unconfirmed = false
+	ss.rec.Unconfirmed = false
 	ss.rec.Deadline = nil
 	b.dirtyStep(ss.rec)
 	e.offer(b, js, ss)
@@ -396,7 +396,7 @@ func (e *Engine) release(b *batch, workerID, jobID, name string) {
 // unhold detaches a step from the worker running it and its timeout.
 func (e *Engine) unhold(ss *stepState) {
 	stopTimer(&ss.timer)
-	ss.unconfirmed = false
+	ss.rec.Unconfirmed = false
 	if ss.rec.WorkerID == nil {
 		return
 	}

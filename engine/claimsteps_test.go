@@ -118,3 +118,39 @@ b: {action: ok}`)), enginetest.Options{NoWorker: true, HeartbeatTimeout: 90 * ti
 		t.Errorf("b (named, then left out) = %s, want failed", b.Status)
 	}
 }
+
+// TestClaimOfSeveralLostInACrashIsPutBackAfterTheRestart: the server dies
+// between a claim of several's commit and its answer (the steps are
+// started in the store, the worker never got them); after the restart the
+// worker's first heartbeat, which does not name them, puts them back to
+// ready as it would before the crash, rather than failing steps that never
+// ran. One the worker named before the crash is its own across the restart.
+func TestClaimOfSeveralLostInACrashIsPutBackAfterTheRestart(t *testing.T) {
+	f := enginetest.NewWith(t, enginetest.LoadWorkspace(t, flowYAML(`
+a: {action: ok}
+b: {action: ok}`)), enginetest.Options{NoWorker: true, HeartbeatTimeout: 90 * time.Second})
+	edge := f.Register("edge", nil, false)
+	job := f.Execute("t", nil)
+	if cs, err := f.Engine.ClaimSteps(t.Context(), edge, 0, 2); err != nil || len(cs) != 2 {
+		t.Fatalf("claim = %+v, %v", cs, err)
+	}
+	if err := f.Engine.Heartbeat(t.Context(), edge, []engine.StepRef{{JobID: job, Step: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	f.Restart()
+	if err := f.Engine.Heartbeat(t.Context(), edge, []engine.StepRef{{JobID: job, Step: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	if a := f.Step(job, "a"); a.Status != engine.StepReady || a.WorkerID != nil || a.StartedAt != nil {
+		t.Errorf("a (claimed, answer lost in the crash) = %s held by %v started %v %q, want ready again", a.Status, a.WorkerID, a.StartedAt, deref(a.ErrorMessage))
+	}
+	if b := f.Step(job, "b"); b.Status != engine.StepRunning || deref(b.WorkerID) != edge {
+		t.Errorf("b (named before the crash) = %s held by %s, want running on edge", b.Status, deref(b.WorkerID))
+	}
+	if err := f.Engine.Heartbeat(t.Context(), edge, []engine.StepRef{}); err != nil {
+		t.Fatal(err)
+	}
+	if b := f.Step(job, "b"); b.Status != engine.StepFailed {
+		t.Errorf("b (named, then left out after the restart) = %s, want failed", b.Status)
+	}
+}

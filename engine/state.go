@@ -95,10 +95,6 @@ type stepState struct {
 	readyGen       uint64 // invalidates stale index entries
 	inReady        bool
 	noWorkerLogged bool
-	// unconfirmed: a claim of several started the step (see ClaimSteps)
-	// and its worker has not said it has it yet (a report, or a heartbeat
-	// naming it): lost on the way, it is put back, as an unstarted one.
-	unconfirmed bool
 }
 
 // workerState is a registered worker and the steps it holds, with when it

@@ -31,7 +31,10 @@ func (e *Engine) startStep(ctx context.Context, b *batch, workerID, jobID, name 
 	if err != nil {
 		return err
 	}
-	ss.unconfirmed = false
+	if ss.rec.Unconfirmed {
+		ss.rec.Unconfirmed = false
+		b.dirtyStep(ss.rec)
+	}
 	if ss.rec.StartedAt != nil {
 		return nil
 	}

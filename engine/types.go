@@ -189,6 +189,12 @@ type Step struct {
 	// set while a failed attempt waits to be retried (status pending).
 	Attempt int        `json:"attempt,omitempty"`
 	RetryAt *time.Time `json:"retry_at,omitempty"`
+	// Unconfirmed: a claim of several started the step (see ClaimSteps)
+	// and its worker has not said it has it yet (a report, or a heartbeat
+	// naming it): lost on the way, it is put back, as an unstarted one.
+	// Stored, so that a claim whose answer a crash cut off is put back
+	// after the restart too.
+	Unconfirmed bool `json:"unconfirmed,omitempty"`
 }
 
 // AttemptNumber is the step's attempt, 1-based.

@@ -59,7 +59,10 @@ func (e *Engine) reconcile(b *batch, wk *workerState, running []StepRef) {
 	var lost []*stepState
 	for ss, claimed := range wk.running {
 		if named[StepRef{JobID: ss.rec.JobID, Step: ss.rec.Name}] {
-			ss.unconfirmed = false
+			if ss.rec.Unconfirmed {
+				ss.rec.Unconfirmed = false
+				b.dirtyStep(ss.rec)
+			}
 		} else if b.now.Sub(claimed) >= grace {
 			lost = append(lost, ss)
 		}
@@ -67,7 +70,7 @@ func (e *Engine) reconcile(b *batch, wk *workerState, running []StepRef) {
 	sortSteps(lost)
 	for _, ss := range lost {
 		js := e.st.jobs[ss.rec.JobID]
-		if ss.rec.StartedAt == nil || ss.unconfirmed {
+		if ss.rec.StartedAt == nil || ss.rec.Unconfirmed {
 			b.serverLog(js.job.ID, fmt.Sprintf("step %q: worker %s never received its claim; it is ready again", ss.rec.Name, wk.rec.Name))
 			e.release(b, wk.rec.ID, ss.rec.JobID, ss.rec.Name)
 			continue

@@ -501,9 +501,11 @@ triggers:
 		return n
 	}
 	waitUntil(t, "20 target jobs", func() bool { return len(listJobs(t, f.url, "ws", "handle")) >= 20 })
-	// 64 undelivered events in the worker, a 64 KB pipe (8 lines of 8 KB)
-	// and the line being read: the consumer can be no further ahead.
-	const ahead = 64 + 8 + 2
+	// What may lie between the consumer's last write and the server: 64
+	// undelivered events in the worker's journal, the line its reader waits
+	// to log, the reader's 64 KB line buffer and the 64 KB pipe (each 8
+	// lines of 8 KB, and part of a ninth), and the line being written.
+	const ahead = 64 + 1 + 2*9 + 1
 	for i := 0; i < 10; i++ {
 		// Written first: the accepted count read after it can only have
 		// grown, so the bound holds for the moment written was read.
