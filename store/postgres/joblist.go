@@ -75,6 +75,27 @@ func (db *DB) Jobs(ctx context.Context, f engine.JobFilter) ([]*engine.Job, int,
 	return jobs, total, nil
 }
 
+// statusPageQuery selects a first or cursor page of several statuses as
+// one ordered range scan per status, merged: PostgreSQL's Merge Append
+// pulls from each range only the rows the page takes (a LATERAL over the
+// statuses reads limit rows of every range, then sorts them: 3x slower).
+// The statement's text depends on how many statuses there are, so a few
+// prepared statements serve every filter.
+func statusPageQuery(f engine.JobFilter, statuses []string) (string, []any) {
+	var args sqlArgs
+	conds := filterConds(f, nil, &args)
+	if f.Cursor != nil {
+		conds = append(conds, "(created_ns, id) < ("+args.add(f.Cursor.CreatedAt)+"::int8, "+args.add(f.Cursor.ID)+"::text)")
+	}
+	const order = " ORDER BY created_ns DESC, id DESC"
+	limit := args.add(f.Limit)
+	ranges := make([]string, len(statuses))
+	for i, st := range statuses {
+		ranges[i] = "(SELECT rec, id, created_ns FROM jobs" + where(append(slices.Clip(conds), "status = "+args.add(st))) + order + " LIMIT " + limit + ")"
+	}
+	return "SELECT rec FROM (" + strings.Join(ranges, " UNION ALL ") + ") x" + order + " LIMIT " + limit, args
+}
+
 // sqlArgs builds a statement's numbered parameters.
 type sqlArgs []any
 
@@ -164,6 +185,9 @@ func (db *DB) visibleGroups(ctx context.Context, f engine.JobFilter, statuses []
 func pageQuery(f engine.JobFilter, statuses []string, vis *visibility) (string, []any) {
 	var args sqlArgs
 	hidden := vis != nil && vis.hidden
+	if len(statuses) > 1 && f.Offset == 0 && !hidden {
+		return statusPageQuery(f, statuses)
+	}
 	var ranged string // the LATERAL's source, when the page merges ranges
 	var conds []string
 	switch {
