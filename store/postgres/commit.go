@@ -76,7 +76,9 @@ func (db *DB) PrepareCommit(b *engine.Batch) (func(context.Context) error, error
 			send = func(ctx context.Context, w *writes) error { return db.sendAudited(ctx, w, entries) }
 		}
 		if err := send(ctx, batch); err != nil {
-			return fmt.Errorf("commit batch: %w", err)
+			// The database away (restarting, say) is a 503 to whoever
+			// waits on the commit, not a 500: try again in a moment.
+			return fmt.Errorf("commit batch: %w", unavailable(err))
 		}
 		return nil
 	}, nil

@@ -159,7 +159,9 @@ func TestDatabaseGoneIsUnavailable(t *testing.T) {
 	_, jobErr := db.Job(ctx, "j")
 	_, stepsErr := db.Steps(ctx, "j")
 	_, _, listErr := db.Jobs(ctx, engine.JobFilter{Limit: 10})
-	for what, err := range map[string]error{"idempotency key": keyErr, "job": jobErr, "steps": stepsErr, "list": listErr} {
+	// And a commit: a write cut by a restart is a 503 too, never a 500.
+	commitErr := db.Commit(ctx, &engine.Batch{Jobs: []*engine.Job{{ID: "j", Workspace: "ws", TaskName: "t", AccessPath: "t", Status: engine.JobPending, SourceType: engine.SourceAPI}}})
+	for what, err := range map[string]error{"idempotency key": keyErr, "job": jobErr, "steps": stepsErr, "list": listErr, "commit": commitErr} {
 		if !errors.Is(err, engine.ErrDatabaseUnavailable) || !errors.Is(err, engine.ErrUnavailable) {
 			t.Errorf("%s with the database stopped: %v, want ErrDatabaseUnavailable", what, err)
 		}
