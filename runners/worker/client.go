@@ -40,9 +40,6 @@ type Client struct {
 	http    *http.Client
 	cache   *workspaceCache
 	reports *reportBatcher
-	// claimsCarryNoResults: the server refused a claim carrying results
-	// (one that predates them), so results go on their own.
-	claimsCarryNoResults atomic.Bool
 	// Set by options, for the cache made once they are applied.
 	cacheDir string
 	limits   WorkspaceLimits
@@ -207,44 +204,22 @@ func (c *Client) Claim(ctx context.Context, workerID string, tags []string) (*wo
 
 var _ StepsClaimer = (*Client)(nil)
 
-// ClaimSteps implements StepsClaimer. A claim carries the worker's
-// results waiting to be sent: one request and one commit for both. Such a
-// claim does not wait for work; when it brings none, a claim without
-// results waits for it.
+// ClaimSteps implements StepsClaimer.
 func (c *Client) ClaimSteps(ctx context.Context, workerID string, max int) ([]*workerproto.Assignment, error) {
 	q := url.Values{"wait": {strconv.Itoa(int(claimWait / time.Second))}}
-	for {
-		req := workerproto.Claims{WorkerID: workerID, Max: max}
-		var carried []*pendingReport
-		if !c.claimsCarryNoResults.Load() {
-			carried = c.reports.steal(workerID)
-			for _, p := range carried {
-				req.Results = append(req.Results, p.step)
-			}
-		}
-		var out workerproto.Assignments
-		err := c.call(ctx, workerID, "claim steps", http.MethodPost, "/worker/claims", q, claimWait+requestTimeout, req, &out)
-		if len(carried) > 0 {
-			if se := (*StatusError)(nil); errors.As(err, &se) && se.Status == http.StatusBadRequest {
-				// A server that takes claims but not their results: they
-				// go on their own from now on.
-				c.claimsCarryNoResults.Store(true)
-			}
-			c.reports.settle(carried, out.Results, err)
-		}
-		if err != nil {
-			return nil, err
-		}
-		as := make([]*workerproto.Assignment, 0, len(out.Assignments))
-		for i := range out.Assignments {
-			if out.Assignments[i].JobID != "" {
-				as = append(as, &out.Assignments[i])
-			}
-		}
-		if len(as) > 0 || len(carried) == 0 || ctx.Err() != nil {
-			return as, nil
+	var out workerproto.Assignments
+	err := c.call(ctx, workerID, "claim steps", http.MethodPost, "/worker/claims", q, claimWait+requestTimeout,
+		workerproto.Claims{WorkerID: workerID, Max: max}, &out)
+	if err != nil {
+		return nil, err
+	}
+	as := make([]*workerproto.Assignment, 0, len(out.Assignments))
+	for i := range out.Assignments {
+		if out.Assignments[i].JobID != "" {
+			as = append(as, &out.Assignments[i])
 		}
 	}
+	return as, nil
 }
 
 // Start implements Server.

@@ -28,8 +28,7 @@ type reportBatcher struct {
 
 type pendingReport struct {
 	workerID string
-	step     workerproto.StepResult
-	raw      json.RawMessage // step, encoded
+	raw      json.RawMessage // the encoded workerproto.StepResult
 	path     string          // of its own complete, and its body
 	res      workerproto.Result
 	done     chan error
@@ -37,12 +36,11 @@ type pendingReport struct {
 
 // complete sends one result as part of a batch and returns its answer.
 func (b *reportBatcher) complete(ctx context.Context, workerID, jobID, step string, res workerproto.Result) error {
-	sr := workerproto.StepResult{JobID: jobID, StepName: step, Result: res}
-	raw, err := json.Marshal(sr)
+	raw, err := json.Marshal(workerproto.StepResult{JobID: jobID, StepName: step, Result: res})
 	if err != nil {
 		return err
 	}
-	p := &pendingReport{workerID: workerID, step: sr, raw: raw, path: stepPath(jobID, step, "complete"), res: res, done: make(chan error, 1)}
+	p := &pendingReport{workerID: workerID, raw: raw, path: stepPath(jobID, step, "complete"), res: res, done: make(chan error, 1)}
 	b.mu.Lock()
 	b.queue = append(b.queue, p)
 	if !b.busy {
@@ -105,43 +103,7 @@ func (b *reportBatcher) take() []*pendingReport {
 		b.busy = false
 		return nil
 	}
-	return b.takeOf(b.queue[0].workerID)
-}
-
-// steal takes queued results of workerID for a claim to carry (see
-// Client.ClaimSteps): they then share its request and its commit.
-func (b *reportBatcher) steal(workerID string) []*pendingReport {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.takeOf(workerID)
-}
-
-// settle answers the results a claim carried with the claim's answers;
-// when the claim failed, they go back to the queue, for the sender.
-func (b *reportBatcher) settle(batch []*pendingReport, ans []workerproto.ReportAnswer, err error) {
-	if err != nil {
-		b.mu.Lock()
-		b.queue = append(batch, b.queue...)
-		start := !b.busy
-		b.busy = true
-		b.mu.Unlock()
-		if start {
-			go b.send()
-		}
-		return
-	}
-	for i, p := range batch {
-		if i < len(ans) {
-			p.done <- answerError(ans[i])
-		} else {
-			p.done <- &StatusError{Op: "report results", Status: http.StatusBadGateway, Message: "the server answered fewer results than the claim carried"}
-		}
-	}
-}
-
-// takeOf takes the queued results of one worker, as take does; b.mu is
-// held.
-func (b *reportBatcher) takeOf(who string) []*pendingReport {
+	who := b.queue[0].workerID
 	var batch []*pendingReport
 	rest := b.queue[:0]
 	size := 0
