@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -87,5 +88,57 @@ func TestIdleSlotsShareOneClaim(t *testing.T) {
 	defer sc.mu.Unlock()
 	if len(sc.maxs) != 2 || sc.maxs[1] != 3 {
 		t.Fatalf("claims asked for %v; want one slot's, then the three together", sc.maxs)
+	}
+}
+
+// TestAWorkerFallsBackToOneClaimEachOnAnOlderServer: a server without
+// POST /worker/claims (older than the worker) answers it 404 "no route";
+// the worker's slots then claim one step each and report its start, as
+// the interface has it, instead of taking the 404 for an unknown worker
+// and registering again and again.
+func TestAWorkerFallsBackToOneClaimEachOnAnOlderServer(t *testing.T) {
+	var mu sync.Mutex
+	handed := false
+	srv := newWireServer(t, func(w http.ResponseWriter, r *request) {
+		switch r.Path {
+		case "/worker/register":
+			writeJSON(w, 200, `{"worker_id": "11111111-2222-3333-4444-555555555555", "worker_secret": "s"}`)
+		case "/worker/claims", "/worker/reports":
+			writeJSON(w, 404, `{"error": "no route"}`)
+		case "/worker/jobs/claim":
+			mu.Lock()
+			first := !handed
+			handed = true
+			mu.Unlock()
+			if !first {
+				writeJSON(w, 200, `{"job_id": null, "step_name": null, "action_spec": null}`)
+				return
+			}
+			writeJSON(w, 200, `{"job_id": "j-1", "workspace": "main", "revision": "abc", "step_name": "s",
+				"action_name": "s", "action_type": "script", "action_image": null, "runner": "local",
+				"action_spec": {"type": "script", "script": "true"}, "input": {}}`)
+		default:
+			writeJSON(w, 200, `{"status": "ok"}`)
+		}
+	})
+	cfg := testWorkerConfig()
+	cfg.MaxConcurrent = 2
+	startWorker(t, NewClient(srv.URL, "t", nil), cfg)
+	eventually(t, 20*time.Second, "the step's start and completion", func() bool {
+		var started, completed bool
+		for _, r := range srv.requests() {
+			started = started || r.Path == "/worker/jobs/j-1/steps/s/start"
+			completed = completed || r.Path == "/worker/jobs/j-1/steps/s/complete"
+		}
+		return started && completed
+	})
+	registers := 0
+	for _, r := range srv.requests() {
+		if r.Path == "/worker/register" {
+			registers++
+		}
+	}
+	if registers != 1 {
+		t.Errorf("the worker registered %d times, want once: the 404 is no route, not an unknown worker", registers)
 	}
 }

@@ -210,6 +210,9 @@ func (c *Client) ClaimSteps(ctx context.Context, workerID string, max int) ([]*w
 	var out workerproto.Assignments
 	err := c.call(ctx, workerID, "claim steps", http.MethodPost, "/worker/claims", q, claimWait+requestTimeout,
 		workerproto.Claims{WorkerID: workerID, Max: max}, &out)
+	if se := (*StatusError)(nil); errors.As(err, &se) && noRoute(se) {
+		return nil, fmt.Errorf("%w: %w", ErrNoClaimsOfSeveral, err)
+	}
 	if err != nil {
 		return nil, err
 	}

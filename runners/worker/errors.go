@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/appliance-sh/appliance/api/workerproto"
 )
@@ -17,6 +18,9 @@ var (
 	ErrNotFound      = workerproto.ErrNotFound
 	ErrUnauthorized  = workerproto.ErrUnauthorized
 	ErrForbidden     = workerproto.ErrForbidden
+	// ErrNoClaimsOfSeveral: the server has no POST /worker/claims (it is
+	// older than this worker); the slots then claim one step each.
+	ErrNoClaimsOfSeveral = errors.New("the server does not hand several steps per claim")
 )
 
 // StatusError is a non-2xx answer of the server: its status and the text of
@@ -52,4 +56,13 @@ func permanent(err error) bool {
 			se.Status != http.StatusRequestTimeout && se.Status != http.StatusTooManyRequests
 	}
 	return false
+}
+
+// noRoute reports whether a 404 says the server has no such route (it is
+// older than this worker), not that it does not know the worker, job or
+// step named: appliance answers an unknown route "no route", a bare
+// router "Not Found".
+func noRoute(e *StatusError) bool {
+	return e.Status == http.StatusNotFound &&
+		(strings.Contains(e.Message, "no route") || e.Message == "" || e.Message == http.StatusText(http.StatusNotFound))
 }

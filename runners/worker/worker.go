@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/appliance-sh/appliance/runners"
@@ -110,8 +111,11 @@ type Worker struct {
 	log *slog.Logger
 
 	// pump claims for the slots when the server hands several steps per
-	// claim (nil otherwise: each slot claims its own).
-	pump *claimPump
+	// claim (nil otherwise: each slot claims its own). singleClaims: the
+	// server turned out not to (ErrNoClaimsOfSeveral), so the slots claim
+	// their own after all.
+	pump         *claimPump
+	singleClaims atomic.Bool
 
 	regMu   sync.Mutex // serialises (re-)registration
 	mu      sync.Mutex
@@ -337,7 +341,8 @@ func (w *Worker) claimLoop(ctx context.Context, lt lifetimes) error {
 			a   *Assignment
 			err error
 		)
-		if w.pump != nil {
+		pumped := w.pump != nil && !w.singleClaims.Load()
+		if pumped {
 			a, err = w.pump.next(ctx)
 			began = time.Now() // the pump paces claims that come back empty
 		} else {
@@ -346,6 +351,12 @@ func (w *Worker) claimLoop(ctx context.Context, lt lifetimes) error {
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
+			}
+			if errors.Is(err, ErrNoClaimsOfSeveral) {
+				if w.singleClaims.CompareAndSwap(false, true) {
+					w.log.Warn("the server has no claims of several steps (it is older than this worker): each slot claims its own step and reports its start", "err", err)
+				}
+				continue
 			}
 			if errors.Is(err, ErrUnauthorized) {
 				return ErrUnauthorized
@@ -368,7 +379,7 @@ func (w *Worker) claimLoop(ctx context.Context, lt lifetimes) error {
 			sleep(ctx, w.cfg.IdlePause-time.Since(began))
 			continue
 		}
-		done := w.runAssignment(ctx, lt, rep, id, a, w.pump != nil)
+		done := w.runAssignment(ctx, lt, rep, id, a, pumped)
 		if reporting != nil {
 			<-reporting
 		}
