@@ -44,10 +44,14 @@ type streamGuard struct {
 	// the caller's fresh principal in c (a 404 becomes the end 403).
 	still func() error
 	// revoked fires on a change of the caller's credentials or groups,
-	// aclChanged on an ACL reload, tick every Config.StreamRecheck.
+	// aclChanged on an ACL reload, tick every Config.StreamRecheck and
+	// once at the start: a revocation between the request's authentication
+	// and the watch's start fires nothing, so the first check is due at
+	// once (check re-arms tick with the ticker's).
 	revoked    <-chan struct{}
 	aclChanged <-chan struct{}
 	tick       <-chan time.Time
+	ticker     *time.Ticker
 	stop       func()
 }
 
@@ -61,7 +65,9 @@ func (s *server) guardStream(c echo.Context, still func() error) *streamGuard {
 	}
 	revoked, unwatch := s.auth.Watch(p.User.ID)
 	t := time.NewTicker(s.cfg.StreamRecheck)
-	g.revoked, g.aclChanged, g.tick = revoked, s.cfg.ACL.Changed(), t.C
+	now := make(chan time.Time, 1)
+	now <- time.Now()
+	g.revoked, g.aclChanged, g.tick, g.ticker = revoked, s.cfg.ACL.Changed(), now, t
 	g.stop = func() { t.Stop(); unwatch() }
 	return g
 }
@@ -88,6 +94,9 @@ func (g *streamGuard) due() bool {
 func (g *streamGuard) check(ctx context.Context) *streamEnd {
 	// Re-arm first: an ACL reload during the check is seen at the next.
 	g.aclChanged = g.s.cfg.ACL.Changed()
+	if g.ticker != nil {
+		g.tick = g.ticker.C
+	}
 	if g.s.auth != nil {
 		if err := g.s.auth.Recheck(ctx, g.c); err != nil {
 			return g.end(err)
