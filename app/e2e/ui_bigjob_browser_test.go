@@ -22,33 +22,38 @@ tasks:
         for_each: "{{ range(input.n) | list }}"
 `
 
-// TestBrowserOpensA10000InstanceJobQuickly opens the page of a job of
-// 10,000 for_each instances (no worker: they stay ready): the detail lists
-// the flow step, the summary counts every instance, and the "All steps"
-// section pages them 200 at a time, filtered by status. Then the jobs
-// list filters by status.
-func TestBrowserOpensA10000InstanceJobQuickly(t *testing.T) {
-	b := newBrowser(t)
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, ".workflows", "main.yaml"), fanWorkflow)
-	f := startFixture(t, map[string]string{"big": dir}, 0)
-	id := f.execute("big", "fan", map[string]any{"n": 10000})
+// bigJob serves a job of 10,000 for_each instances (no worker: they stay
+// ready) beside a cancelled job of one.
+func bigJob(tb testing.TB) (f *serverFixture, id string) {
+	dir := tb.TempDir()
+	writeFile(tb, filepath.Join(dir, ".workflows", "main.yaml"), fanWorkflow)
+	f = startFixture(tb, map[string]string{"big": dir}, 0)
+	id = f.execute("big", "fan", map[string]any{"n": 10000})
 	f.waitJob(id, "10,000 ready instances", func(j jobView) bool { return j.StepsSummary["ready"] == 10000 })
 	other := f.execute("big", "fan", map[string]any{"n": 1})
-	do(t, "POST", f.url+"/api/jobs/"+other+"/cancel", nil, nil)
+	do(tb, "POST", f.url+"/api/jobs/"+other+"/cancel", nil, nil)
+	return f, id
+}
 
-	start := time.Now()
+// openBigJob opens the big job's page until its first 200 steps show.
+func openBigJob(b *browser, url string) {
 	b.do("open the big job",
-		chromedp.Navigate(f.url+"/jobs/"+id),
+		chromedp.Navigate(url),
 		chromedp.WaitVisible(chromedp.CSS(`#steps-summary`)),
 		chromedp.Poll[chromedp.Void](`document.querySelectorAll('#all-steps tbody tr').length === 200`,
 			chromedp.WithPollingInterval(10*time.Millisecond), chromedp.WithPollingTimeout(0)),
 	)
-	opened := time.Since(start)
-	t.Logf("a 10,000-instance job's page opened in %v", opened)
-	if opened > 3*time.Second { // the target is 1s; a loaded shared machine gets slack
-		t.Errorf("opening the job took %v", opened)
-	}
+}
+
+// TestBrowserOpensA10000InstanceJob opens the page of a job of 10,000
+// for_each instances: the detail lists the flow step, the summary counts
+// every instance, and the "All steps" section pages them 200 at a time,
+// filtered by status. Then the jobs list filters by status. How quickly
+// the page opens is BenchmarkBrowserOpensA10000InstanceJob's to say.
+func TestBrowserOpensA10000InstanceJob(t *testing.T) {
+	b := newBrowser(t)
+	f, id := bigJob(t)
+	openBigJob(b, f.url+"/jobs/"+id)
 	b.screenshot("big-job")
 	summary, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.querySelector('#steps-summary').innerText`))
 	if err != nil || !strings.Contains(summary, "ready 10000") || !strings.Contains(summary, "running 1") {
@@ -91,5 +96,17 @@ func TestBrowserOpensA10000InstanceJobQuickly(t *testing.T) {
 	)
 	if href, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`location.search`)); err != nil || href != "?status=cancelled" {
 		t.Errorf("URL query %q, %v", href, err)
+	}
+}
+
+// BenchmarkBrowserOpensA10000InstanceJob opens the page of a job of
+// 10,000 instances in headless Chromium until its first 200 steps show;
+// reports the time an open takes.
+func BenchmarkBrowserOpensA10000InstanceJob(b *testing.B) {
+	br := newBrowser(b)
+	f, id := bigJob(b)
+	for b.Loop() {
+		openBigJob(br, f.url+"/jobs/"+id)
+		br.do("leave the page", chromedp.Navigate("about:blank")) // the next open loads it afresh
 	}
 }

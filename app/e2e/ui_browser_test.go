@@ -40,7 +40,7 @@ tasks:
 
 // chromiumPath finds a Chromium or Chrome binary. Without one the browser
 // tests skip, unless APPLIANCE_REQUIRE_BROWSER=1 (CI installs Chromium).
-func chromiumPath(t *testing.T) string {
+func chromiumPath(t testing.TB) string {
 	t.Helper()
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless-shell"} {
 		if p, err := exec.LookPath(name); err == nil {
@@ -57,7 +57,7 @@ func chromiumPath(t *testing.T) string {
 // browser is one headless Chromium tab, with the page's console errors
 // collected so a test fails on any uncaught exception.
 type browser struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	mu     sync.Mutex
 	errors []string
@@ -74,7 +74,7 @@ const reportViolations = `document.addEventListener('securitypolicyviolation', (
   window.reportCSPViolation(e.violatedDirective + ' blocked ' + (e.blockedURI || 'inline') +
     ' at ' + e.sourceFile + ':' + e.lineNumber));`
 
-func newBrowser(t *testing.T) *browser {
+func newBrowser(t testing.TB) *browser {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath(t)),

@@ -169,7 +169,7 @@ func TestBrowserLogFiltersSearchesDownloadsAndShowsColoursAsText(t *testing.T) {
 // downloadWatch follows the tab's downloads through Chromium's own
 // events, so a test reads a file only once Chromium says it is complete.
 type downloadWatch struct {
-	t    *testing.T
+	t    testing.TB
 	dir  string
 	mu   sync.Mutex
 	name map[string]string // suggested file name by download GUID
