@@ -52,12 +52,6 @@ func (h *HA) UnmarshalYAML(node ast.Node) error {
 	if err := yaml.NodeToValue(node, &f, yaml.DisallowUnknownField()); err != nil {
 		return err
 	}
-	at := func(key string) ast.Node {
-		if v := mappingValue(node, key); v != nil {
-			return v
-		}
-		return node
-	}
 	out := HA{Lease: DefaultLease, Renew: DefaultRenew, set: true,
 		AdvertiseURL: strings.TrimRight(strings.TrimSpace(f.AdvertiseURL), "/"), PeerSecret: f.PeerSecret}
 	for _, d := range []struct {
@@ -69,21 +63,21 @@ func (h *HA) UnmarshalYAML(node ast.Node) error {
 		}
 		v, err := time.ParseDuration(d.value)
 		if err != nil || v <= 0 {
-			return errorAt(at(d.key), "ha.%s: want a positive duration such as 10s, got %q", d.key, d.value)
+			return errorAt(valueAt(node, d.key), "ha.%s: want a positive duration such as 10s, got %q", d.key, d.value)
 		}
 		*d.into = v
 	}
 	if out.Renew*2 > out.Lease {
-		return errorAt(at("renew"), "ha.renew (%s) must be at most half of ha.lease (%s): the leader renews at least twice a lease", out.Renew, out.Lease)
+		return errorAt(valueAt(node, "renew"), "ha.renew (%s) must be at most half of ha.lease (%s): the leader renews at least twice a lease", out.Renew, out.Lease)
 	}
 	if out.AdvertiseURL == "" {
 		return errorAt(node, "ha.advertise_url: required: the address the other replicas forward to while this one leads, such as http://10.0.0.1:8080")
 	}
 	if u, err := url.Parse(out.AdvertiseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return errorAt(at("advertise_url"), "ha.advertise_url: want http(s)://host:port, got %q", out.AdvertiseURL)
+		return errorAt(valueAt(node, "advertise_url"), "ha.advertise_url: want http(s)://host:port, got %q", out.AdvertiseURL)
 	}
 	if len(out.PeerSecret) < minPeerSecret {
-		return errorAt(at("peer_secret"), "ha.peer_secret: required, at least %d characters, the same on every replica "+
+		return errorAt(valueAt(node, "peer_secret"), "ha.peer_secret: required, at least %d characters, the same on every replica "+
 			"(the leader believes the client address a replica passes only with it); e.g. ${APPLIANCE_PEER_SECRET}", minPeerSecret)
 	}
 	*h = out

@@ -47,41 +47,35 @@ func (s *Storage) UnmarshalYAML(node ast.Node) error {
 	if err := yaml.NodeToValue(node, &f, yaml.DisallowUnknownField()); err != nil {
 		return err
 	}
-	at := func(key string) ast.Node {
-		if v := mappingValue(node, key); v != nil {
-			return v
-		}
-		return node
-	}
 	f.Type = strings.TrimSpace(f.Type)
 	f.DSN = strings.TrimSpace(f.DSN)
 	switch f.Type {
 	case "":
 		if mappingValue(node, "type") != nil {
-			return errorAt(at("type"), "storage.type: empty; want %s (the default) or %s", StorageBbolt, StoragePostgres)
+			return errorAt(valueAt(node, "type"), "storage.type: empty; want %s (the default) or %s", StorageBbolt, StoragePostgres)
 		}
 		f.Type = StorageBbolt
 	case StorageBbolt, StoragePostgres:
 	default:
-		return errorAt(at("type"), "storage.type: unknown type %q; want %s (the default) or %s", f.Type, StorageBbolt, StoragePostgres)
+		return errorAt(valueAt(node, "type"), "storage.type: unknown type %q; want %s (the default) or %s", f.Type, StorageBbolt, StoragePostgres)
 	}
 	switch {
 	case f.Type == StoragePostgres && f.DSN == "":
-		where := at("type") // the postgres that asks for one
+		where := valueAt(node, "type") // the postgres that asks for one
 		if mappingValue(node, "dsn") != nil {
-			where = at("dsn")
+			where = valueAt(node, "dsn")
 		}
 		return errorAt(where, "storage.dsn: required with type postgres: a PostgreSQL URL such as "+
 			"postgres://appliance@db.example.com:5432/appliance, usually written as ${APPLIANCE_DATABASE_URL}")
 	case f.Type == StorageBbolt && f.DSN != "":
-		return errorAt(at("dsn"), "storage.dsn: set, but storage.type is bbolt; write type: postgres to use PostgreSQL")
+		return errorAt(valueAt(node, "dsn"), "storage.dsn: set, but storage.type is bbolt; write type: postgres to use PostgreSQL")
 	case f.Type == StorageBbolt && mappingValue(node, "max_conns") != nil:
-		return errorAt(at("max_conns"), "storage.max_conns: a PostgreSQL setting, but storage.type is bbolt")
+		return errorAt(valueAt(node, "max_conns"), "storage.max_conns: a PostgreSQL setting, but storage.type is bbolt")
 	}
 	if mappingValue(node, "max_conns") == nil {
 		f.MaxConns = 0
 	} else if f.MaxConns < 1 {
-		return errorAt(at("max_conns"), "storage.max_conns: must be 1 or more, got %d", f.MaxConns)
+		return errorAt(valueAt(node, "max_conns"), "storage.max_conns: must be 1 or more, got %d", f.MaxConns)
 	}
 	*s = Storage(f)
 	return nil
@@ -89,6 +83,15 @@ func (s *Storage) UnmarshalYAML(node ast.Node) error {
 
 // mappingValue is the value node of key in a mapping node, nil when the
 // mapping lacks it (or node is no mapping).
+// valueAt is where an error about key belongs: its value, else the
+// section itself (the key is missing).
+func valueAt(node ast.Node, key string) ast.Node {
+	if v := mappingValue(node, key); v != nil {
+		return v
+	}
+	return node
+}
+
 func mappingValue(node ast.Node, key string) ast.Node {
 	m, ok := node.(*ast.MappingNode)
 	if !ok {

@@ -64,20 +64,7 @@ func (f *serverFixture) waitDone(id string) {
 func BenchmarkChain40(b *testing.B) { benchStores(b, chain40) }
 
 func chain40(b *testing.B, storage ...func(*config.Server)) {
-	f := benchFixture(b, 2, storage...)
-	var total time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		id := f.execute("bench", "chain", nil)
-		f.waitDone(id)
-		j := f.job(id)
-		if j.Status != "completed" {
-			b.Fatalf("chain %s", j.Status)
-		}
-		total += j.CompletedAt.Sub(j.CreatedAt)
-	}
-	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/chain")
-	b.ReportMetric(float64(total.Microseconds())/float64(b.N*40)/1000, "ms/step")
+	timeChain40(b, benchFixture(b, 2, storage...))
 }
 
 // BenchmarkExecuteToCompletion measures a one-step job from the execute

@@ -158,18 +158,5 @@ func BenchmarkRemoteChain40(b *testing.B) {
 	f.worker("bench")
 	// A first chain downloads the workspace; the timed ones find it cached.
 	f.waitDone(f.execute("bench", "chain", nil))
-
-	var total time.Duration
-	b.ResetTimer()
-	for range b.N {
-		id := f.execute("bench", "chain", nil)
-		f.waitDone(id)
-		j := f.job(id)
-		if j.Status != "completed" {
-			b.Fatalf("chain %s", j.Status)
-		}
-		total += j.CompletedAt.Sub(j.CreatedAt)
-	}
-	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/chain")
-	b.ReportMetric(float64(total.Microseconds())/float64(b.N*40)/1000, "ms/step")
+	timeChain40(b, f)
 }

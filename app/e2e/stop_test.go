@@ -122,16 +122,7 @@ triggers:
 	if err := os.Remove(hold); err != nil {
 		t.Fatal(err)
 	}
-	srv, err = startServer(context.Background(), cfg, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Shutdown(); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	f = &serverFixture{t: t, srv: srv, url: "http://" + srv.Addr()}
+	f = serveAgain(t, cfg, logger)
 	j := f.waitTerminal(job)
 	if j.Status != "completed" || !strings.Contains(f.logs(job, "work"), "second run") {
 		t.Errorf("long job after the restart: %s, log %q; want completed by the step's second run", j.Status, f.logs(job, "work"))
@@ -222,16 +213,7 @@ tasks:
 	if _, err := findProcessGroup(sleep); err == nil {
 		t.Fatalf("the step's process %q outlived the shutdown", sleep)
 	}
-	srv, err = startServer(context.Background(), cfg, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Shutdown(); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	f = &serverFixture{t: t, srv: srv, url: "http://" + srv.Addr()}
+	f = serveAgain(t, cfg, logger)
 	j := f.waitTerminal(job)
 	work := f.logs(job, "work")
 	if j.Status != "completed" || !strings.Contains(work, "first run") || !strings.Contains(work, "second run") {
@@ -250,4 +232,20 @@ tasks:
 	if errs := errorLines(log.String()); len(errs) > 0 {
 		t.Errorf("errors logged:\n%s", strings.Join(errs, "\n"))
 	}
+}
+
+// serveAgain starts the server again on cfg's data after a stop, shut down
+// when the test ends.
+func serveAgain(t *testing.T, cfg *config.Server, logger *slog.Logger) *serverFixture {
+	t.Helper()
+	srv, err := startServer(context.Background(), cfg, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Shutdown(); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return &serverFixture{t: t, srv: srv, url: "http://" + srv.Addr()}
 }
