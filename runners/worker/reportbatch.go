@@ -72,7 +72,7 @@ func (b *reportBatcher) send() {
 			requestTimeout, struct {
 				Results []json.RawMessage `json:"results"`
 			}{items}, &ans)
-		if se := (*StatusError)(nil); errors.As(err, &se) && se.Status == http.StatusNotFound {
+		if se := (*StatusError)(nil); errors.As(err, &se) && noRoute(se) {
 			// No such route: a server older than this worker. Each result
 			// goes on its own, as the interface has it.
 			for _, p := range batch {
