@@ -18,3 +18,12 @@ func SetLogWritten(ctx context.Context, db *DB, jobID string, at time.Time) erro
 	_, err := db.pool.Exec(ctx, `UPDATE job_logs SET written_at = $2 WHERE job_id = $1`, jobID, at)
 	return err
 }
+
+// PlanCounts sums how often the prepared statements whose text contains
+// part were planned generically and how often custom, on the connection
+// the pool hands out (the only one, with MaxConns 1).
+func PlanCounts(ctx context.Context, db *DB, part string) (generic, custom int64, err error) {
+	err = db.pool.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
+		FROM pg_prepared_statements WHERE strpos(statement, $1) > 0`, part).Scan(&generic, &custom)
+	return generic, custom, err
+}

@@ -86,16 +86,31 @@ func statusPageQuery(f engine.JobFilter, statuses []string) (string, []any) {
 	var args sqlArgs
 	conds := filterConds(f, nil, &args)
 	if f.Cursor != nil {
-		conds = append(conds, "(created_ns, id) < ("+args.add(f.Cursor.CreatedAt)+"::int8, "+args.add(f.Cursor.ID)+"::text)")
+		conds = append(conds, args.before(f.Cursor))
 	}
 	const order = " ORDER BY created_ns DESC, id DESC"
-	limit := args.add(f.Limit)
+	limit := limitClause(f.Limit)
 	ranges := make([]string, len(statuses))
 	for i, st := range statuses {
-		ranges[i] = "(SELECT rec, id, created_ns FROM jobs" + where(append(slices.Clip(conds), "status = "+args.add(st))) + order + " LIMIT " + limit + ")"
+		ranges[i] = "(SELECT rec, id, created_ns FROM jobs" + where(append(slices.Clip(conds), "status = "+args.word(st, engine.ValidJobStatus))) + order + limit + ")"
 	}
-	return "SELECT rec FROM (" + strings.Join(ranges, " UNION ALL ") + ") x" + order + " LIMIT " + limit, args
+	return "SELECT rec FROM (" + strings.Join(ranges, " UNION ALL ") + ") x" + order + limit, args
 }
+
+// A page's statement is written so that PostgreSQL plans it once per
+// connection and keeps that plan: planning costs as much as reading the
+// page (0.1-0.2 ms). A prepared statement is planned anew on every call
+// while its generic plan looks dearer than the plans made for the values
+// at hand, and a cursor's position or an unknown LIMIT make it look so
+// (the generic plan reads "a third" or "a tenth" of the table). So the
+// values of closed sets (a page's size, a status, a source type) are
+// written into the text, which the API bounds to a few statements, and the
+// cursor is hidden from the planner (before): every plan is then the
+// generic one. Open values (a workspace, a task) stay parameters; an
+// equality on an index's first columns plans the same whatever the value.
+
+// limitClause is a page's LIMIT written into the statement.
+func limitClause(n int) string { return " LIMIT " + strconv.Itoa(n) }
 
 // sqlArgs builds a statement's numbered parameters.
 type sqlArgs []any
@@ -103,6 +118,21 @@ type sqlArgs []any
 func (a *sqlArgs) add(v any) string {
 	*a = append(*a, v)
 	return "$" + strconv.Itoa(len(*a))
+}
+
+// word writes a value of a closed set into the statement, quoted, or as a
+// parameter if it is not one of the set (it then matches nothing).
+func (a *sqlArgs) word(v string, known func(string) bool) string {
+	if known(v) { // lower-case letters only
+		return "'" + v + "'"
+	}
+	return a.add(v)
+}
+
+// before is the condition of the jobs older than the cursor, in the index's
+// order. The position is read by a sub-select, so no plan depends on it.
+func (a *sqlArgs) before(c *engine.JobCursor) string {
+	return "(created_ns, id) < ((SELECT " + a.add(c.CreatedAt) + "::int8), (SELECT " + a.add(c.ID) + "::text))"
 }
 
 // filterConds are the conditions of f's workspace, task, statuses and
@@ -119,12 +149,16 @@ func filterConds(f engine.JobFilter, statuses []string, args *sqlArgs) []string 
 	switch len(statuses) {
 	case 0:
 	case 1: // an equality, so an index range gives the order
-		conds = append(conds, "status = "+args.add(statuses[0]))
+		conds = append(conds, "status = "+args.word(statuses[0], engine.ValidJobStatus))
 	default:
-		conds = append(conds, "status = ANY("+args.add(statuses)+"::text[])")
+		words := make([]string, len(statuses))
+		for i, st := range statuses {
+			words[i] = args.word(st, engine.ValidJobStatus)
+		}
+		conds = append(conds, "status IN ("+strings.Join(words, ", ")+")")
 	}
 	if f.SourceType != "" {
-		conds = append(conds, "source_type = "+args.add(f.SourceType))
+		conds = append(conds, "source_type = "+args.word(f.SourceType, engine.ValidSourceType))
 	}
 	return conds
 }
@@ -209,11 +243,15 @@ func pageQuery(f engine.JobFilter, statuses []string, vis *visibility) (string, 
 		conds = append(conds, "(workspace, access_path) IN (SELECT * FROM unnest("+args.add(vis.ws)+"::text[], "+args.add(vis.path)+"::text[]))")
 	}
 	if f.Cursor != nil {
-		conds = append(conds, "(created_ns, id) < ("+args.add(f.Cursor.CreatedAt)+"::int8, "+args.add(f.Cursor.ID)+"::text)")
+		conds = append(conds, args.before(f.Cursor))
 	}
 	const order = " ORDER BY created_ns DESC, id DESC"
 	if ranged == "" {
-		return "SELECT rec FROM jobs" + where(conds) + order + " LIMIT " + args.add(f.Limit) + " OFFSET " + args.add(f.Offset), args
+		q := "SELECT rec FROM jobs" + where(conds) + order + limitClause(f.Limit)
+		if f.Offset > 0 {
+			q += " OFFSET " + args.add(f.Offset)
+		}
+		return q, args
 	}
 	if f.Offset == 0 {
 		// A cursor's page (or the first): each range reads its records
@@ -221,11 +259,11 @@ func pageQuery(f engine.JobFilter, statuses []string, vis *visibility) (string, 
 		// per candidate rather than an index-only scan plus a primary-key
 		// lookup per candidate (3x slower at depth 500,000).
 		return "SELECT x.rec FROM " + ranged + " CROSS JOIN LATERAL (SELECT rec, id, created_ns FROM jobs" + where(conds) + order +
-			" LIMIT " + args.add(f.Limit) + ") x ORDER BY x.created_ns DESC, x.id DESC LIMIT " + args.add(f.Limit), args
+			limitClause(f.Limit) + ") x ORDER BY x.created_ns DESC, x.id DESC" + limitClause(f.Limit), args
 	}
 	// An offset makes each range walk offset+limit rows: their keys come
 	// from the index alone (an index-only scan), not their records.
 	return "SELECT j.rec FROM " + ranged + " CROSS JOIN LATERAL (SELECT id, created_ns FROM jobs" + where(conds) + order +
 		" LIMIT " + args.add(f.Offset+f.Limit) + ") x JOIN jobs j ON j.id = x.id" +
-		" ORDER BY x.created_ns DESC, x.id DESC LIMIT " + args.add(f.Limit) + " OFFSET " + args.add(f.Offset), args
+		" ORDER BY x.created_ns DESC, x.id DESC" + limitClause(f.Limit) + " OFFSET " + args.add(f.Offset), args
 }

@@ -50,17 +50,18 @@ func (db *DB) StepsPage(ctx context.Context, jobID string, q engine.StepQuery) (
 	if q.FlowOnly {
 		conds = append(conds, "right(name, 1) <> ']'")
 	}
-	const order = " ORDER BY seq, name LIMIT "
+	// The limit is in the statement's text, as a job list page's is
+	// (limitClause).
+	order := " ORDER BY seq, name" + limitClause(q.Limit)
 	var sql string
 	switch len(statuses) {
 	case 0:
-		sql = "SELECT rec FROM steps" + where(conds) + order + args.add(q.Limit)
+		sql = "SELECT rec FROM steps" + where(conds) + order
 	case 1:
-		sql = "SELECT rec FROM steps" + where(append(conds, "status = "+args.add(statuses[0]))) + order + args.add(q.Limit)
+		sql = "SELECT rec FROM steps" + where(append(conds, "status = "+args.add(statuses[0]))) + order
 	default:
-		limit := args.add(q.Limit)
 		sql = "SELECT s.rec FROM unnest(" + args.add(statuses) + "::text[]) AS r(status) CROSS JOIN LATERAL (SELECT seq, name FROM steps" +
-			where(append(conds, "status = r.status")) + order + limit + ") x JOIN steps s ON (s.job_id, s.seq, s.name) = ($1, x.seq, x.name) ORDER BY x.seq, x.name LIMIT " + limit
+			where(append(conds, "status = r.status")) + order + ") x JOIN steps s ON (s.job_id, s.seq, s.name) = ($1, x.seq, x.name) ORDER BY x.seq, x.name" + limitClause(q.Limit)
 	}
 	steps, err := queryRecords[engine.Step](ctx, db.pool, "step", sql, args...)
 	if err != nil {
