@@ -21,6 +21,7 @@ const archiveDrainTimeout = 30 * time.Second
 type serverLogs interface {
 	engine.LogSink
 	engine.StepLogEnder
+	engine.RunLogSink
 	api.LogStore
 }
 

@@ -307,12 +307,12 @@ func (c *currentEngine) OnCancelled(ctx context.Context, jobID string, f func())
 	return e.OnCancelled(ctx, jobID, f)
 }
 
-func (c *currentEngine) AppendLog(jobID string, lines []engine.LogLine) error {
+func (c *currentEngine) AppendRunLog(jobID, step, run string, lines []engine.LogLine) error {
 	e, err := c.get()
 	if err != nil {
 		return err
 	}
-	return e.AppendLog(jobID, lines)
+	return e.AppendRunLog(jobID, step, run, lines)
 }
 
 // Stats is the metrics' snapshot: an empty one while following (the

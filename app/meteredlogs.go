@@ -11,13 +11,27 @@ type meteredLogs struct {
 }
 
 func (m meteredLogs) Append(jobID string, lines []engine.LogLine) error {
+	if err := m.serverLogs.Append(jobID, lines); err != nil {
+		return err
+	}
+	m.metrics.LogAppended(textBytes(lines))
+	return nil
+}
+
+// AppendRun counts the lines of a push as Append does, including those
+// the log already had (a repeated push is rare).
+func (m meteredLogs) AppendRun(jobID, step, run string, lines []engine.LogLine) error {
+	if err := m.serverLogs.AppendRun(jobID, step, run, lines); err != nil {
+		return err
+	}
+	m.metrics.LogAppended(textBytes(lines))
+	return nil
+}
+
+func textBytes(lines []engine.LogLine) int {
 	n := 0
 	for _, l := range lines {
 		n += len(l.Line)
 	}
-	if err := m.serverLogs.Append(jobID, lines); err != nil {
-		return err
-	}
-	m.metrics.LogAppended(n)
-	return nil
+	return n
 }

@@ -186,6 +186,30 @@ func (e *Engine) AppendLog(jobID string, lines []LogLine) error {
 	if e.cfg.Logs == nil {
 		return nil
 	}
+	return e.appendPushed(jobID, lines, e.cfg.Logs.Append)
+}
+
+// AppendRunLog is AppendLog for the lines one run of a step pushed,
+// numbered by LogLine.Seq: a sink that keeps the numbers (RunLogSink)
+// appends only the lines it lacks, so a repeated push writes no line
+// twice. Without a run, or with a sink that keeps no numbers, every line
+// is appended.
+func (e *Engine) AppendRunLog(jobID, step, run string, lines []LogLine) error {
+	if e.cfg.Logs == nil {
+		return nil
+	}
+	sink, ok := e.cfg.Logs.(RunLogSink)
+	if run == "" || !ok {
+		return e.AppendLog(jobID, lines)
+	}
+	return e.appendPushed(jobID, lines, func(jobID string, lines []LogLine) error {
+		return sink.AppendRun(jobID, step, run, lines)
+	})
+}
+
+// appendPushed masks the job's secret values in lines and writes them
+// with write.
+func (e *Engine) appendPushed(jobID string, lines []LogLine, write func(string, []LogLine) error) error {
 	values, err := e.SecretValues(context.Background(), jobID)
 	if err != nil {
 		// Lines whose secrets cannot be known (the job or its workspace is
@@ -194,18 +218,24 @@ func (e *Engine) AppendLog(jobID string, lines []LogLine) error {
 		// with a warning on a 404.
 		return fmt.Errorf("mask the log lines of job %s: %w", jobID, err)
 	}
-	return e.appendMasked(jobID, lines, values)
+	return write(jobID, maskLines(lines, values))
 }
 
 // appendMasked writes lines to the log sink with values masked.
 func (e *Engine) appendMasked(jobID string, lines []LogLine, values []string) error {
+	return e.cfg.Logs.Append(jobID, maskLines(lines, values))
+}
+
+// maskLines returns lines with values masked, copying them only when
+// there is something to mask.
+func maskLines(lines []LogLine, values []string) []LogLine {
 	if len(values) == 0 {
-		return e.cfg.Logs.Append(jobID, lines)
+		return lines
 	}
 	masked := make([]LogLine, len(lines))
 	for i, l := range lines {
 		l.Line = Mask(l.Line, values)
 		masked[i] = l
 	}
-	return e.cfg.Logs.Append(jobID, masked)
+	return masked
 }

@@ -250,6 +250,10 @@ type LogLine struct {
 	Stream string    `json:"stream"` // stdout or stderr
 	Step   string    `json:"step"`
 	Line   string    `json:"line"`
+	// Seq numbers a line pushed by a step run within that run, from 1 (0 =
+	// unnumbered); a RunLogSink keeps the last one appended. It is not part
+	// of the stored line.
+	Seq int64 `json:"-"`
 }
 
 // LogQuery selects part of a job's log. Lines are numbered from 1 within
@@ -457,6 +461,17 @@ type LogSink interface {
 // accounting of the step_log limit then.
 type StepLogEnder interface {
 	EndStep(jobID, step string) error
+}
+
+// RunLogSink is a LogSink that appends the lines a step run pushed,
+// numbered from 1 within the run (LogLine.Seq), only once: it keeps the
+// run and the number of the last line appended with the lines themselves,
+// and skips the lines numbered at or below it for the same run, so a push
+// repeated because its answer was lost writes no line twice, even to a
+// server restarted meanwhile. Unnumbered lines (Seq 0) are always
+// appended; another run of the step numbers afresh.
+type RunLogSink interface {
+	AppendRun(jobID, step, run string, lines []LogLine) error
 }
 
 // Clock is the engine's source of time, injected so tests need not sleep.

@@ -127,13 +127,29 @@ func (a *ArchivingLogs) Append(jobID string, lines []engine.LogLine) error {
 	if err := a.LogBackend.Append(jobID, lines); err != nil {
 		return err
 	}
+	a.caughtUp(jobID, lines)
+	return nil
+}
+
+// AppendRun writes like Logs.AppendRun, and queues a job finished
+// recently again as Append does.
+func (a *ArchivingLogs) AppendRun(jobID, step, run string, lines []engine.LogLine) error {
+	if err := a.LogBackend.AppendRun(jobID, step, run, lines); err != nil {
+		return err
+	}
+	a.caughtUp(jobID, lines)
+	return nil
+}
+
+// caughtUp queues the job's log for upload again if the job finished
+// recently and lines reached it.
+func (a *ArchivingLogs) caughtUp(jobID string, lines []engine.LogLine) {
 	a.finishedMu.Lock()
 	_, finished := a.finished[jobID]
 	a.finishedMu.Unlock()
 	if finished && len(lines) > 0 {
 		a.enqueue(jobID)
 	}
-	return nil
 }
 
 // remember adds a job to the recently finished ones, forgetting the oldest

@@ -14,6 +14,7 @@ import (
 type LogBackend interface {
 	engine.LogSink      // Append, Finish
 	engine.StepLogEnder // EndStep
+	engine.RunLogSink   // AppendRun
 	// ReadLog writes the lines q selects from the job's log to w as it
 	// reads them, and says which lines it wrote. A job without a log
 	// writes nothing.

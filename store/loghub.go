@@ -43,6 +43,15 @@ type LogChunk struct {
 	// Note marks a line about the log (retention's), which keeps the log's
 	// last-written time.
 	Note bool
+	// Marked is the step whose run mark the chunk advances
+	// (Runs[Marked].Mark), "" when it advances none. A medium that saves
+	// Runs in the same write as the lines needs nothing more; one that
+	// cannot (the files) also gets the mark Marked had before (Prev) and
+	// every open run's mark (Marks, Marked's new one included), to tell
+	// after a restart whether the lines reached the log.
+	Marked string
+	Prev   RunMark
+	Marks  map[string]RunMark
 }
 
 // StepRun is how much one step run has written to its job's log, and
@@ -52,6 +61,16 @@ type StepRun struct {
 	Capped       bool  // the limit tripped: later lines are dropped
 	DroppedBytes int64 // printed bytes of the dropped lines
 	DroppedLines int
+	// Mark is the run of the step that pushed numbered lines last and the
+	// number of its last line appended (see LogHub.AppendRun).
+	Mark RunMark
+}
+
+// RunMark names a step run that pushed numbered lines and the number of
+// the last one the log holds; the zero mark names none.
+type RunMark struct {
+	Run string
+	Seq int64
 }
 
 // StepRuns are a job's open step runs by step name.
@@ -156,16 +175,33 @@ func (h *LogHub) Locked(jobID string, f func() error) error {
 // longer than the log_line limit are cut, and a step's lines beyond its
 // step_log limit are dropped (see LogLimits).
 func (h *LogHub) Append(jobID string, lines []engine.LogLine) error {
-	return h.append(jobID, lines, false)
+	return h.append(jobID, lines, false, nil)
 }
 
 // AppendNote appends a line about the log itself, which keeps the log's
 // last-written time, so a note does not restart its retention.
 func (h *LogHub) AppendNote(jobID string, line engine.LogLine) error {
-	return h.append(jobID, []engine.LogLine{line}, true)
+	return h.append(jobID, []engine.LogLine{line}, true, nil)
 }
 
-func (h *LogHub) append(jobID string, lines []engine.LogLine, note bool) error {
+// AppendRun is Append for the lines a run of step pushed, numbered from 1
+// within the run (engine.LogLine.Seq): the lines numbered at or below the
+// last one appended for the same run are skipped, and the new mark is
+// written in the same chunk as the lines, so a push repeated after a lost
+// answer, even to a restarted server, writes no line twice. Unnumbered
+// lines are always appended, and another run of the step numbers afresh.
+// It implements engine.RunLogSink.
+func (h *LogHub) AppendRun(jobID, step, run string, lines []engine.LogLine) error {
+	if run == "" {
+		return h.Append(jobID, lines)
+	}
+	return h.append(jobID, lines, false, &pushRun{step: step, run: run})
+}
+
+// pushRun is the step run whose numbered lines an append carries.
+type pushRun struct{ step, run string }
+
+func (h *LogHub) append(jobID string, lines []engine.LogLine, note bool, pr *pushRun) error {
 	if err := ValidJobID(jobID); err != nil {
 		return fmt.Errorf("append log: %w", err)
 	}
@@ -183,16 +219,74 @@ func (h *LogHub) append(jobID string, lines []engine.LogLine, note bool) error {
 	if err != nil {
 		return fmt.Errorf("append log of job %s: %w", jobID, err)
 	}
-	c := h.admit(counts, lines, chunk, ends)
+	var keep []bool
+	var run *StepRun
+	var prev RunMark
+	if pr != nil {
+		run = counts.runs.step(pr.step)
+		prev = run.Mark
+		if keep, run.Mark = freshLines(prev, pr.run, lines); keep == nil {
+			return nil // the log has every line
+		}
+	}
+	c := h.admit(counts, lines, chunk, ends, keep)
 	c.Note = note
+	if run != nil && run.Mark != prev {
+		cp := *run
+		if c.Runs == nil {
+			c.Runs = StepRuns{}
+		}
+		c.Runs[pr.step] = &cp
+		c.Marked, c.Prev, c.Marks = pr.step, prev, counts.runs.marks()
+	}
 	if len(c.Data) == 0 && !c.savesRuns() {
 		return nil
 	}
 	c.Ended, counts.ended = counts.ended, nil
 	if err := h.write(jobID, jl, c); err != nil {
+		if run != nil {
+			run.Mark = prev // the lines are not in: a repeat must bring them
+		}
 		return fmt.Errorf("append log of job %s: %w", jobID, err)
 	}
 	return nil
+}
+
+// freshLines says which of a run's pushed lines the log lacks, given the
+// step's mark, and returns the mark once they are in: every unnumbered
+// line, and each numbered one past the highest number before it. keep is
+// nil when the log has them all.
+func freshLines(mark RunMark, run string, lines []engine.LogLine) (keep []bool, next RunMark) {
+	next = mark
+	if mark.Run != run {
+		next = RunMark{Run: run} // another run numbers afresh
+	}
+	keep = make([]bool, len(lines))
+	some := false
+	for i, l := range lines {
+		if l.Seq == 0 || l.Seq > next.Seq {
+			keep[i], some = true, true
+			next.Seq = max(next.Seq, l.Seq)
+		}
+	}
+	switch {
+	case !some:
+		return nil, mark
+	case next.Seq == 0:
+		return keep, mark // only unnumbered lines: the mark stays
+	}
+	return keep, next
+}
+
+// marks returns the marks of the runs that have one.
+func (runs StepRuns) marks() map[string]RunMark {
+	out := map[string]RunMark{}
+	for step, r := range runs {
+		if r.Mark.Run != "" {
+			out[step] = r.Mark
+		}
+	}
+	return out
 }
 
 // write stores a chunk and hands its lines to the job's live subscribers.

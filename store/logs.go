@@ -44,8 +44,13 @@ func (l *Logs) legacyPath(jobID string) string { return filepath.Join(l.dir, job
 type logFiles struct{ l *Logs }
 
 // Write appends the chunk's lines to the job's file. The file's lines are
-// the whole record: step runs are recounted from them (Runs).
+// the whole record of the counts: step runs are recounted from them
+// (Runs); a chunk that advances a run's mark first writes the marks file
+// (logs_marks.go).
 func (m logFiles) Write(jobID string, c LogChunk) error {
+	if c.Marked != "" {
+		return m.writeMarked(jobID, c)
+	}
 	if len(c.Data) == 0 {
 		return nil
 	}
@@ -63,8 +68,42 @@ func (m logFiles) Write(jobID string, c LogChunk) error {
 	return os.Chtimes(path, time.Time{}, info.ModTime())
 }
 
-// Runs recounts the job's file.
-func (m logFiles) Runs(jobID string) (StepRuns, error) { return countFile(m.l.jsonlPath(jobID)) }
+// writeMarked writes the marks file, naming where the chunk's lines go,
+// then appends them.
+func (m logFiles) writeMarked(jobID string, c LogChunk) error {
+	f, err := os.OpenFile(m.l.jsonlPath(jobID), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if err := writeMark(m.l.marksPath(jobID), c, info.Size()); err != nil {
+		return err
+	}
+	if _, err := f.Write(c.Data); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// Runs recounts the job's file and reads its runs' marks.
+func (m logFiles) Runs(jobID string) (StepRuns, error) {
+	runs, err := countFile(m.l.jsonlPath(jobID))
+	if err != nil {
+		return nil, err
+	}
+	marks, err := readMarks(m.l.marksPath(jobID), m.l.jsonlPath(jobID))
+	if err != nil {
+		return nil, err
+	}
+	for step, mark := range marks {
+		runs.step(step).Mark = mark
+	}
+	return runs, nil
+}
 
 // wireLine fixes the file format: field order, and timestamps in UTC with
 // nanoseconds and a `Z` suffix whatever the caller's location.

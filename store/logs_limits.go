@@ -188,17 +188,24 @@ func cappedStepOf(first []byte, whole bool) (string, bool) {
 	return step, err == nil
 }
 
-// admit decides which encoded lines are written: a step's lines until the
+// admit decides which encoded lines are written: of those keep marks
+// (nil = all; the others are in the log already), a step's lines until the
 // one whose printed bytes would take it past the limit, then none,
 // counting what it drops. ends[i] is where line i ends in chunk. The
 // chunk it returns carries the runs it changed, as they stand after it.
-func (h *LogHub) admit(c *jobCounts, lines []engine.LogLine, chunk []byte, ends []int) LogChunk {
+func (h *LogHub) admit(c *jobCounts, lines []engine.LogLine, chunk []byte, ends []int, keep []bool) LogChunk {
 	out := LogChunk{Steps: make([]string, 0, len(lines)), Ends: make([]int, 0, len(lines))}
 	var data []byte
 	start := 0
 	for i, ln := range lines {
 		enc := chunk[start:ends[i]]
 		start = ends[i]
+		if keep != nil && !keep[i] {
+			if data == nil {
+				data = append(make([]byte, 0, len(chunk)), chunk[:start-len(enc)]...)
+			}
+			continue
+		}
 		if ln.Step != engine.ServerStep {
 			s := c.runs.step(ln.Step)
 			if out.Runs == nil {

@@ -14,20 +14,20 @@ import (
 	"github.com/appliance-sh/appliance/engine"
 )
 
-// Remove deletes the job's local log file, if any, (an archived copy stays). It
-// waits for an append under way, so no line is written to a file that is
-// being removed.
+// Remove deletes the job's local log file, if any, (an archived copy stays)
+// and its runs' marks. It waits for an append under way, so no line is
+// written to a file that is being removed.
 func (l *Logs) Remove(jobID string) (removed bool, err error) {
 	if err := ValidJobID(jobID); err != nil {
 		return false, fmt.Errorf("remove log: %w", err)
 	}
 	err = l.Locked(jobID, func() error {
 		var errs []error
-		for _, p := range []string{l.jsonlPath(jobID), l.legacyPath(jobID)} {
+		for i, p := range []string{l.jsonlPath(jobID), l.legacyPath(jobID), l.marksPath(jobID), l.marksPath(jobID) + ".tmp"} {
 			err := os.Remove(p)
 			switch {
 			case err == nil:
-				removed = true
+				removed = removed || i < 2 // a log, not its marks
 			case !errors.Is(err, fs.ErrNotExist):
 				errs = append(errs, err)
 			}

@@ -41,9 +41,9 @@ type Engine interface {
 	CheckHolder(ctx context.Context, workerID, jobID, step string) error
 	WaitCancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error)
 	OnCancelled(ctx context.Context, jobID string, f func()) (stop func() bool, err error)
-	// AppendLog writes pushed lines to the job's log, the job's secrets
-	// masked.
-	AppendLog(jobID string, lines []engine.LogLine) error
+	// AppendRunLog writes the lines a run of a step pushed to the job's
+	// log, the job's secrets masked, numbered lines only once.
+	AppendRunLog(jobID, step, run string, lines []engine.LogLine) error
 }
 
 // MintFunc mints a step-bound workspace token for a step workerID holds
@@ -70,9 +70,8 @@ type Config struct {
 
 // Service is the worker protocol's one implementation.
 type Service struct {
-	eng      Engine
-	cfg      Config
-	lineSeqs *lineSeqs
+	eng Engine
+	cfg Config
 }
 
 // New returns the service over eng.
@@ -83,7 +82,7 @@ func New(eng Engine, cfg Config) *Service {
 	if cfg.EventWait <= 0 {
 		cfg.EventWait = 20 * time.Second
 	}
-	return &Service{eng: eng, cfg: cfg, lineSeqs: newLineSeqs()}
+	return &Service{eng: eng, cfg: cfg}
 }
 
 // refusal gives an engine refusal the protocol's kind, keeping its
@@ -315,11 +314,7 @@ func (s *Service) HandBackInProcess(ctx context.Context, jobID, step, reason str
 	if err := req.Validate(); err != nil {
 		return err
 	}
-	if err := s.eng.HandBackStep(ctx, req.WorkerID, jobID, step, reason); err != nil {
-		return refusal(err)
-	}
-	s.lineSeqs.forget(jobID, step)
-	return nil
+	return refusal(s.eng.HandBackStep(ctx, req.WorkerID, jobID, step, reason))
 }
 
 // complete checks a result report, then records it with record.
@@ -334,12 +329,7 @@ func (s *Service) complete(who Caller, jobID, step string, req workerproto.Resul
 	if err := req.Validate(); err != nil {
 		return err
 	}
-	err = record(req.WorkerID, engine.StepResult{Output: req.Output, ExitCode: req.ExitCode, Error: req.Error})
-	if err != nil {
-		return refusal(err)
-	}
-	s.lineSeqs.forget(jobID, step)
-	return nil
+	return refusal(record(req.WorkerID, engine.StepResult{Output: req.Output, ExitCode: req.ExitCode, Error: req.Error}))
 }
 
 // errEventsBusy ends a push that waited EventWait for an event source's
@@ -374,10 +364,10 @@ func (s *Service) PushLogs(ctx context.Context, who Caller, jobID string, req wo
 	pushCtx, cancel := context.WithTimeoutCause(ctx, s.cfg.EventWait, errEventsBusy)
 	defer cancel()
 	err := deliverPush(pushCtx, s.eng, jobID, req, func(lines []workerproto.LogLine) error {
-		return s.lineSeqs.appendNew(jobID, req.StepName, req.Run, lines, func(lines []workerproto.LogLine) error {
-			// The engine masks the job's secrets on the way in.
-			return s.eng.AppendLog(jobID, logLinesAt(req.StepName, lines, s.cfg.Now()))
-		})
+		// The engine masks the job's secrets on the way in; the log skips
+		// the numbered lines it has, even those a server killed before
+		// answering appended.
+		return s.eng.AppendRunLog(jobID, req.StepName, req.Run, logLinesAt(req.StepName, lines, s.cfg.Now()))
 	})
 	if err != nil {
 		return workerproto.Pushed{}, refusal(err)

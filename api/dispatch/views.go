@@ -38,7 +38,7 @@ func logLinesAt(step string, lines []workerproto.LogLine, now time.Time) []engin
 		if ts.IsZero() {
 			ts = now
 		}
-		out[i] = engine.LogLine{TS: ts.UTC(), Stream: l.Stream, Step: step, Line: l.Line}
+		out[i] = engine.LogLine{TS: ts.UTC(), Stream: l.Stream, Step: step, Line: l.Line, Seq: l.Seq}
 	}
 	return out
 }

@@ -41,6 +41,7 @@ func TestJourneysOnPostgres(t *testing.T) {
 			eventSourceMakesOneJobPerEvent(t, 100, storage...)
 		}},
 		{"log stream over WebSocket from a remote worker", logStreamShowsARemoteStepsLinesLive},
+		{"a push repeated to a restarted server", repeatedPushToARestartedServerWritesNoLineTwice},
 		{"re-run from failed", rerunFromFailedReusesTheCompletedSteps},
 		{"retention", retentionSweepsEndedJobs},
 		{"metrics with the pool's", metricsMoveAsJobsRun},

@@ -63,6 +63,7 @@ func Run(t *testing.T, cfg Config) {
 		{"StepLogLimitHoldsAcrossARestart", testStepCapRestart},
 		{"StepLogLimitCountsPrintedBytes", testStepCapPrintedBytes},
 		{"LongLinesAreCutWithAMarker", testLongLines},
+		{"RepeatedPushAfterARestartAppendsOnlyTheLinesTheLogLacks", testRepeatedPushAfterRestart},
 		{"RemoveDeletesOnlyThatJobsLog", testRemove},
 		{"LastWrittenBeforeListsOldLogsAndNotesKeepTheirTime", testLastWritten},
 		{"ASecondBackendReadsTheLogTheFirstWrote", testSecondReader},

@@ -26,8 +26,9 @@ const logTimeout = 30 * time.Second
 // chunks of whole JSONL lines, so any replica can read them. It shares the
 // file backend's LogHub: one writer at a time per job in this process,
 // the log_line and step_log limits, and live subscribers fed by this
-// process's appends. The step runs' counts are saved with the lines, so
-// the step_log limit holds across a restart.
+// process's appends. The step runs' counts and marks are saved with the
+// lines, so the step_log limit holds across a restart and a repeated push
+// writes no line twice.
 type Logs struct {
 	*store.LogHub
 	db  *DB
@@ -141,19 +142,21 @@ func (m *logMedium) write(ctx context.Context, jobID string, c store.LogChunk) e
 	}
 	if len(c.Runs) > 0 {
 		var (
-			steps                []string
-			bytes, dropped, drop []int64
-			capped               []bool
+			steps, runs               []string
+			bytes, dropped, drop, seq []int64
+			capped                    []bool
 		)
 		for step, r := range c.Runs {
 			steps, bytes, capped = append(steps, step), append(bytes, r.Bytes), append(capped, r.Capped)
 			dropped, drop = append(dropped, r.DroppedBytes), append(drop, int64(r.DroppedLines))
+			runs, seq = append(runs, r.Mark.Run), append(seq, r.Mark.Seq)
 		}
-		b.Queue(`INSERT INTO job_log_runs (job_id, step, bytes, capped, dropped_bytes, dropped_lines)
-			SELECT $1, * FROM unnest($2::text[], $3::bigint[], $4::boolean[], $5::bigint[], $6::bigint[])
+		b.Queue(`INSERT INTO job_log_runs (job_id, step, bytes, capped, dropped_bytes, dropped_lines, run, seq)
+			SELECT $1, * FROM unnest($2::text[], $3::bigint[], $4::boolean[], $5::bigint[], $6::bigint[], $7::text[], $8::bigint[])
 			ON CONFLICT (job_id, step) DO UPDATE SET bytes = excluded.bytes, capped = excluded.capped,
-				dropped_bytes = excluded.dropped_bytes, dropped_lines = excluded.dropped_lines`,
-			jobID, steps, bytes, capped, dropped, drop)
+				dropped_bytes = excluded.dropped_bytes, dropped_lines = excluded.dropped_lines,
+				run = excluded.run, seq = excluded.seq`,
+			jobID, steps, bytes, capped, dropped, drop, runs, seq)
 	}
 	if b.Len() == boolInt(fenced) {
 		return nil
@@ -218,7 +221,7 @@ func (m *logMedium) forget(jobID string) {
 func (m *logMedium) Runs(jobID string) (store.StepRuns, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), logTimeout)
 	defer cancel()
-	rows, err := m.db.pool.Query(ctx, `SELECT step, bytes, capped, dropped_bytes, dropped_lines FROM job_log_runs WHERE job_id = $1`, jobID)
+	rows, err := m.db.pool.Query(ctx, `SELECT step, bytes, capped, dropped_bytes, dropped_lines, run, seq FROM job_log_runs WHERE job_id = $1`, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("read step runs: %w", err)
 	}
@@ -226,7 +229,7 @@ func (m *logMedium) Runs(jobID string) (store.StepRuns, error) {
 	var step string
 	var r store.StepRun
 	var dropped int64
-	_, err = pgx.ForEachRow(rows, []any{&step, &r.Bytes, &r.Capped, &r.DroppedBytes, &dropped}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&step, &r.Bytes, &r.Capped, &r.DroppedBytes, &dropped, &r.Mark.Run, &r.Mark.Seq}, func() error {
 		r.DroppedLines = int(dropped)
 		cp := r
 		runs[step] = &cp
