@@ -104,6 +104,10 @@ type Config struct {
 	Audit      AuditLog
 	AuditQueue *audit.Queue
 	OnDenied   func(route string)
+	// OnClaimed hears of each claim of several (POST /worker/claims) that
+	// handed a worker steps, and how long it took from its arrival to its
+	// answer, for /metrics (nil: nobody hears).
+	OnClaimed func(took time.Duration)
 	// ACL limits what each user may see and do per task (nil = no limits;
 	// it needs Auth). See acl.go.
 	ACL *accounts.ACL

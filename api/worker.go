@@ -108,6 +108,7 @@ func (s *server) claim(c echo.Context) error {
 // claimSteps is POST /worker/claims (ours): up to max steps at once,
 // answered once durable.
 func (s *server) claimSteps(c echo.Context) error {
+	arrived := time.Now()
 	wait, err := waitParam(c, defaultClaimWait, s.cfg.ClaimWaitMax)
 	if err != nil {
 		return err
@@ -119,6 +120,9 @@ func (s *server) claimSteps(c echo.Context) error {
 	ans, err := s.workers.ClaimSteps(c.Request().Context(), remoteWorker(c), req, wait)
 	if err != nil {
 		return err
+	}
+	if s.cfg.OnClaimed != nil && len(ans.Assignments) > 0 {
+		s.cfg.OnClaimed(time.Since(arrived))
 	}
 	return c.JSON(http.StatusOK, ans)
 }

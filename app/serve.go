@@ -426,6 +426,7 @@ func Start(ctx context.Context, cfg *config.Server, log *slog.Logger) (_ *Server
 			Audit:       trail.store,
 			AuditQueue:  trail.queue,
 			OnDenied:    trail.denied,
+			OnClaimed:   reg.ClaimAnswered,
 
 			EventSources: currentEventSources{s},
 

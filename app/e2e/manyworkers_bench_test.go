@@ -16,10 +16,12 @@ import (
 
 // BenchmarkManyWorkers runs 10,000 queued one-step `true` jobs
 // (APPLIANCE_BENCH_JOBS to change it) through 20 `appliance worker`
-// processes of 4 slots each: jobs/s, the server's CPU a job and fairness
-// (the least and most steps a worker ran, against the mean). A claim's
-// latency with an idle worker is BenchmarkRemoteClaimLatency's; here the
-// steps are ready before the workers claim.
+// processes of 4 slots each: jobs/s, the server's CPU a job, fairness
+// (the least and most steps a worker ran, against the mean) and the
+// percentiles of the claims' latency with 20 workers at the server at once
+// (/metrics' appliance_worker_claim_seconds). A claim's latency with an
+// idle worker is BenchmarkRemoteClaimLatency's; here the steps are ready
+// before the workers claim.
 func BenchmarkManyWorkers(b *testing.B) {
 	app.TuneRuntime()
 	jobs := 10_000
@@ -89,6 +91,18 @@ func BenchmarkManyWorkers(b *testing.B) {
 		b.ReportMetric(float64(serverCPU.Microseconds())/float64(jobs), "server-cpu-us/job")
 		b.ReportMetric(lo/mean, "least-share")
 		b.ReportMetric(hi/mean, "most-share")
+		// The claims' latency as the server's /metrics has it (a claim's
+		// arrival to its answer; none waited, the jobs were all queued),
+		// interpolated within its buckets.
+		_, fams := scrape(b, f.url, "")
+		claims := fams["appliance_worker_claim_seconds"].GetMetric()[0].GetHistogram()
+		for _, q := range []struct {
+			q    float64
+			name string
+		}{{0.5, "claim-p50-ms"}, {0.9, "claim-p90-ms"}, {0.99, "claim-p99-ms"}} {
+			b.ReportMetric(1000*quantile(claims, q.q), q.name)
+		}
+		b.ReportMetric(float64(claims.GetSampleCount())/float64(jobs), "claims/job")
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 
 // scrape reads /metrics (with token as bearer unless empty) and parses it
 // as a Prometheus scraper would.
-func scrape(t *testing.T, url, token string) (int, map[string]*dto.MetricFamily) {
+func scrape(t testing.TB, url, token string) (int, map[string]*dto.MetricFamily) {
 	t.Helper()
 	req, err := http.NewRequest("GET", url+"/metrics", nil)
 	if err != nil {
@@ -115,6 +115,7 @@ func metricsMoveAsJobsRun(t *testing.T, storage ...func(*config.Server)) {
 		{"appliance_steps_ended_total", []string{"status", "skipped"}, 1},
 		{"appliance_step_duration_seconds", []string{"status", "completed"}, 4},
 		{"appliance_step_claim_wait_seconds", nil, 5},
+		{"appliance_worker_claim_seconds", nil, 0}, // in-process claims are not requests
 		{"appliance_steps_ready", nil, 0},
 		{"appliance_steps_running", nil, 0},
 		{"appliance_jobs_live", nil, 0},
@@ -245,4 +246,42 @@ func checkPoolMetrics(t *testing.T, st config.Storage, fams map[string]*dto.Metr
 	if open := value(fams, "appliance_db_connections_in_use") + value(fams, "appliance_db_connections_idle"); open < 1 || open > float64(st.EffectiveMaxConns()) {
 		t.Errorf("%v connections open, want 1 to %d", open, st.EffectiveMaxConns())
 	}
+}
+
+// A remote worker's claims are timed from their arrival to their answer,
+// each claim that handed it steps once.
+func TestMetricsTimeRemoteClaims(t *testing.T) {
+	ws := t.TempDir()
+	writeWorkspace(t, ws, metricsWorkspace)
+	f := startFixture(t, map[string]string{"ws": ws}, 0, func(c *config.Server) { c.WorkerToken = workerToken })
+	spawnWorker(t, f.url, workerToken, "timed-1", "max_concurrent: 1\n")
+	f.waitTerminal(f.execute("ws", "ok", nil))
+	_, fams := scrape(t, f.url, "")
+	// Two steps in a chain, one slot: a claim for each, or one claim
+	// taking the second with the first's result.
+	h := fams["appliance_worker_claim_seconds"].GetMetric()[0].GetHistogram()
+	if n := h.GetSampleCount(); n < 1 || n > 2 {
+		t.Fatalf("appliance_worker_claim_seconds counts %d claims for two steps on one slot; want 1 or 2", n)
+	}
+	if s := h.GetSampleSum(); s <= 0 || s > 30 {
+		t.Fatalf("appliance_worker_claim_seconds sums %v s", s)
+	}
+}
+
+// quantile estimates the q-quantile of a scraped histogram as Prometheus's
+// histogram_quantile does: linearly within the bucket it falls in.
+func quantile(h *dto.Histogram, q float64) float64 {
+	rank := q * float64(h.GetSampleCount())
+	lower, below := 0.0, 0.0
+	for _, b := range h.GetBucket() {
+		upper, n := b.GetUpperBound(), float64(b.GetCumulativeCount())
+		if n >= rank {
+			if n == below {
+				return upper
+			}
+			return lower + (upper-lower)*(rank-below)/(n-below)
+		}
+		lower, below = upper, n
+	}
+	return lower
 }

@@ -37,6 +37,7 @@ type Registry struct {
 	byStatus map[string]stepSeries
 
 	claimWait      prometheus.Histogram
+	claimAnswer    prometheus.Histogram
 	commitDuration prometheus.Histogram
 	commitCommands prometheus.Histogram
 	commitRecords  prometheus.Histogram
@@ -83,6 +84,11 @@ func New(stats StatsFunc) *Registry {
 			Help:    "How long a step waited ready before a worker claimed it.",
 			Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300},
 		}),
+		claimAnswer: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "appliance_worker_claim_seconds",
+			Help:    "How long a remote worker's claim of several took to hand it steps, from its arrival to its answer (the claim's commit included; a claim that long-polled for work counts its wait).",
+			Buckets: []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 5, 30},
+		}),
 		commitDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "appliance_commit_duration_seconds",
 			Help:    "How long each group commit of the orchestrator took (one synced bbolt transaction).",
@@ -122,7 +128,7 @@ func New(stats StatsFunc) *Registry {
 		r.byStatus[s] = stepSeries{ended: r.stepsEnded.WithLabelValues(s), duration: r.stepDuration.WithLabelValues(s)}
 	}
 	r.reg.MustRegister(
-		r.jobsCreated, r.jobsEnded, r.stepsEnded, r.stepDuration, r.claimWait,
+		r.jobsCreated, r.jobsEnded, r.stepsEnded, r.stepDuration, r.claimWait, r.claimAnswer,
 		r.commitDuration, r.commitCommands, r.commitRecords, r.logBytes, r.schedulerLag, r.archivePending, r.queueWait,
 		newStatsCollector(stats),
 		collectors.NewGoCollector(),
@@ -157,6 +163,10 @@ func (r *Registry) QueueWaited(queue string, waited time.Duration) {
 }
 
 func (r *Registry) StepClaimed(waited time.Duration) { r.claimWait.Observe(waited.Seconds()) }
+
+// ClaimAnswered observes how long a remote worker's claim of several took
+// to hand it steps.
+func (r *Registry) ClaimAnswered(took time.Duration) { r.claimAnswer.Observe(took.Seconds()) }
 
 func (r *Registry) Committed(commands, records int, took time.Duration) {
 	r.commitDuration.Observe(took.Seconds())
