@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -35,22 +34,7 @@ func TestCursorPagesKeepOneGenericPlan(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	const total = 20_000
-	i := 0
-	if _, err := conn.CopyFrom(ctx, pgx.Identifier{"jobs"},
-		[]string{"id", "workspace", "task_name", "access_path", "status", "source_type", "created_ns", "active", "ended_ns", "rec"},
-		pgx.CopyFromFunc(func() ([]any, error) {
-			if i == total {
-				return nil, nil
-			}
-			j := newJob(fmt.Sprintf("job-%07d", i), "alpha", "build", i)
-			j.Status = []string{engine.JobCompleted, engine.JobFailed}[i%2]
-			rec, err := json.Marshal(j)
-			i++
-			return []any{j.ID, j.Workspace, j.TaskName, j.AccessPath, j.Status, j.SourceType,
-				j.CreatedAt.UnixNano(), false, j.CreatedAt.UnixNano(), rec}, err
-		})); err != nil {
-		t.Fatal(err)
-	}
+	copyJobs(t, conn, total, func(int) string { return "alpha" })
 	if _, err := conn.Exec(ctx, "ANALYZE jobs"); err != nil {
 		t.Fatal(err)
 	}
