@@ -327,7 +327,18 @@ func (w *Worker) runningSteps() []StepRef {
 func (w *Worker) claimLoop(ctx context.Context, lt lifetimes) error {
 	rep := w.startReporters(lt)
 	var reporting <-chan struct{} // the last step's completion report
+	// The last step's result, held for this slot's next claim (see
+	// resultPairer); released once that claim is answered, or when none
+	// goes out.
+	var hold *resultHold
+	release := func() {
+		if hold != nil {
+			w.srv.(resultPairer).releaseHeld(hold)
+			hold = nil
+		}
+	}
 	defer func() {
+		release()
 		if reporting != nil {
 			<-reporting
 		}
@@ -343,11 +354,20 @@ func (w *Worker) claimLoop(ctx context.Context, lt lifetimes) error {
 		)
 		pumped := w.pump != nil && !w.singleClaims.Load()
 		if pumped {
+			if hold != nil {
+				// The claim carries the result: it goes once queued.
+				select {
+				case <-hold.queued:
+				case <-ctx.Done():
+				}
+			}
 			a, err = w.pump.next(ctx)
 			began = time.Now() // the pump paces claims that come back empty
 		} else {
+			release()
 			a, err = w.srv.Claim(ctx, id, w.cfg.Tags)
 		}
+		release()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -379,7 +399,8 @@ func (w *Worker) claimLoop(ctx context.Context, lt lifetimes) error {
 			sleep(ctx, w.cfg.IdlePause-time.Since(began))
 			continue
 		}
-		done := w.runAssignment(ctx, lt, rep, id, a, pumped)
+		done, h := w.runAssignment(ctx, lt, rep, id, a, pumped)
+		hold = h
 		if reporting != nil {
 			<-reporting
 		}
