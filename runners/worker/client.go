@@ -223,7 +223,15 @@ func (c *Client) ClaimSteps(ctx context.Context, workerID string, max int) ([]*w
 			req.Results = append(req.Results, p.step)
 		}
 		var out workerproto.Assignments
-		err := c.call(ctx, workerID, "claim steps", http.MethodPost, "/worker/claims", q, claimWait+requestTimeout, req, &out)
+		var err error
+		if len(carried) == 0 {
+			err = c.call(ctx, workerID, "claim steps", http.MethodPost, "/worker/claims", q, claimWait+requestTimeout, req, &out)
+		} else {
+			// Not cut when the worker stops: the server may have recorded
+			// the results, and the answer says so. Such a claim does not
+			// wait for work.
+			err = c.call(context.WithoutCancel(ctx), workerID, "claim steps", http.MethodPost, "/worker/claims", q, requestTimeout, req, &out)
+		}
 		if len(carried) == 0 {
 			c.reports.polled()
 		} else {

@@ -172,3 +172,58 @@ func TestAClaimCarriesTheQueuedResults(t *testing.T) {
 		t.Fatalf("last request %s, want the result on its own", last.Path)
 	}
 }
+
+// TestAHeldResultWaitsOnlyForItsClaim: a result held for a claim is not
+// sent on its own, until it is released or the worker pauses between
+// claims; one reported after its release is not held at all.
+func TestAHeldResultWaitsOnlyForItsClaim(t *testing.T) {
+	srv := newWireServer(t, func(w http.ResponseWriter, r *request) {
+		writeJSON(w, 200, `{"results": [`+okAnswers(len(r.Body["results"].([]any)))+`]}`)
+	})
+	c := NewClient(srv.URL, "t", nil)
+	ctx := testContext(t)
+	held := func(step string, h *resultHold) <-chan error {
+		errs := make(chan error, 1)
+		go func() { errs <- c.completeHeld(ctx, "w", "j", step, Result{}, h) }()
+		<-h.queued
+		return errs
+	}
+	answered := func(errs <-chan error) {
+		t.Helper()
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the result was not sent")
+		}
+	}
+	unsent := func() {
+		t.Helper()
+		c.reports.mu.Lock()
+		defer c.reports.mu.Unlock()
+		if c.reports.busy || len(srv.requests()) > 0 {
+			t.Fatalf("a held result went on its own: %+v", srv.requests())
+		}
+	}
+
+	h := newResultHold()
+	errs := held("released", h)
+	unsent()
+	c.releaseHeld(h)
+	answered(errs)
+
+	errs = held("paused", newResultHold())
+	resume := c.holdNone()
+	answered(errs)
+	answered(held("during the pause", newResultHold()))
+	resume()
+
+	h = newResultHold()
+	c.releaseHeld(h)
+	answered(held("after its release", h))
+	if n := len(srv.requests()); n != 4 {
+		t.Fatalf("%d requests, want each result on its own", n)
+	}
+}

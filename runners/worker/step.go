@@ -75,7 +75,9 @@ func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, rep *repo
 	}
 	finished := make(chan struct{})
 	d := &delivery{j: j, log: log, finished: finished, kill: kill, ref: ref, delivered: make(chan struct{})}
-	if _, ok := w.srv.(resultPairer); ok && durable {
+	if _, ok := w.srv.(resultPairer); ok && durable && !a.EventSource {
+		// (An event source's last lines may wait for room among its
+		// trigger's jobs: its slot claims without waiting for them.)
 		d.hold = newResultHold()
 	}
 	rep.runs <- d
