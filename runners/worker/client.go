@@ -212,52 +212,70 @@ var _ StepsClaimer = (*Client)(nil)
 // those queued behind a report on its way: one request and one commit for
 // the results and the claim, so a step a result makes ready may be among
 // those claimed. Such a claim does not wait for work; when it brings none,
-// a claim without results waits for it, and results due meanwhile go on
-// their own (see reportBatcher.forClaim).
+// a claim without results waits for it.
 func (c *Client) ClaimSteps(ctx context.Context, workerID string, max int) ([]*workerproto.Assignment, error) {
-	q := url.Values{"wait": {strconv.Itoa(int(claimWait / time.Second))}}
 	for {
-		req := workerproto.Claims{WorkerID: workerID, Max: max}
 		carried := c.reports.forClaim(workerID, !c.claimsCarryNoResults.Load())
-		for _, p := range carried {
-			req.Results = append(req.Results, p.step)
-		}
-		var out workerproto.Assignments
-		var err error
-		if len(carried) == 0 {
-			err = c.call(ctx, workerID, "claim steps", http.MethodPost, "/worker/claims", q, claimWait+requestTimeout, req, &out)
-		} else {
-			// Not cut when the worker stops: the server may have recorded
-			// the results, and the answer says so. Such a claim does not
-			// wait for work.
-			err = c.call(context.WithoutCancel(ctx), workerID, "claim steps", http.MethodPost, "/worker/claims", q, requestTimeout, req, &out)
-		}
+		as, err := c.claimSteps(ctx, workerID, max, carried)
 		if len(carried) == 0 {
 			c.reports.polled()
-		} else {
-			if se := (*StatusError)(nil); errors.As(err, &se) && se.Status == http.StatusBadRequest {
-				// A server that takes claims but not their results: they
-				// go on their own from now on.
-				c.claimsCarryNoResults.Store(true)
-			}
-			c.reports.settle(carried, out.Results, err)
 		}
-		if se := (*StatusError)(nil); errors.As(err, &se) && noRoute(se) {
-			return nil, fmt.Errorf("%w: %w", ErrNoClaimsOfSeveral, err)
-		}
-		if err != nil {
-			return nil, err
-		}
-		as := make([]*workerproto.Assignment, 0, len(out.Assignments))
-		for i := range out.Assignments {
-			if out.Assignments[i].JobID != "" {
-				as = append(as, &out.Assignments[i])
-			}
-		}
-		if len(as) > 0 || len(carried) == 0 || ctx.Err() != nil {
-			return as, nil
+		if err != nil || len(as) > 0 || len(carried) == 0 || ctx.Err() != nil {
+			return as, err
 		}
 	}
+}
+
+// claimCarrying implements resultPairer: one claim carrying the worker's
+// queued results, none when there are none to carry.
+func (c *Client) claimCarrying(ctx context.Context, workerID string, max int) ([]*workerproto.Assignment, error) {
+	if c.claimsCarryNoResults.Load() {
+		return nil, nil
+	}
+	carried := c.reports.toCarry(workerID)
+	if len(carried) == 0 {
+		return nil, nil
+	}
+	return c.claimSteps(ctx, workerID, max, carried)
+}
+
+// claimSteps sends one claim of up to max steps carrying the results
+// carried, answers them, and returns the steps claimed.
+func (c *Client) claimSteps(ctx context.Context, workerID string, max int, carried []*pendingReport) ([]*workerproto.Assignment, error) {
+	req := workerproto.Claims{WorkerID: workerID, Max: max}
+	for _, p := range carried {
+		req.Results = append(req.Results, p.step)
+	}
+	var out workerproto.Assignments
+	var err error
+	if len(carried) == 0 {
+		q := url.Values{"wait": {strconv.Itoa(int(claimWait / time.Second))}}
+		err = c.call(ctx, workerID, "claim steps", http.MethodPost, "/worker/claims", q, claimWait+requestTimeout, req, &out)
+	} else {
+		// Not cut when the worker stops: the server may have recorded the
+		// results, and the answer says so. Such a claim does not wait for
+		// work.
+		err = c.call(context.WithoutCancel(ctx), workerID, "claim steps", http.MethodPost, "/worker/claims", nil, requestTimeout, req, &out)
+		if se := (*StatusError)(nil); errors.As(err, &se) && se.Status == http.StatusBadRequest {
+			// A server that takes claims but not their results: they go
+			// on their own from now on.
+			c.claimsCarryNoResults.Store(true)
+		}
+		c.reports.settle(carried, out.Results, err)
+	}
+	if se := (*StatusError)(nil); errors.As(err, &se) && noRoute(se) {
+		return nil, fmt.Errorf("%w: %w", ErrNoClaimsOfSeveral, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	as := make([]*workerproto.Assignment, 0, len(out.Assignments))
+	for i := range out.Assignments {
+		if out.Assignments[i].JobID != "" {
+			as = append(as, &out.Assignments[i])
+		}
+	}
+	return as, nil
 }
 
 // Start implements Server.
@@ -290,6 +308,9 @@ func (c *Client) releaseHeld(h *resultHold) { c.reports.release(h) }
 
 // holdNone implements resultPairer.
 func (c *Client) holdNone() (resume func()) { return c.reports.holdNone() }
+
+// polling implements resultPairer.
+func (c *Client) polling() bool { return c.reports.polling() }
 
 // StepToken implements Server.
 func (c *Client) StepToken(ctx context.Context, workerID, jobID, step string) (string, error) {

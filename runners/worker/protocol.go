@@ -51,7 +51,7 @@ type StepsClaimer interface {
 // so the result and the claim share one request and one commit, and the
 // step the result makes ready can be among those claimed. A held result
 // never waits behind a claim that may wait for work, nor behind the pause
-// between claims: it then goes on its own, as one released does.
+// between claims: the slot then claims on its own (claimCarrying).
 type resultPairer interface {
 	StepsClaimer
 	// completeHeld is Complete, the result held for the worker's next
@@ -60,9 +60,17 @@ type resultPairer interface {
 	// releaseHeld sends h's result on its own if no claim took it; a
 	// result reported after its release is not held.
 	releaseHeld(h *resultHold)
-	// holdNone sends every held result on its own, and holds none, until
-	// resume is called (the worker pauses between claims).
+	// holdNone sends every held result on its own until resume is called
+	// (the worker pauses between claims; polling then reports true).
 	holdNone() (resume func())
+	// polling reports whether a claim that may wait for work (carrying
+	// none) is on its way, or the worker pauses between claims: a result
+	// held now would wait for it.
+	polling() bool
+	// claimCarrying sends one claim of up to max steps carrying the
+	// worker's queued results, held ones too, and never waits for work;
+	// with no result to carry it sends nothing.
+	claimCarrying(ctx context.Context, workerID string, max int) ([]*workerproto.Assignment, error)
 }
 
 // Prover is a Server whose workers prove who they are with a secret they

@@ -28,8 +28,8 @@ type reportBatcher struct {
 	queue []*pendingReport
 	busy  bool // a sender runs
 	// polls counts the claims on their way that carry no results (they may
-	// wait for work) and the pauses between claims: while any is, no
-	// result is held.
+	// wait for work) and the pauses between claims: while any is, a slot
+	// with a held result claims on its own (see resultPairer).
 	polls int
 }
 
@@ -62,7 +62,7 @@ func (h *resultHold) ready() { h.once.Do(func() { close(h.queued) }) }
 
 // complete sends one result as part of a batch and returns its answer.
 // With h, the result is held for the worker's next claim, unless h was
-// released or a claim that may wait for work is on its way.
+// released.
 func (b *reportBatcher) complete(ctx context.Context, workerID, jobID, step string, res workerproto.Result, h *resultHold) error {
 	sr := workerproto.StepResult{JobID: jobID, StepName: step, Result: res}
 	raw, err := json.Marshal(sr)
@@ -75,7 +75,7 @@ func (b *reportBatcher) complete(ctx context.Context, workerID, jobID, step stri
 	p := &pendingReport{workerID: workerID, step: sr, raw: raw, path: stepPath(jobID, step, "complete"), res: res, done: make(chan error, 1)}
 	b.mu.Lock()
 	b.queue = append(b.queue, p)
-	if h != nil && !h.released && b.polls == 0 {
+	if h != nil && !h.released {
 		p.held, h.p = true, p
 	} else {
 		b.wake()
@@ -121,6 +121,14 @@ func (b *reportBatcher) holdNone() (resume func()) {
 	b.polls++
 	b.unholdAll()
 	return b.polled
+}
+
+// polling reports whether a claim that may wait for work is on its way,
+// or the worker pauses between claims.
+func (b *reportBatcher) polling() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.polls > 0
 }
 
 // polled ends a claim without results, or a pause (see polls).
@@ -199,8 +207,9 @@ func (b *reportBatcher) take() []*pendingReport {
 
 // forClaim takes queued results of workerID, held ones too, for a claim
 // to carry (see Client.ClaimSteps): they then share its request and its
-// commit. With none (or carry false), the claim may wait for work: the
-// held results go on their own, and none is held until polled is called.
+// commit. With none (or carry false), the claim may wait for work: it is
+// counted in polls until polled is called, and held results left of
+// another worker id go on their own.
 func (b *reportBatcher) forClaim(workerID string, carry bool) []*pendingReport {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -212,6 +221,14 @@ func (b *reportBatcher) forClaim(workerID string, carry bool) []*pendingReport {
 	b.polls++
 	b.unholdAll()
 	return nil
+}
+
+// toCarry takes queued results of workerID, held ones too, for a claim
+// that goes only if it carries some (see Client.claimCarrying).
+func (b *reportBatcher) toCarry(workerID string) []*pendingReport {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.takeOf(workerID, true)
 }
 
 // settle answers the results a claim carried with the claim's answers;

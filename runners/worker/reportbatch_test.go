@@ -175,7 +175,8 @@ func TestAClaimCarriesTheQueuedResults(t *testing.T) {
 
 // TestAHeldResultWaitsOnlyForItsClaim: a result held for a claim is not
 // sent on its own, until it is released or the worker pauses between
-// claims; one reported after its release is not held at all.
+// claims (when a slot claims on its own: polling); one reported after its
+// release is not held at all.
 func TestAHeldResultWaitsOnlyForItsClaim(t *testing.T) {
 	srv := newWireServer(t, func(w http.ResponseWriter, r *request) {
 		writeJSON(w, 200, `{"results": [`+okAnswers(len(r.Body["results"].([]any)))+`]}`)
@@ -215,15 +216,20 @@ func TestAHeldResultWaitsOnlyForItsClaim(t *testing.T) {
 	answered(errs)
 
 	errs = held("paused", newResultHold())
+	if c.polling() {
+		t.Fatal("polling before the pause")
+	}
 	resume := c.holdNone()
 	answered(errs)
-	answered(held("during the pause", newResultHold()))
+	if !c.polling() {
+		t.Fatal("not polling during the pause: a slot would hold its result for the pump")
+	}
 	resume()
 
 	h = newResultHold()
 	c.releaseHeld(h)
 	answered(held("after its release", h))
-	if n := len(srv.requests()); n != 4 {
+	if n := len(srv.requests()); n != 3 {
 		t.Fatalf("%d requests, want each result on its own", n)
 	}
 }

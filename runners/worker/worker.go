@@ -360,9 +360,12 @@ func (w *Worker) claimLoop(ctx context.Context, lt lifetimes) error {
 				case <-hold.queued:
 				case <-ctx.Done():
 				}
+				a = w.claimCarrying(ctx, id)
 			}
-			a, err = w.pump.next(ctx)
-			began = time.Now() // the pump paces claims that come back empty
+			if a == nil {
+				a, err = w.pump.next(ctx)
+				began = time.Now() // the pump paces claims that come back empty
+			}
 		} else {
 			release()
 			a, err = w.srv.Claim(ctx, id, w.cfg.Tags)
@@ -407,6 +410,28 @@ func (w *Worker) claimLoop(ctx context.Context, lt lifetimes) error {
 		reporting = done
 	}
 	return nil
+}
+
+// claimCarrying claims a step for a slot with its last step's result,
+// itself, when the pump's claim would have the result wait (see
+// resultPairer.polling): a claim waiting for work is on its way for the
+// worker's other slots (a chain's next step, say, the result makes ready,
+// is then claimed with it, in one request and one commit). Nil when the
+// slot is to ask the pump: no claim waits, or it brought no step.
+func (w *Worker) claimCarrying(ctx context.Context, id string) *Assignment {
+	rp := w.srv.(resultPairer)
+	if ctx.Err() != nil || !rp.polling() {
+		return nil
+	}
+	as, err := rp.claimCarrying(ctx, id, 1)
+	if err != nil || len(as) == 0 {
+		// The pump's claim meets the error again, and deals with it.
+		return nil
+	}
+	if len(as) > 1 {
+		w.log.Warn("the server handed more steps than claimed: leaving the rest to it", "claimed", 1, "got", len(as))
+	}
+	return as[0]
 }
 
 // retry calls f until it succeeds, fails permanently, or ctx ends. An
