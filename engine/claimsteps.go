@@ -62,10 +62,19 @@ func (e *Engine) ClaimStepsReporting(ctx context.Context, workerID string, resul
 	w.kind, w.many, w.max = AllSteps, true, max
 	// Answered once durable: the claim's answer too is in w.got by then.
 	if _, err := e.do(ctx, func(b *batch) (any, error) {
+		// A step the results make ready goes to this claim rather than to
+		// one of the worker's claims waiting for work: the same worker
+		// either way, and the claim's slot is the one free now (the step
+		// is not first handed to the waiting claim and this one answered
+		// empty, a second request for the worker). What the claim leaves
+		// is offered to the waiting claims after it.
+		b.reporting = workerID
 		for i, r := range results {
 			errs[i] = e.completeStep(ctx, b, workerID, r.JobID, r.Step, r.Result)
 		}
+		b.reporting = ""
 		e.claim(b, w, false)
+		e.offerKept(b)
 		return nil, nil
 	}); err != nil {
 		return nil, nil, err

@@ -195,3 +195,46 @@ b: {action: ok, depends_on: [a]}`)), enginetest.Options{NoWorker: true, Heartbea
 	}
 	f.WaitStatus(job, engine.JobCompleted)
 }
+
+// TestAReportingClaimTakesTheStepItsResultMadeReadyBeforeTheWorkersParkedClaim:
+// a worker with a claim waiting for work (its idle slots) reports a result
+// with another claim (the slot that ran the step): the step the result
+// makes ready goes to the reporting claim, in its commit, not to the
+// parked claim, which would leave the reporting one empty and cost the
+// worker a second request. What the reporting claim leaves (it asked for
+// one; two were made ready) still goes to the parked claim at once.
+func TestAReportingClaimTakesTheStepItsResultMadeReadyBeforeTheWorkersParkedClaim(t *testing.T) {
+	f := enginetest.NewWith(t, enginetest.LoadWorkspace(t, flowYAML(`
+a: {action: ok}
+b: {action: ok, depends_on: [a]}
+c: {action: ok, depends_on: [a]}`)), enginetest.Options{NoWorker: true, HeartbeatTimeout: time.Minute})
+	edge := f.Register("edge", nil, false)
+	job := f.Execute("t", nil)
+	if cs, err := f.Engine.ClaimSteps(t.Context(), edge, 0, 1); err != nil || len(cs) != 1 || cs[0].StepName != "a" {
+		t.Fatalf("claim = %+v, %v; want a", cs, err)
+	}
+	parked := make(chan []*engine.Claim, 1)
+	go func() {
+		cs, err := f.Engine.ClaimSteps(t.Context(), edge, time.Hour, 3)
+		if err != nil {
+			t.Error(err)
+		}
+		parked <- cs
+	}()
+	f.Eventually(func() bool { return f.Engine.ParkedClaims() == 1 }, func() string { return "claim never parked" })
+	errs, cs, err := f.Engine.ClaimStepsReporting(t.Context(), edge, []engine.StepReport{{JobID: job, Step: "a", Result: enginetest.Ok(nil)}}, 1)
+	if err != nil || errs[0] != nil {
+		t.Fatalf("result answered %v, %v", errs, err)
+	}
+	if len(cs) != 1 || cs[0].StepName != "b" {
+		t.Fatalf("the reporting claim got %+v; want b, the first step a's result made ready", cs)
+	}
+	select {
+	case cs := <-parked:
+		if len(cs) != 1 || cs[0].StepName != "c" {
+			t.Fatalf("the parked claim got %+v; want c, which the reporting claim left", cs)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the parked claim did not get the step the reporting claim left")
+	}
+}
