@@ -121,7 +121,7 @@ func (w *Worker) deliver(lt lifetimes, d *delivery, tick *time.Ticker) {
 		}()
 	}
 	if d.hold != nil {
-		defer d.hold.ready()
+		defer w.releaseHeld(d)
 	}
 	for ctx.Err() == nil {
 		wanted := d.j.Wanted()
@@ -132,7 +132,11 @@ func (w *Worker) deliver(lt lifetimes, d *delivery, tick *time.Ticker) {
 		wasFinished := closed(d.finished)
 		done, err := w.deliverOnce(pushCtx, d)
 		if d.hold != nil && wasFinished {
-			d.hold.ready()
+			// The result is answered, or its attempt failed: the slot
+			// claims without waiting, and a result sent again is not held
+			// for a claim that may not carry it (one the slot sent before
+			// the result was queued may be waiting for work).
+			w.releaseHeld(d)
 		}
 		if done {
 			return
@@ -174,6 +178,12 @@ func (w *Worker) deliver(lt lifetimes, d *delivery, tick *time.Ticker) {
 			finished = nil // no more waiting: the result goes now
 		}
 	}
+}
+
+// releaseHeld releases the run's result from its slot's next claim (see
+// resultPairer).
+func (w *Worker) releaseHeld(d *delivery) {
+	w.srv.(resultPairer).releaseHeld(d.hold)
 }
 
 // deliverOnce sends every pending line, then the result if the run has

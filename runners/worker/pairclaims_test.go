@@ -19,14 +19,15 @@ type chainServer struct {
 	steps  []string
 	script string
 
-	mu      sync.Mutex
-	handed  int               // steps handed out, in order
-	ready   int               // steps ready: the first, then one a result
-	by      map[string]string // step -> the path that brought its result
-	claims  []string          // "[results] -> [steps]" of each claim answered
-	polling int               // claims waiting for work
-	changed chan struct{}     // closed and replaced when a step gets ready
-	stop    chan struct{}
+	mu       sync.Mutex
+	handed   int               // steps handed out, in order
+	ready    int               // steps ready: the first, then one a result
+	by       map[string]string // step -> the path that brought its result
+	claims   []string          // "[results] -> [steps]" of each claim answered
+	polling  int               // claims waiting for work
+	failLogs int               // log pushes to answer 503 first
+	changed  chan struct{}     // closed and replaced when a step gets ready
+	stop     chan struct{}
 }
 
 func newChainServer(t *testing.T, script string, steps ...string) *chainServer {
@@ -40,6 +41,16 @@ func newChainServer(t *testing.T, script string, steps ...string) *chainServer {
 			writeJSON(w, 200, `{"worker_id": "11111111-2222-3333-4444-555555555555", "worker_secret": "s"}`)
 		case "/worker/claims":
 			s.claim(w, r)
+		case "/worker/jobs/j-1/logs":
+			s.mu.Lock()
+			fail := s.failLogs > 0
+			s.failLogs--
+			s.mu.Unlock()
+			if fail {
+				writeJSON(w, 503, `{"error": "busy"}`)
+				return
+			}
+			writeJSON(w, 200, `{"status": "ok"}`)
 		case "/worker/reports":
 			names := s.record(r, "reports")
 			writeJSON(w, 200, `{"results": [`+okAnswers(len(names))+`]}`)
@@ -220,5 +231,22 @@ func TestAStoppingSlotsResultGoesOnItsOwn(t *testing.T) {
 	}
 	if by := s.resultsBy(); by[0] != "reports" || by[1] != "" {
 		t.Errorf("results brought by %v; want the first by /worker/reports, no claim after the stop", by)
+	}
+}
+
+// TestAResultRetriedAfterItsSlotClaimedIsNotHeld: a finished step's last
+// lines fail to go; its slot claims without waiting for them (the claim
+// waits for work, which the result would make ready), and the result,
+// sent once the lines are in, goes on its own, not held for a claim that
+// will not carry it.
+func TestAResultRetriedAfterItsSlotClaimedIsNotHeld(t *testing.T) {
+	s := newChainServer(t, "echo x", "s1", "s2")
+	s.failLogs = 1
+	cfg := testWorkerConfig()
+	cfg.MaxConcurrent = 1
+	startWorker(t, pairingClient(t, s), cfg)
+	eventually(t, 5*time.Second, "every step's result", func() bool { return !slices.Contains(s.resultsBy(), "") })
+	if by := s.resultsBy(); by[0] != "reports" {
+		t.Errorf("results brought by %v; want s1's on its own", by)
 	}
 }

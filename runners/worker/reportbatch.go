@@ -101,16 +101,17 @@ func (b *reportBatcher) wake() {
 }
 
 // release sends h's result on its own unless a claim took it, and has a
-// result reported after it go on its own.
+// result reported after it go on its own; a slot waiting for h claims.
 func (b *reportBatcher) release(h *resultHold) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	h.released = true
 	if h.p != nil && h.p.held {
 		h.p.held = false
 		b.wake()
 	}
 	h.p = nil
+	b.mu.Unlock()
+	h.ready()
 }
 
 // holdNone sends the held results on their own and holds none until
