@@ -117,9 +117,12 @@ func (s *server) claimSteps(c echo.Context) error {
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
-	ans, err := s.workers.ClaimSteps(c.Request().Context(), remoteWorker(c), req, wait)
+	ans, results, err := s.workers.ClaimSteps(c.Request().Context(), remoteWorker(c), req, wait)
 	if err != nil {
 		return err
+	}
+	for i, err := range results {
+		ans.Results = append(ans.Results, s.reportAnswer(req.Results[i], err))
 	}
 	if s.cfg.OnClaimed != nil && len(ans.Assignments) > 0 {
 		s.cfg.OnClaimed(time.Since(arrived))
@@ -173,20 +176,24 @@ func (s *server) reports(c echo.Context) error {
 	var wg sync.WaitGroup
 	for i, r := range req.Results {
 		wg.Go(func() {
-			err := s.workers.Complete(ctx, who, r.JobID, r.StepName, r.Result)
-			if err == nil {
-				ans.Results[i] = workerproto.ReportAnswer{Status: http.StatusOK}
-				return
-			}
-			status, msg := s.classify(err)
-			if status >= http.StatusInternalServerError && status != http.StatusServiceUnavailable {
-				s.log.Error("report failed", "job_id", r.JobID, "step", r.StepName, "err", err)
-			}
-			ans.Results[i] = workerproto.ReportAnswer{Status: status, Error: msg}
+			ans.Results[i] = s.reportAnswer(r, s.workers.Complete(ctx, who, r.JobID, r.StepName, r.Result))
 		})
 	}
 	wg.Wait()
 	return c.JSON(http.StatusOK, ans)
+}
+
+// reportAnswer is the answer to one of several results a request carries:
+// the status and error its own complete would have had.
+func (s *server) reportAnswer(r workerproto.StepResult, err error) workerproto.ReportAnswer {
+	if err == nil {
+		return workerproto.ReportAnswer{Status: http.StatusOK}
+	}
+	status, msg := s.classify(err)
+	if status >= http.StatusInternalServerError && status != http.StatusServiceUnavailable {
+		s.log.Error("report failed", "job_id", r.JobID, "step", r.StepName, "err", err)
+	}
+	return workerproto.ReportAnswer{Status: status, Error: msg}
 }
 
 func (s *server) pushLogs(c echo.Context) error {

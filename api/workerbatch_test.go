@@ -77,3 +77,61 @@ func TestClaimOfSeveralStartsTheStepsAndReportsAreAnsweredOneByOne(t *testing.T)
 		}
 	}
 }
+
+// TestClaimCarriesResults: a claim of several may carry the worker's
+// results; each is answered as its own complete would be (a bad one
+// alone refused), and the claim then takes what is ready without waiting.
+func TestClaimCarriesResults(t *testing.T) {
+	f := newFixture(t)
+	id := f.register("carrier")
+	other := f.register("other")
+	first := f.execute("a")
+	ans := f.worker("POST", "/worker/claims?wait=5", map[string]any{"worker_id": id, "max": 1}).expect(200).object()
+	if as := ans["assignments"].([]any); len(as) != 1 || as[0].(map[string]any)["job_id"] != first {
+		t.Fatalf("claimed %v, want the step of %s", as, first)
+	}
+	second := f.execute("b")
+	result := func(job, step, worker string) map[string]any {
+		return map[string]any{"job_id": job, "step_name": step, "worker_id": worker, "output": map[string]any{"n": 1}, "exit_code": 0, "error": nil}
+	}
+	carrying := map[string]any{"worker_id": id, "max": 5, "results": []any{
+		result(first, "say", id),
+		result(first, "nope", id),
+		result(first, "", id),
+		result(first, "say", other),
+	}}
+	ans = f.worker("POST", "/worker/claims?wait=5", carrying).expect(200).object()
+	assertKeys(t, "a claim carrying results", ans, "assignments", "results")
+	var got []float64
+	for _, a := range ans["results"].([]any) {
+		got = append(got, a.(map[string]any)["status"].(float64))
+	}
+	if len(got) != 4 || got[0] != 200 || got[1] != 404 || got[2] != 400 || got[3] != 400 {
+		t.Fatalf("result statuses %v, want [200 404 400 400]", got)
+	}
+	// The ready step of the second job, and the step the first job's
+	// result made ready, in the same commit.
+	as := ans["assignments"].([]any)
+	if len(as) != 2 || as[0].(map[string]any)["job_id"] != second || as[1].(map[string]any)["job_id"] != first || as[1].(map[string]any)["step_name"] != "after" {
+		t.Fatalf("claimed %v, want %s/say then %s/after", as, second, first)
+	}
+	// The same result again (its answer lost) is refused, not recorded
+	// twice; with nothing ready the claim answers at once, with no step.
+	ans = f.worker("POST", "/worker/claims?wait=30", map[string]any{"worker_id": id, "max": 5, "results": []any{result(first, "say", id)}}).expect(200).object()
+	if rs, as := ans["results"].([]any), ans["assignments"].([]any); len(rs) != 1 || rs[0].(map[string]any)["status"].(float64) != 409 || len(as) != 0 {
+		t.Fatalf("the result again: %v; want it refused (409), nothing claimed", ans)
+	}
+	f.worker("POST", "/worker/claims", map[string]any{"worker_id": id, "results": make([]any, 65)}).expectError(400, "results")
+	secret, _ := f.secrets.Load(id)
+	header := map[string]string{"Authorization": "Bearer " + workerToken, workerproto.SecretHeader: secret.(string)}
+	for _, a := range as {
+		a := a.(map[string]any)
+		r := f.do("POST", "/worker/reports", map[string]any{"results": []any{result(a["job_id"].(string), a["step_name"].(string), id)}}, header).expect(200).object()
+		if st := r["results"].([]any)[0].(map[string]any)["status"]; st != 200.0 {
+			t.Fatalf("report of %v: %v", a["step_name"], r)
+		}
+	}
+	if d := f.api("GET", "/api/jobs/"+first, nil).expect(200).object(); d["status"] != "completed" {
+		t.Fatalf("job %s is %v once both its steps reported, want completed", first, d["status"])
+	}
+}

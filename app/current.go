@@ -359,6 +359,14 @@ func (c *currentEngine) SetPriority(ctx context.Context, jobID string, priority 
 	return e.SetPriority(ctx, jobID, priority)
 }
 
+func (c *currentEngine) ClaimStepsReporting(ctx context.Context, workerID string, results []engine.StepReport, max int) ([]error, []*engine.Claim, error) {
+	e, err := c.get()
+	if err != nil {
+		return nil, nil, err
+	}
+	return e.ClaimStepsReporting(ctx, workerID, results, max)
+}
+
 func (c *currentEngine) ClaimSteps(ctx context.Context, workerID string, wait time.Duration, max int) ([]*engine.Claim, error) {
 	e, err := c.get()
 	if err != nil {

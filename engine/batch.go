@@ -33,6 +33,18 @@ type batch struct {
 	marks      []EventMark           // event sources' progress (see Emit)
 	waited     []queueWait           // queued jobs started, and how long they waited (for metrics)
 	audit      []audit.Entry         // the audit trail's entries (see audited)
+
+	// reporting is the worker whose claim's results are being recorded
+	// (see ClaimStepsReporting): a step they make ready is kept from that
+	// worker's parked claims, for the claim itself; kept lists them, to
+	// offer again those it leaves.
+	reporting string
+	kept      []keptStep
+}
+
+type keptStep struct {
+	js *jobState
+	ss *stepState
 }
 
 type jobLine struct {

@@ -66,9 +66,9 @@ func (q *waiterQueue) remove(w *waiter) {
 
 // firstMatch returns the longest-waiting claim that may run a step needing
 // tags (of a consumer job, or not).
-func (q *waiterQueue) firstMatch(need []string, consumer bool) *waiter {
+func (q *waiterQueue) firstMatch(need []string, consumer bool, except string) *waiter {
 	for el := q.l.Front(); el != nil; el = el.Next() {
-		if w := el.Value.(*waiter); covers(w.tags, need) && w.kind.admits(consumer) {
+		if w := el.Value.(*waiter); covers(w.tags, need) && w.kind.admits(consumer) && w.workerID != except {
 			return w
 		}
 	}
@@ -317,7 +317,7 @@ func (e *Engine) offer(b *batch, js *jobState, ss *stepState) {
 		return
 	}
 	consumer := isConsumer(js)
-	if w := e.st.waiters.firstMatch(ss.rec.RequiredTags, consumer); w != nil {
+	if w := e.st.waiters.firstMatch(ss.rec.RequiredTags, consumer, b.reporting); w != nil {
 		e.st.waiters.remove(w)
 		e.hand(b, js, ss, e.st.workers[w.workerID], w)
 		if w.many {
@@ -326,7 +326,23 @@ func (e *Engine) offer(b *batch, js *jobState, ss *stepState) {
 		return
 	}
 	e.st.ready.push(ss, consumer)
+	if b.reporting != "" {
+		b.kept = append(b.kept, keptStep{js, ss})
+	}
 	e.checkClaimable(b, js, ss)
+}
+
+// offerKept offers again the steps kept from the reporting worker's
+// parked claims (see ClaimStepsReporting) that its claim left ready.
+func (e *Engine) offerKept(b *batch) {
+	b.reporting = ""
+	for _, k := range b.kept {
+		if k.ss.inReady && k.ss.rec.Status == StepReady {
+			e.st.ready.remove(k.ss)
+			e.offer(b, k.js, k.ss)
+		}
+	}
+	b.kept = nil
 }
 
 // hand moves a step to running, held by the waiter's worker, and gives

@@ -154,3 +154,87 @@ b: {action: ok}`)), enginetest.Options{NoWorker: true, HeartbeatTimeout: 90 * ti
 		t.Errorf("b (named, then left out after the restart) = %s, want failed", b.Status)
 	}
 }
+
+// TestClaimStepsReportingIsOneCommit: a claim carrying results records
+// them and claims in one commit; the step a result made ready is among
+// those claimed; a result for a step the worker does not hold is refused
+// on its own, leaving the rest be.
+func TestClaimStepsReportingIsOneCommit(t *testing.T) {
+	f := enginetest.NewWith(t, enginetest.LoadWorkspace(t, flowYAML(`
+a: {action: ok}
+b: {action: ok, depends_on: [a]}`)), enginetest.Options{NoWorker: true, HeartbeatTimeout: time.Minute})
+	edge := f.Register("edge", nil, false)
+	job := f.Execute("t", nil)
+	if cs, err := f.Engine.ClaimSteps(t.Context(), edge, 0, 4); err != nil || len(cs) != 1 || cs[0].StepName != "a" {
+		t.Fatalf("claim = %+v, %v; want a", cs, err)
+	}
+	before := f.Store.Commits()
+	errs, cs, err := f.Engine.ClaimStepsReporting(t.Context(), edge, []engine.StepReport{
+		{JobID: job, Step: "a", Result: enginetest.Ok(map[string]any{"v": 1})},
+		{JobID: job, Step: "b", Result: enginetest.Ok(nil)}, // not held: b is not even ready yet
+	}, 4)
+	if err != nil || len(errs) != 2 || errs[0] != nil || !errorsIs(errs[1], engine.ErrConflict) {
+		t.Fatalf("results answered %v, %v; want a taken, b refused as a conflict", errs, err)
+	}
+	if len(cs) != 1 || cs[0].StepName != "b" {
+		t.Fatalf("claimed %+v, want b, which a's result made ready", cs)
+	}
+	if n := f.Store.Commits() - before; n != 1 {
+		t.Errorf("results and claim took %d commits, want 1", n)
+	}
+	if a := f.Step(job, "a"); a.Status != engine.StepCompleted {
+		t.Errorf("a is %s, want completed", a.Status)
+	}
+	if b := f.Step(job, "b"); b.Status != engine.StepRunning || deref(b.WorkerID) != edge || b.StartedAt == nil {
+		t.Errorf("b is %s held by %s started %v, want running on edge, started", b.Status, deref(b.WorkerID), b.StartedAt)
+	}
+	// Nothing ready: the claim answers at once, with the results.
+	errs, cs, err = f.Engine.ClaimStepsReporting(t.Context(), edge, []engine.StepReport{{JobID: job, Step: "b", Result: enginetest.Ok(nil)}}, 4)
+	if err != nil || errs[0] != nil || len(cs) != 0 {
+		t.Fatalf("last result: %v %v, claimed %+v; want taken, nothing claimed", errs, err, cs)
+	}
+	f.WaitStatus(job, engine.JobCompleted)
+}
+
+// TestAReportingClaimTakesTheStepItsResultMadeReadyBeforeTheWorkersParkedClaim:
+// a worker with a claim waiting for work (its idle slots) reports a result
+// with another claim (the slot that ran the step): the step the result
+// makes ready goes to the reporting claim, in its commit, not to the
+// parked claim, which would leave the reporting one empty and cost the
+// worker a second request. What the reporting claim leaves (it asked for
+// one; two were made ready) still goes to the parked claim at once.
+func TestAReportingClaimTakesTheStepItsResultMadeReadyBeforeTheWorkersParkedClaim(t *testing.T) {
+	f := enginetest.NewWith(t, enginetest.LoadWorkspace(t, flowYAML(`
+a: {action: ok}
+b: {action: ok, depends_on: [a]}
+c: {action: ok, depends_on: [a]}`)), enginetest.Options{NoWorker: true, HeartbeatTimeout: time.Minute})
+	edge := f.Register("edge", nil, false)
+	job := f.Execute("t", nil)
+	if cs, err := f.Engine.ClaimSteps(t.Context(), edge, 0, 1); err != nil || len(cs) != 1 || cs[0].StepName != "a" {
+		t.Fatalf("claim = %+v, %v; want a", cs, err)
+	}
+	parked := make(chan []*engine.Claim, 1)
+	go func() {
+		cs, err := f.Engine.ClaimSteps(t.Context(), edge, time.Hour, 3)
+		if err != nil {
+			t.Error(err)
+		}
+		parked <- cs
+	}()
+	f.Eventually(func() bool { return f.Engine.ParkedClaims() == 1 }, func() string { return "claim never parked" })
+	errs, cs, err := f.Engine.ClaimStepsReporting(t.Context(), edge, []engine.StepReport{{JobID: job, Step: "a", Result: enginetest.Ok(nil)}}, 1)
+	if err != nil || errs[0] != nil {
+		t.Fatalf("result answered %v, %v", errs, err)
+	}
+	if len(cs) != 1 || cs[0].StepName != "b" {
+		t.Fatalf("the reporting claim got %+v; want b, the first step a's result made ready", cs)
+	}
+	select {
+	case cs := <-parked:
+		if len(cs) != 1 || cs[0].StepName != "c" {
+			t.Fatalf("the parked claim got %+v; want c, which the reporting claim left", cs)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the parked claim did not get the step the reporting claim left")
+	}
+}

@@ -29,6 +29,7 @@ type Engine interface {
 	Claim(ctx context.Context, workerID string, wait time.Duration) (*engine.Claim, error)
 	ClaimKind(ctx context.Context, workerID string, wait time.Duration, kind engine.StepKind) (*engine.Claim, error)
 	ClaimSteps(ctx context.Context, workerID string, wait time.Duration, max int) ([]*engine.Claim, error)
+	ClaimStepsReporting(ctx context.Context, workerID string, results []engine.StepReport, max int) ([]error, []*engine.Claim, error)
 	// Local execution mode (engine/local.go).
 	CreateLocalJob(ctx context.Context, workerID string, req engine.CreateJob) (*engine.Job, error)
 	ClaimJob(ctx context.Context, workerID, jobID string, wait time.Duration) (*engine.Claim, error)
@@ -194,23 +195,63 @@ func (s *Service) ClaimKind(ctx context.Context, who Caller, req workerproto.Cla
 
 // ClaimSteps waits up to wait for steps the worker's registered tags
 // reach and hands it up to req.Max of them, once the claims are durable
-// (see engine.ClaimSteps): the worker runs them at once.
-func (s *Service) ClaimSteps(ctx context.Context, who Caller, req workerproto.Claims, wait time.Duration) (workerproto.Assignments, error) {
+// (see engine.ClaimSteps): the worker runs them at once. A claim carrying
+// results (req.Results) records them first, in the same commit, and does
+// not wait (see engine.ClaimStepsReporting); results holds each one's
+// refusal, nil when taken, as its own complete would have had.
+func (s *Service) ClaimSteps(ctx context.Context, who Caller, req workerproto.Claims, wait time.Duration) (out workerproto.Assignments, results []error, err error) {
 	if err := req.Validate(); err != nil {
-		return workerproto.Assignments{}, err
+		return workerproto.Assignments{}, nil, err
 	}
 	if err := s.prove(who, req.WorkerID); err != nil {
-		return workerproto.Assignments{}, err
+		return workerproto.Assignments{}, nil, err
 	}
-	cs, err := s.eng.ClaimSteps(ctx, req.WorkerID, wait, req.Max)
+	var cs []*engine.Claim
+	if len(req.Results) == 0 {
+		cs, err = s.eng.ClaimSteps(ctx, req.WorkerID, wait, req.Max)
+	} else {
+		results = make([]error, len(req.Results))
+		var reports []engine.StepReport
+		var at []int // reports[k] is req.Results[at[k]]
+		for i, r := range req.Results {
+			if results[i] = s.checkResult(who, req.WorkerID, r); results[i] == nil {
+				reports = append(reports, engine.StepReport{JobID: r.JobID, Step: r.StepName,
+					Result: engine.StepResult{Output: r.Output, ExitCode: r.ExitCode, Error: r.Error}})
+				at = append(at, i)
+			}
+		}
+		var errs []error
+		errs, cs, err = s.eng.ClaimStepsReporting(ctx, req.WorkerID, reports, req.Max)
+		for k, e := range errs {
+			results[at[k]] = refusal(e)
+		}
+	}
 	if err != nil {
-		return workerproto.Assignments{}, workerRefusal(err)
+		return workerproto.Assignments{}, nil, workerRefusal(err)
 	}
-	out := workerproto.Assignments{Assignments: make([]workerproto.Assignment, len(cs))}
+	out = workerproto.Assignments{Assignments: make([]workerproto.Assignment, len(cs))}
 	for i, c := range cs {
 		out.Assignments[i] = *assignmentOf(c)
 	}
-	return out, nil
+	return out, results, nil
+}
+
+// checkResult checks a result a claim carries, as its own complete would
+// be checked: a claim's results are its worker's.
+func (s *Service) checkResult(who Caller, workerID string, r workerproto.StepResult) error {
+	if err := workerproto.CheckJobID(r.JobID); err != nil {
+		return err
+	}
+	if r.StepName == "" {
+		return workerproto.Errorf(workerproto.ErrInvalid, "step_name is required")
+	}
+	if r.WorkerID == "" {
+		r.WorkerID = workerID
+	}
+	if r.WorkerID != workerID {
+		return workerproto.Errorf(workerproto.ErrInvalid, "worker_id %q: a claim carries only its own worker's results", r.WorkerID)
+	}
+	return r.Result.Validate()
 }
 
 // CreateLocalJob creates a job the worker holds whole and runs itself

@@ -76,15 +76,22 @@ type Claim struct {
 // ready steps at once (a worker asks for as many as it has free slots),
 // which starts them and is answered once that is durable, so the worker
 // runs each step at once and sends no start report.
+//
+// Results, when present, are the worker's results of steps it holds, as
+// POST /worker/reports carries them: they are recorded first, in the
+// same commit as the claim, and the claim then does not wait for work
+// (a result is not held up by a long-poll).
 type Claims struct {
-	WorkerID string `json:"worker_id"`
-	Max      int    `json:"max"` // 0 = 1; at most MaxClaims
+	WorkerID string       `json:"worker_id"`
+	Max      int          `json:"max"` // 0 = 1; at most MaxClaims
+	Results  []StepResult `json:"results,omitempty"`
 }
 
 // Assignments answers Claims: the steps claimed, none when the wait ended
-// with no work.
+// with no work; and the answer to each of the claim's results, in order.
 type Assignments struct {
-	Assignments []Assignment `json:"assignments"`
+	Assignments []Assignment   `json:"assignments"`
+	Results     []ReportAnswer `json:"results,omitempty"`
 }
 
 // LocalJob is the body of POST /worker/jobs (ours): local execution mode,

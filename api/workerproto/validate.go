@@ -62,6 +62,9 @@ func (r Claims) Validate() error {
 	if r.Max < 0 || r.Max > MaxClaims {
 		return Errorf(ErrInvalid, "max: want 1 to %d steps, got %d", MaxClaims, r.Max)
 	}
+	if len(r.Results) > MaxReports {
+		return Errorf(ErrInvalid, "results: at most %d in a claim, got %d", MaxReports, len(r.Results))
+	}
 	return nil
 }
 

@@ -97,7 +97,13 @@ func (p *claimPump) run(ctx context.Context) {
 		}
 		waiting = append(waiting[:0], waiting[n:]...)
 		if len(as) == 0 {
+			// No result is held for the claim after the pause.
+			resume := func() {}
+			if rp, ok := p.sc.(resultPairer); ok {
+				resume = rp.holdNone()
+			}
 			sleep(ctx, p.w.cfg.IdlePause-time.Since(began))
+			resume()
 		}
 	}
 }

@@ -40,6 +40,9 @@ type Client struct {
 	http    *http.Client
 	cache   *workspaceCache
 	reports *reportBatcher
+	// claimsCarryNoResults: the server refused a claim carrying results
+	// (one that predates them), so results go on their own.
+	claimsCarryNoResults atomic.Bool
 	// Set by options, for the cache made once they are applied.
 	cacheDir string
 	limits   WorkspaceLimits
@@ -204,12 +207,62 @@ func (c *Client) Claim(ctx context.Context, workerID string, tags []string) (*wo
 
 var _ StepsClaimer = (*Client)(nil)
 
-// ClaimSteps implements StepsClaimer.
+// ClaimSteps implements StepsClaimer. A claim carries the worker's
+// results waiting to be sent, those held for it (see resultPairer) and
+// those queued behind a report on its way: one request and one commit for
+// the results and the claim, so a step a result makes ready may be among
+// those claimed. Such a claim does not wait for work; when it brings none,
+// a claim without results waits for it.
 func (c *Client) ClaimSteps(ctx context.Context, workerID string, max int) ([]*workerproto.Assignment, error) {
-	q := url.Values{"wait": {strconv.Itoa(int(claimWait / time.Second))}}
+	for {
+		carried := c.reports.forClaim(workerID, !c.claimsCarryNoResults.Load())
+		as, err := c.claimSteps(ctx, workerID, max, carried)
+		if len(carried) == 0 {
+			c.reports.polled()
+		}
+		if err != nil || len(as) > 0 || len(carried) == 0 || ctx.Err() != nil {
+			return as, err
+		}
+	}
+}
+
+// claimCarrying implements resultPairer: one claim carrying the worker's
+// queued results, none when there are none to carry.
+func (c *Client) claimCarrying(ctx context.Context, workerID string, max int) ([]*workerproto.Assignment, error) {
+	if c.claimsCarryNoResults.Load() {
+		return nil, nil
+	}
+	carried := c.reports.toCarry(workerID)
+	if len(carried) == 0 {
+		return nil, nil
+	}
+	return c.claimSteps(ctx, workerID, max, carried)
+}
+
+// claimSteps sends one claim of up to max steps carrying the results
+// carried, answers them, and returns the steps claimed.
+func (c *Client) claimSteps(ctx context.Context, workerID string, max int, carried []*pendingReport) ([]*workerproto.Assignment, error) {
+	req := workerproto.Claims{WorkerID: workerID, Max: max}
+	for _, p := range carried {
+		req.Results = append(req.Results, p.step)
+	}
 	var out workerproto.Assignments
-	err := c.call(ctx, workerID, "claim steps", http.MethodPost, "/worker/claims", q, claimWait+requestTimeout,
-		workerproto.Claims{WorkerID: workerID, Max: max}, &out)
+	var err error
+	if len(carried) == 0 {
+		q := url.Values{"wait": {strconv.Itoa(int(claimWait / time.Second))}}
+		err = c.call(ctx, workerID, "claim steps", http.MethodPost, "/worker/claims", q, claimWait+requestTimeout, req, &out)
+	} else {
+		// Not cut when the worker stops: the server may have recorded the
+		// results, and the answer says so. Such a claim does not wait for
+		// work.
+		err = c.call(context.WithoutCancel(ctx), workerID, "claim steps", http.MethodPost, "/worker/claims", nil, requestTimeout, req, &out)
+		if se := (*StatusError)(nil); errors.As(err, &se) && se.Status == http.StatusBadRequest {
+			// A server that takes claims but not their results: they go
+			// on their own from now on.
+			c.claimsCarryNoResults.Store(true)
+		}
+		c.reports.settle(carried, out.Results, err)
+	}
 	if se := (*StatusError)(nil); errors.As(err, &se) && noRoute(se) {
 		return nil, fmt.Errorf("%w: %w", ErrNoClaimsOfSeveral, err)
 	}
@@ -235,8 +288,29 @@ func (c *Client) Start(ctx context.Context, workerID, jobID, step string) error 
 // (see reportBatcher).
 func (c *Client) Complete(ctx context.Context, workerID, jobID, step string, res workerproto.Result) error {
 	res.WorkerID = workerID
-	return c.reports.complete(ctx, workerID, jobID, step, res)
+	return c.reports.complete(ctx, workerID, jobID, step, res, nil)
 }
+
+var _ resultPairer = (*Client)(nil)
+
+// completeHeld implements resultPairer.
+func (c *Client) completeHeld(ctx context.Context, workerID, jobID, step string, res workerproto.Result, h *resultHold) error {
+	res.WorkerID = workerID
+	if c.claimsCarryNoResults.Load() {
+		h.ready() // nothing to wait for: no claim carries it
+		h = nil
+	}
+	return c.reports.complete(ctx, workerID, jobID, step, res, h)
+}
+
+// releaseHeld implements resultPairer.
+func (c *Client) releaseHeld(h *resultHold) { c.reports.release(h) }
+
+// holdNone implements resultPairer.
+func (c *Client) holdNone() (resume func()) { return c.reports.holdNone() }
+
+// polling implements resultPairer.
+func (c *Client) polling() bool { return c.reports.polling() }
 
 // StepToken implements Server.
 func (c *Client) StepToken(ctx context.Context, workerID, jobID, step string) (string, error) {

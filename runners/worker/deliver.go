@@ -42,6 +42,11 @@ type delivery struct {
 	// server takes such a step back (see HandBacker): its result is not
 	// reported, the step is handed back instead.
 	handBack atomic.Bool
+	// hold, when set, holds the result for the slot's next claim (see
+	// resultPairer); it is ready once the result is queued, or once
+	// delivering the finished run ended otherwise (an error, a refusal, a
+	// hand-back), so the slot never waits for more than one attempt.
+	hold *resultHold
 }
 
 // reporters deliver a claim slot's step runs: two goroutines for as long
@@ -115,13 +120,24 @@ func (w *Worker) deliver(lt lifetimes, d *delivery, tick *time.Ticker) {
 			}
 		}()
 	}
+	if d.hold != nil {
+		defer w.releaseHeld(d)
+	}
 	for ctx.Err() == nil {
 		wanted := d.j.Wanted()
 		var emitted <-chan struct{} // nil: never, for other steps
 		if g, ok := d.j.(*eventGate); ok {
 			emitted = g.Emitted()
 		}
+		wasFinished := closed(d.finished)
 		done, err := w.deliverOnce(pushCtx, d)
+		if d.hold != nil && wasFinished {
+			// The result is answered, or its attempt failed: the slot
+			// claims without waiting, and a result sent again is not held
+			// for a claim that may not carry it (one the slot sent before
+			// the result was queued may be waiting for work).
+			w.releaseHeld(d)
+		}
 		if done {
 			return
 		}
@@ -162,6 +178,12 @@ func (w *Worker) deliver(lt lifetimes, d *delivery, tick *time.Ticker) {
 			finished = nil // no more waiting: the result goes now
 		}
 	}
+}
+
+// releaseHeld releases the run's result from its slot's next claim (see
+// resultPairer).
+func (w *Worker) releaseHeld(d *delivery) {
+	w.srv.(resultPairer).releaseHeld(d.hold)
 }
 
 // deliverOnce sends every pending line, then the result if the run has
@@ -214,6 +236,8 @@ func (w *Worker) deliverOnce(ctx context.Context, d *delivery) (done bool, err e
 			reason := fmt.Sprintf("the step did not end within drain_timeout (%s)", w.cfg.DrainTimeout)
 			err = hb.HandBack(ctx, meta.WorkerID, meta.JobID, meta.Step, reason)
 			done = "step stopped at the drain deadline and handed back: it runs again from the start"
+		} else if rp, ok := w.srv.(resultPairer); ok && d.hold != nil {
+			err = rp.completeHeld(ctx, meta.WorkerID, meta.JobID, meta.Step, res, d.hold)
 		} else {
 			err = w.srv.Complete(ctx, meta.WorkerID, meta.JobID, meta.Step, res)
 		}

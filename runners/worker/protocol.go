@@ -46,6 +46,33 @@ type StepsClaimer interface {
 	ClaimSteps(ctx context.Context, workerID string, max int) ([]*workerproto.Assignment, error)
 }
 
+// resultPairer is a StepsClaimer whose claims carry the worker's results
+// (the HTTP transport): a slot holds its step's result for its next claim,
+// so the result and the claim share one request and one commit, and the
+// step the result makes ready can be among those claimed. A held result
+// never waits behind a claim that may wait for work, nor behind the pause
+// between claims: the slot then claims on its own (claimCarrying).
+type resultPairer interface {
+	StepsClaimer
+	// completeHeld is Complete, the result held for the worker's next
+	// claim; h is ready once the result is queued.
+	completeHeld(ctx context.Context, workerID, jobID, step string, res workerproto.Result, h *resultHold) error
+	// releaseHeld sends h's result on its own if no claim took it; a
+	// result reported after its release is not held.
+	releaseHeld(h *resultHold)
+	// holdNone sends every held result on its own until resume is called
+	// (the worker pauses between claims; polling then reports true).
+	holdNone() (resume func())
+	// polling reports whether a claim that may wait for work (carrying
+	// none) is on its way, or the worker pauses between claims: a result
+	// held now would wait for it.
+	polling() bool
+	// claimCarrying sends one claim of up to max steps carrying the
+	// worker's queued results, held ones too, and never waits for work;
+	// with no result to carry it sends nothing.
+	claimCarrying(ctx context.Context, workerID string, max int) ([]*workerproto.Assignment, error)
+}
+
 // Prover is a Server whose workers prove who they are with a secret they
 // get at registration (the HTTP transport). A worker keeps each step
 // run's secret with it in the spool, so a run an earlier process left is

@@ -16,12 +16,14 @@ import (
 // process, and returns a channel closed once the server has the step's
 // completion report (or refused it), or nil if the step never started. The
 // report goes on in the background (one of the slot's reporters)
-// meanwhile, so the slot claims its next step while the server commits the
-// last one's result: the two then share a commit. Reporting the start is
+// meanwhile. After a durable claim, on a server whose claims carry results
+// (see resultPairer), the result is held for the slot's next claim
+// (hold, ready once the result is queued): the two then share a request
+// and a commit. Reporting the start is
 // retried until claimCtx ends (the worker stops): a step not started yet
 // is left to the server to hand out again. A durable claim (see
 // StepsClaimer) started the step: it runs at once, with no start report.
-func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, rep *reporters, workerID string, a *Assignment, durable bool) <-chan struct{} {
+func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, rep *reporters, workerID string, a *Assignment, durable bool) (delivered <-chan struct{}, hold *resultHold) {
 	ref := StepRef{JobID: a.JobID, Step: a.StepName}
 	w.track(ref)
 	log := w.log.With("job_id", a.JobID, "step", a.StepName)
@@ -41,7 +43,7 @@ func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, rep *repo
 			log.Error("step not started", "err", err)
 		}
 		w.untrack(ref)
-		return nil
+		return nil, nil
 	}
 	log.Info("step started", "runner", a.Runner)
 
@@ -73,6 +75,11 @@ func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, rep *repo
 	}
 	finished := make(chan struct{})
 	d := &delivery{j: j, log: log, finished: finished, kill: kill, ref: ref, delivered: make(chan struct{})}
+	if _, ok := w.srv.(resultPairer); ok && durable && !a.EventSource {
+		// (An event source's last lines may wait for room among its
+		// trigger's jobs: its slot claims without waiting for them.)
+		d.hold = newResultHold()
+	}
 	rep.runs <- d
 	stopWatch := w.watchCancel(stepCtx, a.JobID, kill)
 
@@ -90,7 +97,7 @@ func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, rep *repo
 	// The result goes after the last line, so a finished job's log is whole.
 	j.Finish(res)
 	close(finished)
-	return d.delivered
+	return d.delivered, d.hold
 }
 
 // newJournal begins a step run's journal: in the spool when the worker has

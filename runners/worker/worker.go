@@ -327,7 +327,18 @@ func (w *Worker) runningSteps() []StepRef {
 func (w *Worker) claimLoop(ctx context.Context, lt lifetimes) error {
 	rep := w.startReporters(lt)
 	var reporting <-chan struct{} // the last step's completion report
+	// The last step's result, held for this slot's next claim (see
+	// resultPairer); released once that claim is answered, or when none
+	// goes out.
+	var hold *resultHold
+	release := func() {
+		if hold != nil {
+			w.srv.(resultPairer).releaseHeld(hold)
+			hold = nil
+		}
+	}
 	defer func() {
+		release()
 		if reporting != nil {
 			<-reporting
 		}
@@ -343,11 +354,23 @@ func (w *Worker) claimLoop(ctx context.Context, lt lifetimes) error {
 		)
 		pumped := w.pump != nil && !w.singleClaims.Load()
 		if pumped {
-			a, err = w.pump.next(ctx)
-			began = time.Now() // the pump paces claims that come back empty
+			if hold != nil {
+				// The claim carries the result: it goes once queued.
+				select {
+				case <-hold.queued:
+				case <-ctx.Done():
+				}
+				a = w.claimCarrying(ctx, id)
+			}
+			if a == nil {
+				a, err = w.pump.next(ctx)
+				began = time.Now() // the pump paces claims that come back empty
+			}
 		} else {
+			release()
 			a, err = w.srv.Claim(ctx, id, w.cfg.Tags)
 		}
+		release()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -379,13 +402,36 @@ func (w *Worker) claimLoop(ctx context.Context, lt lifetimes) error {
 			sleep(ctx, w.cfg.IdlePause-time.Since(began))
 			continue
 		}
-		done := w.runAssignment(ctx, lt, rep, id, a, pumped)
+		done, h := w.runAssignment(ctx, lt, rep, id, a, pumped)
+		hold = h
 		if reporting != nil {
 			<-reporting
 		}
 		reporting = done
 	}
 	return nil
+}
+
+// claimCarrying claims a step for a slot with its last step's result,
+// itself, when the pump's claim would have the result wait (see
+// resultPairer.polling): a claim waiting for work is on its way for the
+// worker's other slots (a chain's next step, say, the result makes ready,
+// is then claimed with it, in one request and one commit). Nil when the
+// slot is to ask the pump: no claim waits, or it brought no step.
+func (w *Worker) claimCarrying(ctx context.Context, id string) *Assignment {
+	rp := w.srv.(resultPairer)
+	if ctx.Err() != nil || !rp.polling() {
+		return nil
+	}
+	as, err := rp.claimCarrying(ctx, id, 1)
+	if err != nil || len(as) == 0 {
+		// The pump's claim meets the error again, and deals with it.
+		return nil
+	}
+	if len(as) > 1 {
+		w.log.Warn("the server handed more steps than claimed: leaving the rest to it", "claimed", 1, "got", len(as))
+	}
+	return as[0]
 }
 
 // retry calls f until it succeeds, fails permanently, or ctx ends. An
