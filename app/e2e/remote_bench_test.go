@@ -20,6 +20,7 @@ import (
 type rawWorker struct {
 	url, id, secret string
 	http            *http.Client
+	held            []map[string]any // results for the next claim (claimCarrying)
 }
 
 // registerRawWorker registers a rawWorker named bench, with no tags.

@@ -17,14 +17,21 @@ import (
 // BenchmarkSimulatedWorkers measures how many steps a second one server
 // orchestrates through /worker with 10, 100 and 1,000 simulated workers:
 // goroutines speaking the worker protocol over real HTTP on loopback
-// (claims of up to 4 steps, their results in one report), completing each
-// step at once, spawning nothing. The jobs (one step each) are queued
-// before the clock starts. CPU per step counts the whole process: the
-// server and the simulated workers.
+// (claims of up to 4 steps), completing each step at once, spawning
+// nothing. With reports=apart a worker sends its results in one report
+// after each claim; with reports=in-claims they ride its next claim, as
+// `appliance worker` sends them (one request and one commit a cycle). The
+// jobs (one step each) are queued before the clock starts. CPU per step
+// counts the whole process: the server and the simulated workers.
 func BenchmarkSimulatedWorkers(b *testing.B) {
 	app.TuneRuntime()
-	for _, workers := range []int{10, 100, 1000} {
-		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+	for _, bc := range []struct {
+		workers int
+		paired  bool
+	}{{10, false}, {100, false}, {1000, false}, {10, true}, {100, true}, {1000, true}} {
+		workers := bc.workers
+		mode := map[bool]string{false: "apart", true: "in-claims"}[bc.paired]
+		b.Run(fmt.Sprintf("reports=%s/workers=%d", mode, workers), func(b *testing.B) {
 			dir := b.TempDir()
 			writeWorkspace(b, dir, chainWorkspace(1))
 			f := startFixture(b, map[string]string{"bench": dir}, 0, func(c *config.Server) { c.WorkerToken = workerToken })
@@ -46,8 +53,12 @@ func BenchmarkSimulatedWorkers(b *testing.B) {
 				var wg sync.WaitGroup
 				for _, w := range sims {
 					wg.Go(func() {
+						cycle := w.claimAndReport
+						if bc.paired {
+							cycle = w.claimCarrying
+						}
 						for done.Load() < jobs {
-							n, err := w.claimAndReport(4)
+							n, err := cycle(4)
 							if err != nil {
 								b.Error(err)
 								return
@@ -88,35 +99,73 @@ func queueJobs(b *testing.B, f *serverFixture, n int) {
 // claimAndReport claims up to max steps (waiting a second at most) and
 // reports each completed at once, in one request; it returns how many.
 func (w *rawWorker) claimAndReport(max int) (int, error) {
-	var claimed struct {
-		Assignments []struct {
-			JobID    string `json:"job_id"`
-			StepName string `json:"step_name"`
-		} `json:"assignments"`
-	}
+	var claimed simClaimed
 	if err := w.post("/worker/claims?wait=1", map[string]any{"worker_id": w.id, "max": max}, &claimed); err != nil {
 		return 0, err
 	}
 	if len(claimed.Assignments) == 0 {
 		return 0, nil
 	}
-	results := make([]map[string]any, len(claimed.Assignments))
-	for i, a := range claimed.Assignments {
-		results[i] = map[string]any{"job_id": a.JobID, "step_name": a.StepName, "worker_id": w.id, "output": nil, "exit_code": 0, "error": nil}
-	}
-	var answers struct {
-		Results []struct {
-			Status int    `json:"status"`
-			Error  string `json:"error"`
-		} `json:"results"`
-	}
+	results := claimed.results(w.id)
+	var answers simClaimed
 	if err := w.post("/worker/reports", map[string]any{"results": results}, &answers); err != nil {
 		return 0, err
 	}
-	for _, a := range answers.Results {
+	return answers.acknowledged(len(results))
+}
+
+// claimCarrying claims up to max steps with the results of those the last
+// claim brought (a claim carrying results does not wait for work; one
+// carrying none waits a second at most), and keeps the new ones' results
+// for the next; it returns how many results were acknowledged.
+func (w *rawWorker) claimCarrying(max int) (int, error) {
+	body := map[string]any{"worker_id": w.id, "max": max}
+	if len(w.held) > 0 {
+		body["results"] = w.held
+	}
+	var claimed simClaimed
+	if err := w.post("/worker/claims?wait=1", body, &claimed); err != nil {
+		return 0, err
+	}
+	n, err := claimed.acknowledged(len(w.held))
+	if err != nil {
+		return 0, err
+	}
+	w.held = claimed.results(w.id)
+	return n, nil
+}
+
+// simClaimed is an answer of /worker/claims or /worker/reports as a
+// simulated worker reads it.
+type simClaimed struct {
+	Assignments []struct {
+		JobID    string `json:"job_id"`
+		StepName string `json:"step_name"`
+	} `json:"assignments"`
+	Results []struct {
+		Status int    `json:"status"`
+		Error  string `json:"error"`
+	} `json:"results"`
+}
+
+// results are the claimed steps' results, each completed at once.
+func (c *simClaimed) results(workerID string) []map[string]any {
+	results := make([]map[string]any, len(c.Assignments))
+	for i, a := range c.Assignments {
+		results[i] = map[string]any{"job_id": a.JobID, "step_name": a.StepName, "worker_id": workerID, "output": nil, "exit_code": 0, "error": nil}
+	}
+	return results
+}
+
+// acknowledged checks that the answer took each of the sent results.
+func (c *simClaimed) acknowledged(sent int) (int, error) {
+	if len(c.Results) != sent {
+		return 0, fmt.Errorf("%d results sent, %d answered", sent, len(c.Results))
+	}
+	for _, a := range c.Results {
 		if a.Status != http.StatusOK {
-			return 0, fmt.Errorf("report answered %d: %s", a.Status, a.Error)
+			return 0, fmt.Errorf("result answered %d: %s", a.Status, a.Error)
 		}
 	}
-	return len(results), nil
+	return sent, nil
 }
