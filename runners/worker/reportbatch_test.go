@@ -19,15 +19,7 @@ func TestResultsDueAtOnceShareARequestAndAreAnsweredOneByOne(t *testing.T) {
 	srv := newWireServer(t, func(w http.ResponseWriter, r *request) {
 		results := r.Body["results"].([]any)
 		once.Do(func() { <-hold }) // the first request waits for the others to queue
-		var answers []string
-		for _, res := range results {
-			status := 200
-			if res.(map[string]any)["step_name"] == "late" {
-				status = 409
-			}
-			answers = append(answers, fmt.Sprintf(`{"status": %d, "error": "step is not running"}`, status))
-		}
-		writeJSON(w, 200, fmt.Sprintf(`{"results": [%s]}`, strings.Join(answers, ", ")))
+		writeJSON(w, 200, `{"results": [`+answersTo(results)+`]}`)
 	})
 	c := NewClient(srv.URL, "t", nil)
 	ctx := testContext(t)
@@ -104,16 +96,8 @@ func TestAClaimCarriesTheQueuedResults(t *testing.T) {
 				writeJSON(w, 400, `{"error": "unknown field \"results\""}`)
 				return
 			}
-			var answers []string
-			for _, res := range results {
-				status := 200
-				if res.(map[string]any)["step_name"] == "late" {
-					status = 409
-				}
-				answers = append(answers, fmt.Sprintf(`{"status": %d, "error": "step is not running"}`, status))
-			}
 			if len(results) > 0 {
-				writeJSON(w, 200, `{"assignments": [], "results": [`+strings.Join(answers, ", ")+`]}`)
+				writeJSON(w, 200, `{"assignments": [], "results": [`+answersTo(results)+`]}`)
 				return
 			}
 			writeJSON(w, 200, `{"assignments": [{"job_id": "j2", "step_name": "next"}]}`)
@@ -232,4 +216,18 @@ func TestAHeldResultWaitsOnlyForItsClaim(t *testing.T) {
 	if n := len(srv.requests()); n != 3 {
 		t.Fatalf("%d requests, want each result on its own", n)
 	}
+}
+
+// answersTo answers a request's results one by one, as the server does:
+// 200 each, but 409 for a step named "late" (no longer running).
+func answersTo(results []any) string {
+	var answers []string
+	for _, res := range results {
+		status := 200
+		if res.(map[string]any)["step_name"] == "late" {
+			status = 409
+		}
+		answers = append(answers, fmt.Sprintf(`{"status": %d, "error": "step is not running"}`, status))
+	}
+	return strings.Join(answers, ", ")
 }
