@@ -67,7 +67,7 @@ CREATE TRIGGER log_job AFTER INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION log_jo
 }
 
 // fires reads the fires of task's trigger in time order, and the number
-// of task's jobs, in one snapshot.
+// of task's jobs made meanwhile, in one snapshot, both since recordFires.
 func (p *pair) fires(task string) ([]fire, int) {
 	p.t.Helper()
 	ctx := context.Background()
@@ -99,8 +99,11 @@ func (p *pair) fires(task string) ([]fire, int) {
 	if err := rows.Err(); err != nil {
 		p.t.Fatal(err)
 	}
+	// The jobs made since the recording began, as the fires are: a fire
+	// just before it (the trigger's first, when the leader has just
+	// started) has its job but no record.
 	var jobs int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE task_name = $1`, task).Scan(&jobs); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM job_log WHERE task = $1`, task).Scan(&jobs); err != nil {
 		p.t.Fatal(err)
 	}
 	sort.Slice(fires, func(i, j int) bool { return fires[i].at.Before(fires[j].at) })
