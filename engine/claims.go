@@ -333,9 +333,9 @@ func (e *Engine) offer(b *batch, js *jobState, ss *stepState) {
 }
 
 // offerKept offers again the steps kept from the reporting worker's
-// parked claims (see ClaimStepsReporting) that its claim left ready.
+// parked claims (see ClaimStepsReporting) that its claim left ready;
+// b.reporting is cleared by then, so they may go to any claim.
 func (e *Engine) offerKept(b *batch) {
-	b.reporting = ""
 	for _, k := range b.kept {
 		if k.ss.inReady && k.ss.rec.Status == StepReady {
 			e.st.ready.remove(k.ss)

@@ -81,8 +81,6 @@ func (s *Storage) UnmarshalYAML(node ast.Node) error {
 	return nil
 }
 
-// mappingValue is the value node of key in a mapping node, nil when the
-// mapping lacks it (or node is no mapping).
 // valueAt is where an error about key belongs: its value, else the
 // section itself (the key is missing).
 func valueAt(node ast.Node, key string) ast.Node {
@@ -92,6 +90,8 @@ func valueAt(node ast.Node, key string) ast.Node {
 	return node
 }
 
+// mappingValue is the value node of key in a mapping node, nil when the
+// mapping lacks it (or node is no mapping).
 func mappingValue(node ast.Node, key string) ast.Node {
 	m, ok := node.(*ast.MappingNode)
 	if !ok {

@@ -119,8 +119,7 @@ func (b *reportBatcher) release(h *resultHold) {
 func (b *reportBatcher) holdNone() (resume func()) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.polls++
-	b.unholdAll()
+	b.startPoll()
 	return b.polled
 }
 
@@ -139,8 +138,11 @@ func (b *reportBatcher) polled() {
 	b.polls--
 }
 
-// unholdAll has the sender take every held result; b.mu is held.
-func (b *reportBatcher) unholdAll() {
+// startPoll counts a claim that may wait for work, or a pause (see
+// polls), and has the sender take every held result meanwhile; b.mu is
+// held.
+func (b *reportBatcher) startPoll() {
+	b.polls++
 	n := 0
 	for _, p := range b.queue {
 		if p.held {
@@ -219,8 +221,7 @@ func (b *reportBatcher) forClaim(workerID string, carry bool) []*pendingReport {
 			return batch
 		}
 	}
-	b.polls++
-	b.unholdAll()
+	b.startPoll()
 	return nil
 }
 

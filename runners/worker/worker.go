@@ -366,11 +366,11 @@ func (w *Worker) claimLoop(ctx context.Context, lt lifetimes) error {
 				a, err = w.pump.next(ctx)
 				began = time.Now() // the pump paces claims that come back empty
 			}
+			release() // the claim took it, or it goes on its own now
 		} else {
-			release()
+			release() // a claim of one carries no result
 			a, err = w.srv.Claim(ctx, id, w.cfg.Tags)
 		}
-		release()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
