@@ -30,6 +30,7 @@ type TaskPathFunc func(workspace, revision, task string) (path string, ok bool)
 func fillAccessPaths(tx *bolt.Tx, taskPath TaskPathFunc) error {
 	jobs := tx.Bucket(bucketJobs)
 	paths := map[string]string{} // by job id, for the hooks that follow
+	deltas := counts{}
 	c := tx.Bucket(bucketByTime).Cursor()
 	for k, _ := c.First(); k != nil; k, _ = c.Next() {
 		id := idAfterTime(k, 0)
@@ -61,12 +62,12 @@ func fillAccessPaths(tx *bolt.Tx, taskPath TaskPathFunc) error {
 				}
 			}
 		}
-		if err := moveIndexes(tx, nil, accessIndex(j)); err != nil {
+		if err := moveIndexes(tx, deltas, nil, accessIndex(j)); err != nil {
 			return err
 		}
 		paths[id] = j.AccessPath
 	}
-	return nil
+	return deltas.write(tx)
 }
 
 // accessIndex is a job's entry in the access index (see jobIndexes).

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -115,13 +116,17 @@ func (db *DB) PrepareCommit(b *engine.Batch) (func(context.Context) error, error
 			return err
 		}
 		err := db.bolt.Update(func(tx *bolt.Tx) error {
-			if err := putAll(tx, jobs, jobKind); err != nil {
+			deltas := counts{}
+			if err := putAll(tx, deltas, &db.written, jobs, jobKind); err != nil {
 				return err
 			}
-			if err := putAll(tx, steps, stepKind); err != nil {
+			if err := putAll(tx, deltas, &db.written, steps, stepKind); err != nil {
 				return err
 			}
-			if err := putAll(tx, workers, workerKind); err != nil {
+			if err := putAll(tx, deltas, &db.written, workers, workerKind); err != nil {
+				return err
+			}
+			if err := deltas.write(tx); err != nil {
 				return err
 			}
 			for _, f := range fires {
@@ -163,25 +168,69 @@ func encodeAll[T any](recs []*T, kind recordKind[T]) ([]encoded, error) {
 }
 
 // putAll writes encoded records of one kind, moving their index entries
-// from those of the records they replace.
-func putAll[T any](tx *bolt.Tx, recs []encoded, kind recordKind[T]) error {
+// from those of the records they replace (known from written when the
+// stored bytes are those written last, decoded otherwise).
+func putAll[T any](tx *bolt.Tx, deltas counts, written *lastWritten, recs []encoded, kind recordKind[T]) error {
 	bucket := tx.Bucket(kind.bucket)
 	for _, e := range recs {
 		var old []indexEntry
 		if prev := bucket.Get(e.key); prev != nil {
-			var err error
-			if old, err = kind.previous(prev); err != nil {
-				return fmt.Errorf("decode %s: %w", e.what, err)
+			var ok bool
+			if old, ok = written.indexes(kind.bucket, e.key, prev); !ok {
+				var err error
+				if old, err = kind.previous(prev); err != nil {
+					return fmt.Errorf("decode %s: %w", e.what, err)
+				}
 			}
 		}
 		if err := bucket.Put(e.key, e.val); err != nil {
 			return fmt.Errorf("put %s: %w", e.what, err)
 		}
-		if err := moveIndexes(tx, old, e.index); err != nil {
+		if err := moveIndexes(tx, deltas, old, e.index); err != nil {
 			return err
 		}
+		written.remember(kind.bucket, e)
 	}
 	return nil
+}
+
+// lastWritten remembers the records the last commits wrote, by bucket and
+// key, with their index entries: a running job or step is written again a
+// few commits later, and the entries it had are then known without
+// decoding its JSON (most of a commit's time, under a burst of steps).
+// An entry counts only while the stored bytes are the ones remembered, so
+// a write that failed, or a record changed by another path (a migration,
+// an import), falls back to decoding. Only bbolt's one writer uses it.
+type lastWritten struct {
+	recs  map[string]encoded
+	bytes int
+}
+
+// maxLastWritten bounds the bytes of records lastWritten holds; past it,
+// it starts afresh.
+const maxLastWritten = 8 << 20
+
+func (l *lastWritten) indexes(bucket, key, stored []byte) ([]indexEntry, bool) {
+	e, ok := l.recs[lastWrittenKey(bucket, key)]
+	if !ok || !bytes.Equal(e.val, stored) {
+		return nil, false
+	}
+	return e.index, true
+}
+
+func (l *lastWritten) remember(bucket []byte, e encoded) {
+	k := lastWrittenKey(bucket, e.key)
+	if prev, ok := l.recs[k]; ok {
+		l.bytes -= len(prev.val)
+	} else if l.recs == nil || l.bytes+len(e.val) > maxLastWritten {
+		l.recs, l.bytes = make(map[string]encoded), 0
+	}
+	l.recs[k] = e
+	l.bytes += len(e.val)
+}
+
+func lastWrittenKey(bucket, key []byte) string {
+	return string(bucket) + "\x00" + string(key)
 }
 
 // noSep rejects names that would break the separator-joined index keys.

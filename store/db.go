@@ -51,7 +51,8 @@ var (
 // DB is the bbolt implementation of engine.Store.
 type DB struct {
 	bolt     *bolt.DB
-	auditKey audit.Key // the audit chain's key (audit.go)
+	auditKey audit.Key   // the audit chain's key (audit.go)
+	written  lastWritten // see putAll
 }
 
 // Open opens (creating if needed) the database file at path.

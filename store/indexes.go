@@ -44,7 +44,8 @@ func jobIndexes(j *engine.Job) []indexEntry {
 // counters, from the jobs bucket: the migration of a database made before
 // they existed.
 func rebuildListIndexes(tx *bolt.Tx) error {
-	return tx.Bucket(bucketJobs).ForEach(func(_, v []byte) error {
+	deltas := counts{}
+	if err := tx.Bucket(bucketJobs).ForEach(func(_, v []byte) error {
 		var j engine.Job
 		if err := json.Unmarshal(v, &j); err != nil {
 			return fmt.Errorf("rebuild list indexes: %w", err)
@@ -55,13 +56,17 @@ func rebuildListIndexes(tx *bolt.Tx) error {
 				added = append(added, e)
 			}
 		}
-		return moveIndexes(tx, nil, added)
-	})
+		return moveIndexes(tx, deltas, nil, added)
+	}); err != nil {
+		return err
+	}
+	return deltas.write(tx)
 }
 
 // moveIndexes turns the old entries into the new ones, touching only those
-// that changed. old is nil for an insert.
-func moveIndexes(tx *bolt.Tx, old, cur []indexEntry) error {
+// that changed, and adds the counters' changes to deltas. old is nil for
+// an insert.
+func moveIndexes(tx *bolt.Tx, deltas counts, old, cur []indexEntry) error {
 	for i, n := range cur {
 		var o indexEntry
 		if old != nil {
@@ -74,17 +79,13 @@ func moveIndexes(tx *bolt.Tx, old, cur []indexEntry) error {
 			if err := tx.Bucket(o.bucket).Delete(o.key); err != nil {
 				return fmt.Errorf("delete index %s: %w", o.bucket, err)
 			}
-			if err := addCount(tx, o.count, -1); err != nil {
-				return err
-			}
+			deltas.add(o.count, -1)
 		}
 		if n.key != nil {
 			if err := tx.Bucket(n.bucket).Put(n.key, n.val); err != nil {
 				return fmt.Errorf("put index %s: %w", n.bucket, err)
 			}
-			if err := addCount(tx, n.count, 1); err != nil {
-				return err
-			}
+			deltas.add(n.count, 1)
 		}
 	}
 	return nil
@@ -110,17 +111,44 @@ func stepIndexes(s *engine.Step) []indexEntry {
 // rebuildStepStatusIndex fills the step status index and its counters
 // from the steps bucket: the migration of a database made before it.
 func rebuildStepStatusIndex(tx *bolt.Tx) error {
-	return tx.Bucket(bucketSteps).ForEach(func(_, v []byte) error {
+	deltas := counts{}
+	if err := tx.Bucket(bucketSteps).ForEach(func(_, v []byte) error {
 		var s engine.Step
 		if err := json.Unmarshal(v, &s); err != nil {
 			return fmt.Errorf("rebuild step status index: %w", err)
 		}
-		return moveIndexes(tx, nil, stepIndexes(&s)[1:])
-	})
+		return moveIndexes(tx, deltas, nil, stepIndexes(&s)[1:])
+	}); err != nil {
+		return err
+	}
+	return deltas.write(tx)
 }
 
 func workerIndexes(w *engine.Worker) []indexEntry {
 	return []indexEntry{{bucket: bucketWorkerOrder, key: workerOrderKey(w), count: []byte(countWorkers)}}
+}
+
+// counts gathers a transaction's counter changes, written once at its end
+// (write): a commit that moves many records between the same index keys
+// reads and writes each counter once, not twice a record.
+type counts map[string]int64
+
+func (c counts) add(name []byte, delta int64) {
+	if name != nil {
+		c[string(name)] += delta
+	}
+}
+
+func (c counts) write(tx *bolt.Tx) error {
+	for name, d := range c {
+		if d == 0 {
+			continue
+		}
+		if err := addCount(tx, []byte(name), d); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // addCount adjusts a maintained counter; a counter that reaches zero is

@@ -84,7 +84,7 @@ func (db *DB) DeleteEndedJobs(ctx context.Context, cutoff time.Time, from []byte
 	limit := timeBytes(cutoff)
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
 		res = SweepResult{}
-		deltas := map[string]int64{}
+		deltas := counts{}
 		c := tx.Bucket(bucketByTime).Cursor()
 		k, _ := c.First()
 		if from != nil {
@@ -144,12 +144,7 @@ func (db *DB) DeleteEndedJobs(ctx context.Context, cutoff time.Time, from []byte
 				break
 			}
 		}
-		for name, d := range deltas {
-			if err := addCount(tx, []byte(name), d); err != nil {
-				return err
-			}
-		}
-		return nil
+		return deltas.write(tx)
 	})
 	if err != nil {
 		return SweepResult{}, fmt.Errorf("delete ended jobs: %w", err)
@@ -175,7 +170,7 @@ func decodeSweptJob(tx *bolt.Tx, id string) (*sweptJob, error) {
 // deleteJob deletes up to budget of the job's steps and, when none is left
 // and budget allows, the job with its index entries. Counter changes go to
 // deltas, applied once per transaction.
-func deleteJob(tx *bolt.Tx, j *sweptJob, budget int, deltas map[string]int64) (steps int, done bool, err error) {
+func deleteJob(tx *bolt.Tx, j *sweptJob, budget int, deltas counts) (steps int, done bool, err error) {
 	stepsB := tx.Bucket(bucketSteps)
 	prefix := stepsPrefix(j.ID)
 	var keys [][]byte
@@ -220,7 +215,7 @@ func deleteJob(tx *bolt.Tx, j *sweptJob, budget int, deltas map[string]int64) (s
 }
 
 // dropIndexes deletes the entries, adding their counters' changes to deltas.
-func dropIndexes(tx *bolt.Tx, entries []indexEntry, deltas map[string]int64) error {
+func dropIndexes(tx *bolt.Tx, entries []indexEntry, deltas counts) error {
 	for _, e := range entries {
 		if e.key == nil {
 			continue
@@ -232,9 +227,7 @@ func dropIndexes(tx *bolt.Tx, entries []indexEntry, deltas map[string]int64) err
 		if err := b.Delete(e.key); err != nil {
 			return fmt.Errorf("delete index %s: %w", e.bucket, err)
 		}
-		if e.count != nil {
-			deltas[string(e.count)]--
-		}
+		deltas.add(e.count, -1)
 	}
 	return nil
 }

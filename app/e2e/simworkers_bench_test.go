@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,7 +25,9 @@ import (
 // after each claim; with reports=in-claims they ride its next claim, as
 // `appliance worker` sends them (one request and one commit a cycle). The
 // jobs (one step each) are queued before the clock starts. CPU per step
-// counts the whole process: the server and the simulated workers.
+// counts the whole process: the server and the simulated workers, and
+// the jobs' creation; so do commits/step, while claim-commits/step counts
+// the timed part's alone.
 func BenchmarkSimulatedWorkers(b *testing.B) {
 	app.TuneRuntime()
 	for _, bc := range []struct {
@@ -44,11 +49,14 @@ func BenchmarkSimulatedWorkers(b *testing.B) {
 			}
 			const jobs = 5000
 			var elapsed time.Duration
+			var timedCommits int64
 			commits := f.srv.engine.Commits()
 			cpu := cpuTime(b)
 			for b.Loop() {
 				queueJobs(b, f, jobs)
 				var done atomic.Int64
+				stopProfile := profileTimed(b)
+				c0 := f.srv.engine.Commits()
 				start := time.Now()
 				var wg sync.WaitGroup
 				for _, w := range sims {
@@ -69,12 +77,41 @@ func BenchmarkSimulatedWorkers(b *testing.B) {
 				}
 				wg.Wait()
 				elapsed += time.Since(start)
+				stopProfile()
+				timedCommits += f.srv.engine.Commits() - c0
 			}
 			steps := float64(jobs * b.N)
 			b.ReportMetric(steps/elapsed.Seconds(), "steps/s")
 			b.ReportMetric(float64(f.srv.engine.Commits()-commits)/steps, "commits/step")
+			b.ReportMetric(float64(timedCommits)/steps, "claim-commits/step")
 			b.ReportMetric(float64((cpuTime(b)-cpu).Microseconds())/steps, "cpu-us/step")
 		})
+	}
+}
+
+// profileTimed starts a CPU profile of the timed part of one iteration,
+// when APPLIANCE_BENCH_CPUPROFILE names a file (suffixed with the
+// benchmark's name): a profile of the whole run is mostly the jobs'
+// creation and the workers' registration. Each iteration overwrites the
+// last one's. It returns what stops it.
+func profileTimed(b *testing.B) func() {
+	path := os.Getenv("APPLIANCE_BENCH_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path + "." + strings.NewReplacer("/", "_", "=", "-").Replace(b.Name()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
 	}
 }
 

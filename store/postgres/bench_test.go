@@ -56,6 +56,8 @@ func newStep(jobID, name string, seq int) *engine.Step {
 // commit benchmarks (engine/storetest) on this store.
 func BenchmarkCommitBatch(b *testing.B) { storetest.BenchCommitBatch(b, benchStore) }
 
+func BenchmarkCommitLifecycle(b *testing.B) { storetest.BenchCommitLifecycle(b, benchStore) }
+
 func BenchmarkCommitForEach(b *testing.B) { storetest.BenchCommitForEach(b, benchStore) }
 
 func benchStore(b *testing.B) engine.Store {
