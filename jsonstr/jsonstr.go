@@ -19,6 +19,12 @@ func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		for i+8 <= len(s) && plain8(load8(s, i)) {
+			i += 8
+		}
+		if i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
@@ -77,6 +83,12 @@ func ReadString(b []byte) (s string, n int, ok bool) {
 	}
 	// Most strings need no unescaping: they are a slice of b, copied once.
 	for i := 1; i < len(b); {
+		for i+8 <= len(b) && plain8(load8(b, i)) {
+			i += 8
+		}
+		if i == len(b) {
+			break
+		}
 		c := b[i]
 		switch {
 		case c == '"':
@@ -178,4 +190,32 @@ func u4(b []byte) rune {
 		r = r<<4 | rune(c)
 	}
 	return r
+}
+
+// Log lines are mostly plain ASCII, so strings are scanned 8 bytes at a
+// time for the bytes that need a look: a byte-at-a-time loop was most of
+// the cost of a line.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// plain8 tells whether each of the 8 bytes in x is ASCII from 0x20 on
+// and neither a quote nor a backslash: a byte copied as it is both ways.
+func plain8(x uint64) bool {
+	return (below(x, 0x20) | below(x^('"'*ones), 1) | below(x^('\\'*ones), 1) | x&highs) == 0
+}
+
+// below is not zero exactly when some byte of x is less than n (at most
+// 0x80): subtracting n sets the high bit of such a byte, and of no byte
+// that had it clear before, unless a lower byte borrowed, itself below n.
+func below(x, n uint64) uint64 {
+	return (x - n*ones) &^ x & highs
+}
+
+// load8 is the 8 bytes of s from i, the first in the low byte.
+func load8[S string | []byte](s S, i int) uint64 {
+	_ = s[i+7]
+	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
 }
