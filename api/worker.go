@@ -196,6 +196,10 @@ func (s *server) reportAnswer(r workerproto.StepResult, err error) workerproto.R
 	return workerproto.ReportAnswer{Status: status, Error: msg}
 }
 
+// A log push, the bulk of what remote workers send, is decoded by hand
+// (DecodeJSON takes its fast path).
+var _ httpx.FastDecoder = (*workerproto.LogPush)(nil)
+
 func (s *server) pushLogs(c echo.Context) error {
 	return jobReport(c, s.workers.PushLogs)
 }

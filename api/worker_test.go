@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -296,6 +297,11 @@ func TestLogPushValidatesAndReportsCancellation(t *testing.T) {
 		{"unknown step", map[string]any{"worker_id": w, "step_name": "nope", "lines": []any{}}, 404, `step "nope"`},
 		{"server step is not the worker's", map[string]any{"worker_id": w, "step_name": "_server", "lines": []any{}}, 404, "_server"},
 		{"malformed", `{"step_name":`, 400, "malformed JSON"},
+		// encoding/json words the refusals of the bodies the hand-coded
+		// decoder declines.
+		{"seq not a number", []byte(`{"worker_id":"` + w + `","step_name":"say","lines":[{"seq":"1","stream":"stdout","line":"x"}]}`), 400, "field lines.seq: expected a number, got JSON string"},
+		{"ts not RFC 3339", []byte(`{"worker_id":"` + w + `","step_name":"say","lines":[{"ts":"yesterday","stream":"stdout","line":"x"}]}`), 400, "malformed JSON body"},
+		{"two values", []byte(`{"worker_id":"` + w + `","step_name":"say"} {}`), 400, "unexpected data after the value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -330,6 +336,35 @@ func TestLogPushValidatesAndReportsCancellation(t *testing.T) {
 		t.Fatalf("logs after cancel = %q, want the holder's last line only", logs)
 	}
 	f.worker("GET", "/worker/jobs/"+id+"/cancelled?wait=-1", nil).expectError(400, "wait")
+}
+
+// A pushed line's escapes are undone on the way in, and the log gives the
+// text back as it was printed, whoever wrote the push's JSON.
+func TestPushedLineReachesTheLogAsPrinted(t *testing.T) {
+	f := newFixture(t)
+	w := f.register("w")
+	id := f.execute("x")
+	f.claimStep(w, id, "say")
+	body := `{"worker_id":"` + w + `","step_name":"say","run":"r1","lines":[` +
+		`{"seq":1,"ts":"2025-03-29T12:00:01.5+01:00","stream":"stdout","line":"tab\t\"q\" \u00e9\/ \ud83c\udf89 <&>"},` +
+		`{"seq":2,"ts":"2025-03-29T12:00:02Z","stream":"stderr","line":"raw é 🎉 \u2028"}]}`
+	f.worker("POST", "/worker/jobs/"+id+"/logs", []byte(body)).expect(200)
+	logs := f.api("GET", "/api/jobs/"+id+"/steps/say/logs", nil).expect(200).object()["logs"].(string)
+	var got []map[string]string
+	for _, l := range strings.Split(strings.TrimSpace(logs), "\n") {
+		var line map[string]string
+		if err := json.Unmarshal([]byte(l), &line); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		got = append(got, line)
+	}
+	want := []map[string]string{
+		{"ts": "2025-03-29T11:00:01.5Z", "stream": "stdout", "step": "say", "line": "tab\t\"q\" é/ 🎉 <&>"},
+		{"ts": "2025-03-29T12:00:02Z", "stream": "stderr", "step": "say", "line": "raw é 🎉 \u2028"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("log lines = %q, want %q", got, want)
+	}
 }
 
 // A worker repeats a push whose answer it lost; numbered lines the log

@@ -209,10 +209,7 @@ func (h *LogHub) append(jobID string, lines []engine.LogLine, note bool, pr *pus
 		return nil
 	}
 	lines = h.cutLines(lines)
-	chunk, ends, err := encodeLines(lines)
-	if err != nil {
-		return fmt.Errorf("append log of job %s: %w", jobID, err)
-	}
+	chunk, ends := encodeLines(lines)
 	jl := h.lock(jobID)
 	defer h.release(jobID, jl)
 	counts, err := h.counts(jobID)

@@ -1,14 +1,13 @@
 package store
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/jsonstr"
 )
 
 var _ LogBackend = (*Logs)(nil)
@@ -106,7 +105,9 @@ func (m logFiles) Runs(jobID string) (StepRuns, error) {
 }
 
 // wireLine fixes the file format: field order, and timestamps in UTC with
-// nanoseconds and a `Z` suffix whatever the caller's location.
+// nanoseconds and a `Z` suffix whatever the caller's location. The lines
+// are written by hand (encodeLines), byte for byte as an encoding/json
+// Encoder with SetEscapeHTML(false) wrote this struct; readers decode it.
 type wireLine struct {
 	TS     string `json:"ts"`
 	Stream string `json:"stream"`
@@ -114,24 +115,39 @@ type wireLine struct {
 	Line   string `json:"line"`
 }
 
-// encodeLines returns the lines as JSONL and where each one ends.
-func encodeLines(lines []engine.LogLine) (chunk []byte, ends []int, err error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // keep <, > and & readable in logs
+// encodeLines returns the lines as JSONL and where each one ends. Each
+// pushed line is encoded here, so it is done by hand: encoding/json's
+// reflection cost most of the time of an append.
+func encodeLines(lines []engine.LogLine) (chunk []byte, ends []int) {
+	size := 0
+	for _, ln := range lines {
+		size += len(`{"ts":"2006-01-02T15:04:05.999999999Z","stream":"stdout","step":"","line":""}`+"\n") + len(ln.Step) + len(ln.Line)
+	}
+	buf := make([]byte, 0, size)
 	ends = make([]int, len(lines))
 	for i, ln := range lines {
 		ts := ln.TS
 		if ts.IsZero() {
 			ts = time.Now()
 		}
-		err := enc.Encode(wireLine{TS: ts.UTC().Format(time.RFC3339Nano), Stream: ln.Stream, Step: ln.Step, Line: ln.Line})
-		if err != nil {
-			return nil, nil, fmt.Errorf("encode log line: %w", err)
-		}
-		ends[i] = buf.Len()
+		buf = appendWireLine(buf, ts, ln.Stream, ln.Step, ln.Line)
+		ends[i] = len(buf)
 	}
-	return buf.Bytes(), ends, nil
+	return buf, ends
+}
+
+// appendWireLine appends one line of the file, as wireLine.
+func appendWireLine(dst []byte, ts time.Time, stream, step, line string) []byte {
+	// RFC 3339 text needs no escaping.
+	dst = append(dst, `{"ts":"`...)
+	dst = ts.UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, `","stream":`...)
+	dst = jsonstr.AppendString(dst, stream)
+	dst = append(dst, `,"step":`...)
+	dst = jsonstr.AppendString(dst, step)
+	dst = append(dst, `,"line":`...)
+	dst = jsonstr.AppendString(dst, line)
+	return append(dst, "}\n"...)
 }
 
 func appendFile(path string, chunk []byte) error {

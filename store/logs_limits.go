@@ -295,15 +295,12 @@ func (h *LogHub) endRuns(jobID string, jl *jobLog, c *jobCounts, runs StepRuns) 
 	if len(lines) == 0 && len(ended) == 0 {
 		return nil
 	}
-	chunk, ends, err := encodeLines(lines)
-	if err == nil {
-		steps := make([]string, len(lines))
-		for i := range steps {
-			steps[i] = engine.ServerStep
-		}
-		err = h.write(jobID, jl, LogChunk{Data: chunk, Steps: steps, Ends: ends, Ended: ended})
+	chunk, ends := encodeLines(lines)
+	steps := make([]string, len(lines))
+	for i := range steps {
+		steps[i] = engine.ServerStep
 	}
-	if err != nil {
+	if err := h.write(jobID, jl, LogChunk{Data: chunk, Steps: steps, Ends: ends, Ended: ended}); err != nil {
 		return fmt.Errorf("write the step_log warning to the log of job %s: %w", jobID, err)
 	}
 	return nil

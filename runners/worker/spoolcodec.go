@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/appliance-sh/appliance/jsonstr"
 )
 
 // A spool record of a log line, the bulk of what the spool writes and
@@ -24,39 +26,10 @@ func appendLineRecord(dst []byte, seq int64, ts time.Time, stream, line string) 
 	dst = append(dst, `,"ts":"`...)
 	dst = ts.AppendFormat(dst, time.RFC3339Nano)
 	dst = append(dst, `","stream":`...)
-	dst = appendJSONString(dst, stream)
+	dst = jsonstr.AppendString(dst, stream)
 	dst = append(dst, `,"line":`...)
-	dst = appendJSONString(dst, line)
+	dst = jsonstr.AppendString(dst, line)
 	return append(dst, "}\n"...), true
-}
-
-// appendJSONString appends s, valid UTF-8, as a JSON string.
-func appendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
-		start = i + 1
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
 
 // decodeLineRecord reads a log line's record as appendLineRecord (or

@@ -1,0 +1,221 @@
+// Package jsonstr writes and reads JSON strings exactly as encoding/json
+// does, without reflection, for the few hot paths that encode or decode a
+// record by hand (log lines pushed by workers, the log files, a worker's
+// spool). It is a leaf: it imports only the standard library.
+package jsonstr
+
+import (
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+const hex = "0123456789abcdef"
+
+// AppendString appends s as a JSON string, byte for byte as an
+// encoding/json Encoder with SetEscapeHTML(false) writes it: <, > and &
+// stay readable, invalid UTF-8 becomes \ufffd, and U+2028 and U+2029 are
+// escaped (valid JSON, but not valid JavaScript source).
+func AppendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		for i+8 <= len(s) && plain8(load8(s, i)) {
+			i += 8
+		}
+		if i == len(s) {
+			break
+		}
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// ReadString reads the JSON string b starts with (b[0] is its opening
+// quote) and returns its value as encoding/json decodes it: every escape
+// undone (a \u surrogate pair makes one character, a lone surrogate
+// U+FFFD) and invalid UTF-8 turned into U+FFFD. n is the length of the
+// string in b, quotes included; ok is false when b does not start with a
+// valid JSON string (a raw control character, a bad escape, no end).
+func ReadString(b []byte) (s string, n int, ok bool) {
+	if len(b) == 0 || b[0] != '"' {
+		return "", 0, false
+	}
+	// Most strings need no unescaping: they are a slice of b, copied once.
+	for i := 1; i < len(b); {
+		for i+8 <= len(b) && plain8(load8(b, i)) {
+			i += 8
+		}
+		if i == len(b) {
+			break
+		}
+		c := b[i]
+		switch {
+		case c == '"':
+			return string(b[1:i]), i + 1, true
+		case c == '\\' || c < 0x20:
+			return readEscaped(b, i)
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				return readEscaped(b, i)
+			}
+			i += size
+		}
+	}
+	return "", 0, false
+}
+
+// readEscaped reads the rest of the string b starts with from i, the
+// first byte that is not copied as it is, the way encoding/json's
+// unquote does.
+func readEscaped(b []byte, i int) (string, int, bool) {
+	out := make([]byte, i-1, len(b))
+	copy(out, b[1:i])
+	for i < len(b) {
+		c := b[i]
+		switch {
+		case c == '"':
+			return string(out), i + 1, true
+		case c < 0x20:
+			return "", 0, false
+		case c == '\\':
+			if i+1 >= len(b) {
+				return "", 0, false
+			}
+			switch e := b[i+1]; e {
+			case '"', '\\', '/':
+				out = append(out, e)
+			case 'b':
+				out = append(out, '\b')
+			case 'f':
+				out = append(out, '\f')
+			case 'n':
+				out = append(out, '\n')
+			case 'r':
+				out = append(out, '\r')
+			case 't':
+				out = append(out, '\t')
+			case 'u':
+				r := u4(b[i:])
+				if r < 0 {
+					return "", 0, false
+				}
+				i += 6
+				if utf16.IsSurrogate(r) {
+					if pair := utf16.DecodeRune(r, u4(b[i:])); pair != utf8.RuneError {
+						out = utf8.AppendRune(out, pair)
+						i += 6
+						continue
+					}
+					r = utf8.RuneError
+				}
+				out = utf8.AppendRune(out, r)
+				continue
+			default:
+				return "", 0, false
+			}
+			i += 2
+		case c < utf8.RuneSelf:
+			out = append(out, c)
+			i++
+		default:
+			r, size := utf8.DecodeRune(b[i:])
+			out = utf8.AppendRune(out, r) // U+FFFD for an invalid byte
+			i += size
+		}
+	}
+	return "", 0, false
+}
+
+// u4 is the character of the \uXXXX escape b starts with, or -1.
+func u4(b []byte) rune {
+	if len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
+		return -1
+	}
+	var r rune
+	for _, c := range b[2:6] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}
+
+// Log lines are mostly plain ASCII, so strings are scanned 8 bytes at a
+// time for the bytes that need a look: a byte-at-a-time loop was most of
+// the cost of a line.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// plain8 tells whether each of the 8 bytes in x is ASCII from 0x20 on
+// and neither a quote nor a backslash: a byte copied as it is both ways.
+func plain8(x uint64) bool {
+	return (below(x, 0x20) | below(x^('"'*ones), 1) | below(x^('\\'*ones), 1) | x&highs) == 0
+}
+
+// below is not zero exactly when some byte of x is less than n (at most
+// 0x80): subtracting n sets the high bit of such a byte, and of no byte
+// that had it clear before, unless a lower byte borrowed, itself below n.
+func below(x, n uint64) uint64 {
+	return (x - n*ones) &^ x & highs
+}
+
+// load8 is the 8 bytes of s from i, the first in the low byte.
+func load8[S string | []byte](s S, i int) uint64 {
+	_ = s[i+7]
+	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+}

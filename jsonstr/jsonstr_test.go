@@ -1,0 +1,108 @@
+package jsonstr
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// tricky are strings whose encoding or decoding has a rule of its own.
+var tricky = []string{
+	"", "plain text", `quote " and backslash \`, "tab\tnew\nline\rcr",
+	"\b\f\x00\x01\x1f\x7f", "<html> & </html>", "snow ☃ and 🎉",
+	"line\u2028para\u2029", "bad \xff byte", "cut \xe2\x98", "surrogate \xed\xa0\x80 bytes",
+	"\\u00e9 stays text", "/slash/",
+}
+
+// encodingJSON is s as the log files have always had it.
+func encodingJSON(t testing.TB, s string) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+func FuzzAppendString(f *testing.F) {
+	for _, s := range tricky {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, want := AppendString([]byte("x"), s), append([]byte("x"), encodingJSON(t, s)...)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("AppendString(%q) = %s, encoding/json writes %s", s, got, want)
+		}
+	})
+}
+
+func FuzzReadString(f *testing.F) {
+	for _, s := range tricky {
+		f.Add(string(encodingJSON(f, s)) + `,"next"`)
+	}
+	for _, s := range []string{
+		`"\u00e9\u00E9"`, `"\ud83c\udf89"`, `"\ud83c"`, `"\udf89\ud83c"`, `"\ud83c\u0041"`,
+		`"\ud83c\ud83c\udf89"`, `"\/\b\f\n\r\t\"\\"`, `"\'"`, `"\x"`, `"\u12"`, `"\u12g4"`,
+		"\"raw\ttab\"", `"no end`, `"ends in \`, `"\u`, "\"\xff\"", "\"\xed\xa0\x80\"", `""`, `x`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		s, n, ok := ReadString([]byte(in))
+		var want string
+		// The string ReadString says it read is the value encoding/json
+		// decodes; when it reads none, no prefix of in is a JSON string
+		// (in starting with its quote: encoding/json skips whitespace
+		// before a value, ReadString's caller does).
+		if ok {
+			if err := json.Unmarshal([]byte(in[:n]), &want); err != nil {
+				t.Fatalf("ReadString(%q) read %q, encoding/json refuses %q: %v", in, s, in[:n], err)
+			}
+			if s != want {
+				t.Fatalf("ReadString(%q) = %q, encoding/json decodes %q", in, s, want)
+			}
+			return
+		}
+		if !strings.HasPrefix(in, `"`) {
+			return
+		}
+		for end := 1; end <= len(in); end++ {
+			if in[end-1] == '"' && json.Unmarshal([]byte(in[:end]), &want) == nil {
+				t.Fatalf("ReadString(%q) refused it, encoding/json decodes its prefix %q as %q", in, in[:end], want)
+			}
+		}
+	})
+}
+
+// A string written by AppendString reads back as itself, when it is
+// valid UTF-8.
+func TestAppendStringReadsBack(t *testing.T) {
+	for _, s := range []string{"", "plain", "tab\tquote\"back\\", "\x00\x1f", "☃🎉", "\u2028\u2029", "a\u00e9b"} {
+		b := AppendString(nil, s)
+		got, n, ok := ReadString(b)
+		if !ok || n != len(b) || got != s {
+			t.Errorf("ReadString(AppendString(%q)) = %q, %d, %v; want it back, %d bytes", s, got, n, ok, len(b))
+		}
+	}
+}
+
+// plain8 is exact for every byte at every place, beside any other byte
+// (a borrow from one byte must not hide or fake another).
+func TestPlain8(t *testing.T) {
+	plain := func(c byte) bool { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\' }
+	for p := range 8 {
+		for q := p + 1; q < 8; q++ {
+			for a := range 256 {
+				for b := range 256 {
+					word := []byte("abcdefgh")
+					word[p], word[q] = byte(a), byte(b)
+					if got, want := plain8(load8(word, 0)), plain(byte(a)) && plain(byte(b)); got != want {
+						t.Fatalf("plain8(%q) = %v, want %v", word, got, want)
+					}
+				}
+			}
+		}
+	}
+}
