@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/engine"
-	"github.com/appliance-sh/appliance/jsonstr"
+	"github.com/appliance-sh/appliance/engine/jsonstr"
 )
 
 var _ LogBackend = (*Logs)(nil)

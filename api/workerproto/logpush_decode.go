@@ -3,7 +3,7 @@ package workerproto
 import (
 	"time"
 
-	"github.com/appliance-sh/appliance/jsonstr"
+	"github.com/appliance-sh/appliance/engine/jsonstr"
 )
 
 // A log push is the bulk of what remote workers send, and decoding it

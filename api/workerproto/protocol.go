@@ -2,7 +2,7 @@
 // and the answers they get, the rules every report obeys, and the kinds of
 // refusal. Both transports (HTTP for remote workers, direct calls for the
 // in-process pool) speak it; of this module it imports only the workflow
-// model, for the action a claim carries, and jsonstr, for the decoder of
+// model, for the action a claim carries, and engine/jsonstr, for the decoder of
 // log pushes.
 // Shared by api/dispatch and runners/worker, it must not import net/http,
 // echo, engine, engine/workspace, api or api/dispatch.

@@ -7,7 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/appliance-sh/appliance/jsonstr"
+	"github.com/appliance-sh/appliance/engine/jsonstr"
 )
 
 // A spool record of a log line, the bulk of what the spool writes and
