@@ -168,7 +168,7 @@ func (r *spoolRun) Flush() {
 	_ = r.flushLocked()
 }
 
-// remember keeps a line just written in recent, if recent reaches back to
+// remember keeps a line just staged in recent, if recent reaches back to
 // the last acknowledged line and has room; a line that does not fit
 // empties it, so Pending reads the spool until delivery catches up.
 func (r *spoolRun) remember(l LogLine) {
