@@ -108,6 +108,9 @@ type spoolRun struct {
 	// it and counts bufLines as dropped, under one notice.
 	bufLines   int
 	flushedSeq int64
+	// rec is Log's record, kept for the next: growing a new one each line
+	// cost more than coding it.
+	rec []byte
 }
 
 func (r *spoolRun) Meta() runMeta { return r.meta }
@@ -118,7 +121,12 @@ func (r *spoolRun) Log(ctx context.Context, stream, line string) {
 	ts := time.Now().UTC()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var rec []byte
+	rec := r.rec
+	defer func() {
+		if cap(rec) <= maxGroup {
+			r.rec = rec[:0]
+		}
+	}()
 	for {
 		if r.res != nil || r.removed {
 			return
