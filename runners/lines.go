@@ -20,8 +20,11 @@ const ReaderGrace = 2 * time.Second
 const MaxLine = 64 << 10
 
 // readLines sends each line of r to log until EOF or a read error (the pipe
-// closed under it once the step is over).
-func readLines(r io.Reader, stream string, log func(stream, line string)) {
+// closed under it once the step is over), and calls flush (if not nil)
+// whenever it has passed on all it read: its next read may wait for the
+// step, so lines a sink holds back must not wait with it. Until then they
+// are no worse off held than the bytes still in the buffer or the pipe.
+func readLines(r io.Reader, stream string, log func(stream, line string), flush func()) {
 	br := bufio.NewReaderSize(r, MaxLine)
 	for {
 		chunk, isPrefix, err := br.ReadLine()
@@ -33,6 +36,9 @@ func readLines(r io.Reader, stream string, log func(stream, line string)) {
 			line = strings.TrimSuffix(line, "\r")
 		}
 		log(stream, line)
+		if flush != nil && br.Buffered() == 0 {
+			flush()
+		}
 	}
 }
 
@@ -54,8 +60,9 @@ type OutputReaders struct {
 }
 
 // Start reads r's lines into log as stream until EOF or a read error, then
-// closes r.
-func (o *OutputReaders) Start(r io.ReadCloser, stream string, log func(stream, line string)) {
+// closes r; flush (optional, see Step.Flush) is called whenever the reader
+// has passed on all it read.
+func (o *OutputReaders) Start(r io.ReadCloser, stream string, log func(stream, line string), flush func()) {
 	o.wg.Add(1)
 	go func() {
 		defer o.wg.Done()
@@ -64,7 +71,7 @@ func (o *OutputReaders) Start(r io.ReadCloser, stream string, log func(stream, l
 			o.inLog.Add(1)
 			defer o.inLog.Add(-1)
 			log(stream, line)
-		})
+		}, flush)
 	}()
 }
 

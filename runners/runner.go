@@ -34,6 +34,11 @@ type Step struct {
 	// Log receives each output line with its stream, "stdout" or "stderr".
 	// It is called from several goroutines and must be safe for that.
 	Log func(stream, line string)
+	// Flush, if set, is called when a reader of the step's output has
+	// passed Log all it read, so that its next read may wait for the step:
+	// a Log that holds lines back, to write them together, writes them
+	// then. Lines logged otherwise are written at the sink's own bounds.
+	Flush func()
 }
 
 // Stream names of log lines.

@@ -111,17 +111,17 @@ func (d *Runner) Run(ctx context.Context, step *runners.Step) (int, error) {
 	if err := d.copyFiles(opCtx, c.ID, spec.files); err != nil {
 		return 0, err
 	}
-	return d.runContainer(ctx, c.ID, step.Log)
+	return d.runContainer(ctx, c.ID, step.Log, step.Flush)
 }
 
 // runContainer attaches to the created container, starts it, streams its
 // output and waits for it to exit or for ctx to end.
-func (d *Runner) runContainer(ctx context.Context, id string, log func(stream, line string)) (int, error) {
+func (d *Runner) runContainer(ctx context.Context, id string, log func(stream, line string), flush func()) (int, error) {
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
 	var readers runners.OutputReaders
-	readers.Start(outR, runners.Stdout, log)
-	readers.Start(errR, runners.Stderr, log)
+	readers.Start(outR, runners.Stdout, log, flush)
+	readers.Start(errR, runners.Stderr, log, flush)
 	closeStreams := func() {
 		outW.Close()
 		errW.Close()

@@ -53,7 +53,7 @@ func (l *Runner) withDependencies(ctx context.Context, step *runners.Step, lang,
 				}
 			}
 		}
-		if err := l.installInto(ctx, dir, install, env, log); err != nil {
+		if err := l.installInto(ctx, dir, install, env, log, step.Flush); err != nil {
 			return nil, fmt.Errorf("%s: install dependencies %s: %w", lang, strings.Join(deps, " "), err)
 		}
 	}
@@ -73,7 +73,7 @@ func (l *Runner) installLock(key string) *sync.Mutex {
 
 // installInto runs the installer into a temporary directory and renames it
 // into place, so a failed or interrupted install never looks cached.
-func (l *Runner) installInto(ctx context.Context, dir string, install func(dir string) []string, env []string, log func(stream, line string)) error {
+func (l *Runner) installInto(ctx context.Context, dir string, install func(dir string) []string, env []string, log func(stream, line string), flush func()) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return fmt.Errorf("create dependency cache: %w", err)
 	}
@@ -90,7 +90,7 @@ func (l *Runner) installInto(ctx context.Context, dir string, install func(dir s
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = tmp
 	cmd.Env = env
-	code, err := runGroup(ctx, cmd, l.cfg.KillGrace, log)
+	code, err := runGroup(ctx, cmd, l.cfg.KillGrace, log, flush)
 	if err != nil {
 		return err
 	}

@@ -152,7 +152,7 @@ func (l *Runner) Run(ctx context.Context, step *runners.Step) (int, error) {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = cwd
 	cmd.Env = env
-	code, err := runGroup(ctx, cmd, l.cfg.KillGrace, step.Log)
+	code, err := runGroup(ctx, cmd, l.cfg.KillGrace, step.Log, step.Flush)
 	if errors.Is(err, fs.ErrNotExist) {
 		l.paths.forget(args[0]) // the interpreter moved since it was found
 	}

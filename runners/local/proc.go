@@ -14,12 +14,12 @@ import (
 )
 
 // runGroup runs cmd in its own process group, streaming its output lines to
-// log. When ctx ends the group gets SIGTERM, then SIGKILL after grace. When
-// the main process exits, whatever remains of its group is killed: a step
-// owns its processes, and a background child left running would hold the
-// output pipes open. While it runs, the group is registered with the step
+// log (with flush, see runners.Step.Flush). When ctx ends the group gets
+// SIGTERM, then SIGKILL after grace. When the main process exits, whatever
+// remains of its group is killed: a step owns its processes, and a
+// background child left running would hold the output pipes open. While it runs, the group is registered with the step
 // keeper, which kills it if this process dies.
-func runGroup(ctx context.Context, cmd *exec.Cmd, grace time.Duration, log func(stream, line string)) (int, error) {
+func runGroup(ctx context.Context, cmd *exec.Cmd, grace time.Duration, log func(stream, line string), flush func()) (int, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return 0, fmt.Errorf("create stdout pipe: %w", err)
@@ -56,8 +56,8 @@ func runGroup(ctx context.Context, cmd *exec.Cmd, grace time.Duration, log func(
 	stepKeeper.add(pgid)
 
 	var readers runners.OutputReaders
-	readers.Start(outR, runners.Stdout, log)
-	readers.Start(errR, runners.Stderr, log)
+	readers.Start(outR, runners.Stdout, log, flush)
+	readers.Start(errR, runners.Stderr, log, flush)
 
 	exited := make(chan struct{})
 	go func() {

@@ -281,7 +281,13 @@ func (p *Runner) Run(ctx context.Context, step *runners.Step) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("create pod %s in namespace %s: %w", pod.Name, pod.Namespace, err)
 	}
-	w := &podWatch{p: p, name: created.Name, ns: created.Namespace, sink: step.Log}
+	sink := step.Log
+	if step.Flush != nil {
+		// The pod's log stream gives no sign of when a read will wait:
+		// each line is written out at once.
+		sink = func(stream, line string) { step.Log(stream, line); step.Flush() }
+	}
+	w := &podWatch{p: p, name: created.Name, ns: created.Namespace, sink: sink}
 	defer w.delete(opCtx, 0)
 	code, err := w.run(ctx)
 	if ctx.Err() != nil {

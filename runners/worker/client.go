@@ -325,9 +325,13 @@ func (c *Client) PushLogs(ctx context.Context, jobID string, push workerproto.Lo
 	if push.Lines == nil {
 		push.Lines = []workerproto.LogLine{}
 	}
+	var in any = push
+	if body, ok := appendLogPush(make([]byte, 0, logPushSize(push)), push); ok {
+		in = encodedJSON(body)
+	}
 	var out workerproto.Pushed
 	err := c.call(ctx, push.WorkerID, "push logs", http.MethodPost, "/worker/jobs/"+url.PathEscape(jobID)+"/logs", nil, requestTimeout,
-		push, &out)
+		in, &out)
 	return out.Cancelled, err
 }
 
@@ -359,7 +363,9 @@ func (c *Client) call(ctx context.Context, workerID, op, method, path string, q 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var body io.Reader
-	if in != nil {
+	if raw, ok := in.(encodedJSON); ok {
+		body = bytes.NewReader(raw)
+	} else if in != nil {
 		raw, err := json.Marshal(in)
 		if err != nil {
 			return fmt.Errorf("%s: encode request: %w", op, err)

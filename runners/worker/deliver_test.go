@@ -129,6 +129,7 @@ func TestWorkerDeliversWhatItsSpoolHoldsAtStart(t *testing.T) {
 		for i := 1; i <= 3; i++ {
 			r.Log(context.Background(), runners.Stdout, fmt.Sprintf("line %d", i))
 		}
+		r.Flush() // as the step's output reader does once it read all there was
 		return r
 	}
 	mk("finished").Finish(Result{Output: map[string]any{"ok": true}})

@@ -26,6 +26,8 @@ type journal interface {
 	// a line that finds no room then is dropped, and one notice naming the
 	// cause stands for such lines.
 	Log(ctx context.Context, stream, line string)
+	// Flush writes out the lines Log holds back (see runners.Step.Flush).
+	Flush()
 	// Finish appends the result, which is kept whatever the bounds; no
 	// line follows it.
 	Finish(res Result)
@@ -235,6 +237,9 @@ func (j *memJournal) Ack(b batch) error {
 	}
 	return nil
 }
+
+// Flush does nothing: a memory journal holds every line alike.
+func (j *memJournal) Flush() {}
 
 // Persist does nothing: a memory journal dies with its process.
 func (j *memJournal) Persist() error { return nil }

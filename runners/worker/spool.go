@@ -24,9 +24,12 @@ import (
 // result is delivered. The bound counts what the server does not have yet:
 // a run's writer that finds it full waits for delivery to free room (see
 // room), so a full spool slows the step instead of losing its lines.
-// Records are written without fsync (the result
-// excepted): a worker process killed loses nothing, a machine crash may cut
-// the tail, which the next start drops.
+// Records are written without fsync (the result is synced when the server
+// does not take it at once), a group in one call: a run holds its lines in
+// memory until its step's output reader has passed on all it read (see
+// spoolRun.buf). A worker process killed loses only lines held so, which
+// were no safer in the reader's buffer or the pipe; a machine crash may
+// cut the tail, which the next start drops.
 type Spool struct {
 	dir  string
 	max  int64
@@ -37,6 +40,9 @@ type Spool struct {
 	// begun, so delivered lines leave the disk while a long step runs.
 	segMax int64
 	room   *room
+	// write writes a run's records to its segment: (*os.File).Write, or
+	// a test's, to count or fail the calls.
+	write func(f *os.File, p []byte) (int, error)
 
 	// The runs log (see spoolruns.go) and the runs alive in it.
 	runsMu   sync.Mutex
@@ -109,6 +115,13 @@ func (s *Spool) reserve(n int64) bool {
 		return false
 	}
 	return true
+}
+
+func (s *Spool) writeSegment(f *os.File, p []byte) (int, error) {
+	if s.write != nil {
+		return s.write(f, p)
+	}
+	return f.Write(p)
 }
 
 // release gives back n bytes the server now has, waking waiting writers.

@@ -215,6 +215,7 @@ func TestSpoolCutsAHalfWrittenRecordAndSkipsACorruptOne(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		r.Log(context.Background(), runners.Stdout, fmt.Sprintf("line %d", i))
 	}
+	r.Flush() // as the step's output reader does once it read all there was
 	sp.Close()
 	seg := segmentPath(r.dir, 1)
 	f, err := os.OpenFile(seg, os.O_WRONLY|os.O_APPEND, 0)

@@ -54,9 +54,16 @@ type spoolPos struct {
 // segment is one of a run's files of records.
 type segment struct {
 	num  int
-	size int64 // bytes of whole records
+	size int64 // bytes of whole records, with those staged for it
 	last int64 // number of its last line (0: none), known after a restart
+	// sealed is set when a failed write could not be cut off: what
+	// follows goes to a new segment, not after a record cut short.
+	sealed bool
 }
+
+// maxGroup bounds the records a run stages in memory before it writes
+// them out (see spoolRun.buf).
+const maxGroup = 64 << 10
 
 // spoolRun is a journal in the spool.
 type spoolRun struct {
@@ -84,6 +91,26 @@ type spoolRun struct {
 	recent      []recentLine
 	recentBytes int
 	pos         spoolPos // where the next batch starts
+
+	// buf holds the records staged for the last segment, written out in
+	// one call at a flush point (flushLocked) rather than one call a line,
+	// which was most of the spool's time. Sizes, positions and the
+	// spool's bound count them as written. The flush points: the step's
+	// output reader read all it had (Flush; until then the lines are no
+	// worse off here than in its buffer or the pipe), maxGroup, a full
+	// segment, a writer about to wait for room, Pending (nothing is
+	// delivered before it is written, so a failed write concerns only
+	// lines the server never saw), Finish and Persist; Remove drops them.
+	buf []byte
+	// bufLines is how many of the step's lines buf stands for (a notice of
+	// dropped lines stands for those), and flushedSeq the number of the
+	// last line written out: a failed write rolls the numbering back to
+	// it and counts bufLines as dropped, under one notice.
+	bufLines   int
+	flushedSeq int64
+	// rec is Log's record, kept for the next: growing a new one each line
+	// cost more than coding it.
+	rec []byte
 }
 
 func (r *spoolRun) Meta() runMeta { return r.meta }
@@ -94,7 +121,12 @@ func (r *spoolRun) Log(ctx context.Context, stream, line string) {
 	ts := time.Now().UTC()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var rec []byte
+	rec := r.rec
+	defer func() {
+		if cap(rec) <= maxGroup {
+			r.rec = rec[:0]
+		}
+	}()
 	for {
 		if r.res != nil || r.removed {
 			return
@@ -109,26 +141,42 @@ func (r *spoolRun) Log(ctx context.Context, stream, line string) {
 		if r.sp.reserve(int64(len(rec))) {
 			break
 		}
-		if ctx.Err() != nil || !waitRoom(ctx, &r.mu, r.sp.room, freed) {
-			r.drop(stoppedWhileFull(ctx), nil)
+		if ctx.Err() != nil {
+			r.drop(1, stoppedWhileFull(ctx), nil)
+			return
+		}
+		// The wait may be long: the lines staged wait on disk. A failed
+		// write gives back room and moves the numbering: try again.
+		if r.flushLocked() != nil {
+			continue
+		}
+		if !waitRoom(ctx, &r.mu, r.sp.room, freed) {
+			r.drop(1, stoppedWhileFull(ctx), nil)
 			return
 		}
 	}
 	if err := r.noticeLocked(); err != nil {
 		r.sp.used.Add(-int64(len(rec)))
-		r.drop("", err)
+		r.drop(1, "", err)
 		return
 	}
-	if err := r.write(rec); err != nil {
+	if err := r.stage(rec, &LogLine{TS: ts, Stream: stream, Line: line}, 1); err != nil {
 		r.sp.used.Add(-int64(len(rec)))
-		r.drop("", err)
+		r.drop(1, "", err)
 		return
 	}
-	r.seq++
-	r.remember(LogLine{Seq: r.seq, TS: ts, Stream: stream, Line: line})
+	if len(r.buf) >= maxGroup || r.segs[len(r.segs)-1].size >= r.sp.segMax {
+		_ = r.flushLocked()
+	}
 }
 
-// remember keeps a line just written in recent, if recent reaches back to
+func (r *spoolRun) Flush() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_ = r.flushLocked()
+}
+
+// remember keeps a line just staged in recent, if recent reaches back to
 // the last acknowledged line and has room; a line that does not fit
 // empties it, so Pending reads the spool until delivery catches up.
 func (r *spoolRun) remember(l LogLine) {
@@ -145,9 +193,9 @@ func (r *spoolRun) remember(l LogLine) {
 	r.recentBytes += len(l.Line)
 }
 
-// drop counts a line the spool could not take, why (or err, a failed
+// drop counts n lines the spool could not take, why (or err, a failed
 // write), and says so in the worker's log at the first.
-func (r *spoolRun) drop(why string, err error) {
+func (r *spoolRun) drop(n int, why string, err error) {
 	if err != nil {
 		why = "the worker could not write its spool: " + err.Error()
 	}
@@ -160,10 +208,10 @@ func (r *spoolRun) drop(why string, err error) {
 		}
 		r.why = why
 	}
-	r.dropped++
+	r.dropped += n
 }
 
-// noticeLocked writes the one line standing for the dropped ones, beyond
+// noticeLocked stages the one line standing for the dropped ones, beyond
 // the bound if need be (it is short).
 func (r *spoolRun) noticeLocked() error {
 	if r.dropped == 0 {
@@ -172,12 +220,10 @@ func (r *spoolRun) noticeLocked() error {
 	n := dropNotice(r.dropped, r.why)
 	rec := encodeRecord(record{TS: n.TS, Stream: n.Stream, Line: n.Line}, r.seq+1)
 	r.sp.used.Add(int64(len(rec)))
-	if err := r.write(rec); err != nil {
+	if err := r.stage(rec, &n, r.dropped); err != nil {
 		r.sp.used.Add(-int64(len(rec)))
 		return err
 	}
-	r.seq++
-	r.remember(LogLine{Seq: r.seq, TS: n.TS, Stream: n.Stream, Line: n.Line})
 	r.sp.log.Warn("spool: log lines were dropped", "job_id", r.meta.JobID, "step", r.meta.Step, "dropped", r.dropped, "why", r.why)
 	r.dropped, r.why = 0, ""
 	return nil
@@ -189,6 +235,8 @@ func (r *spoolRun) Finish(res Result) {
 	if r.res != nil || r.removed {
 		return
 	}
+	// The lines first, so that a failed write is told by the notice.
+	_ = r.flushLocked()
 	if err := r.noticeLocked(); err != nil {
 		r.sp.log.Error("spool: cannot write the notice of dropped lines", "job_id", r.meta.JobID, "step", r.meta.Step, "err", err)
 	}
@@ -205,9 +253,11 @@ func (r *spoolRun) Finish(res Result) {
 	// Not synced: a killed worker process loses nothing (the page cache
 	// keeps it), and the result goes to the server at once; only if the
 	// server does not take it does delivery sync it (Persist).
-	err := r.write(rec)
+	err := r.stage(rec, nil, 0)
 	if err != nil {
 		r.sp.used.Add(-int64(len(rec)))
+	} else {
+		err = r.flushLocked()
 	}
 	if err != nil {
 		// Delivered from memory while this process lives.
@@ -219,26 +269,79 @@ func (r *spoolRun) Finish(res Result) {
 	}
 }
 
-// write appends one record to the last segment, beginning a new one when
-// it is full. A failed write is cut off, so the file holds whole records.
-func (r *spoolRun) write(rec []byte) error {
+// stage appends one record to the group for the last segment, beginning
+// a new segment when that one is full: rec is line l's, numbered next,
+// standing for lines of the step (a notice stands for several), or, with
+// l nil, the result. The bytes are reserved by the caller.
+func (r *spoolRun) stage(rec []byte, l *LogLine, lines int) error {
 	if !r.hasDir {
 		if err := r.sp.makeDir(r); err != nil {
 			return err
 		}
 	}
-	if n := len(r.segs); n == 0 || r.segs[n-1].size >= r.sp.segMax || r.w == nil {
+	// A group never spans segments: it is written out once its segment
+	// is full (see Log).
+	if n := len(r.segs); n == 0 || r.w == nil || len(r.buf) == 0 && (r.segs[n-1].size >= r.sp.segMax || r.segs[n-1].sealed) {
 		if err := r.nextSegment(); err != nil {
 			return err
 		}
 	}
-	s := r.segs[len(r.segs)-1]
-	if _, err := r.w.Write(rec); err != nil {
-		_ = r.w.Truncate(s.size)
-		return err
+	r.buf = append(r.buf, rec...)
+	r.segs[len(r.segs)-1].size += int64(len(rec))
+	r.bufLines += lines
+	if l != nil {
+		r.seq++
+		l.Seq = r.seq
+		r.remember(*l)
 	}
-	s.size += int64(len(rec))
 	return nil
+}
+
+// flushLocked writes the staged records out in one call. A write that
+// fails is cut off, so the file holds whole records, and the lines of the
+// group are dropped, told by the notice that comes next: Pending writes
+// out before it hands out a line, so none of them reached the server, and
+// their numbers are given again to what follows (nothing lost silently,
+// nothing numbered twice). If the file cannot be cut, what the failed write
+// left in it may hold whole records: their numbers are not given again,
+// and the segment takes no more.
+func (r *spoolRun) flushLocked() error {
+	if len(r.buf) == 0 {
+		return nil
+	}
+	s := r.segs[len(r.segs)-1]
+	_, err := r.sp.writeSegment(r.w, r.buf)
+	if err == nil {
+		r.flushedSeq = r.seq
+		r.bufLines = 0
+		if cap(r.buf) > 4*maxGroup {
+			r.buf = nil // one long line's group: not kept for the next
+		} else {
+			r.buf = r.buf[:0]
+		}
+		return nil
+	}
+	s.size -= int64(len(r.buf))
+	r.sp.used.Add(-int64(len(r.buf)))
+	i := len(r.recent)
+	for i > 0 && r.recent[i-1].line.Seq > r.flushedSeq {
+		i--
+		r.recentBytes -= len(r.recent[i].line.Line)
+	}
+	clear(r.recent[i:])
+	r.recent = r.recent[:i]
+	if terr := r.w.Truncate(s.size); terr == nil {
+		r.seq = r.flushedSeq
+	} else {
+		s.sealed = true
+		r.flushedSeq = r.seq
+	}
+	lost := r.bufLines
+	r.buf, r.bufLines = r.buf[:0], 0
+	if lost > 0 {
+		r.drop(lost, "", err)
+	}
+	return err
 }
 
 func (r *spoolRun) nextSegment() error {
@@ -246,7 +349,7 @@ func (r *spoolRun) nextSegment() error {
 	if n := len(r.segs); n > 0 {
 		num = r.segs[n-1].num + 1
 		// The last segment may be reopened after a restart rather than full.
-		if r.w == nil && r.segs[n-1].size < r.sp.segMax {
+		if r.w == nil && r.segs[n-1].size < r.sp.segMax && !r.segs[n-1].sealed {
 			f, err := os.OpenFile(segmentPath(r.dir, r.segs[n-1].num), os.O_WRONLY|os.O_APPEND, 0o600)
 			if err != nil {
 				return fmt.Errorf("reopen spool segment: %w", err)
@@ -268,10 +371,14 @@ func (r *spoolRun) nextSegment() error {
 }
 
 func (r *spoolRun) Pending(maxLines, maxBytes int) (batch, error) {
+	r.mu.Lock()
+	// Written out first, in the same hold of the lock: the disk holds
+	// every line handed out (see flushLocked).
+	_ = r.flushLocked()
 	if b, ok := r.pendingRecent(maxLines, maxBytes); ok {
+		r.mu.Unlock()
 		return b, nil
 	}
-	r.mu.Lock()
 	segs := make([]segment, len(r.segs))
 	for i, s := range r.segs {
 		segs[i] = *s
@@ -322,10 +429,8 @@ func (r *spoolRun) Pending(maxLines, maxBytes int) (batch, error) {
 
 // pendingRecent is Pending from recent, when it holds the next lines to
 // deliver and the batch ends before the result (the last batch, with the
-// result, is read from the spool).
+// result, is read from the spool). r.mu is held.
 func (r *spoolRun) pendingRecent(maxLines, maxBytes int) (batch, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if len(r.recent) == 0 || r.recent[0].line.Seq != r.acked+1 {
 		return batch{}, false
 	}
@@ -434,6 +539,9 @@ func (r *spoolRun) Persist() error {
 	if r.res == nil || r.synced || r.removed {
 		return nil
 	}
+	if err := r.flushLocked(); err != nil {
+		return fmt.Errorf("spool: write the step's result: %w", err)
+	}
 	if !r.hasDir || len(r.segs) == 0 {
 		if err := r.sp.syncRuns(); err != nil {
 			return fmt.Errorf("spool: sync the step's result: %w", err)
@@ -461,6 +569,7 @@ func (r *spoolRun) Remove() {
 	}
 	r.removed = true
 	r.recent, r.recentBytes = nil, 0
+	r.buf, r.bufLines = nil, 0 // their bytes are released with the rest below
 	if r.w != nil {
 		_ = r.w.Close()
 		r.w = nil
@@ -545,6 +654,7 @@ func (s *Spool) load(dir string) (*spoolRun, error) {
 	if skipped > 0 {
 		s.log.Warn("spool: skipped records that do not decode", "dir", dir, "records", skipped)
 	}
+	r.flushedSeq = r.seq
 	if len(r.segs) > 0 {
 		r.pos = spoolPos{seg: r.segs[0].num}
 	}

@@ -85,7 +85,7 @@ func (w *Worker) runAssignment(claimCtx context.Context, lt lifetimes, rep *repo
 
 	// The step's output waits while the journal is full; its end (a kill,
 	// a timeout, the drain deadline) ends the wait.
-	res := w.execute(stepCtx, a, func(stream, line string) { j.Log(stepCtx, stream, line) })
+	res := w.execute(stepCtx, a, func(stream, line string) { j.Log(stepCtx, stream, line) }, j.Flush)
 	stopWatch()
 	res.WorkerID = workerID
 	if _, ok := w.srv.(HandBacker); ok && res.Error != nil && errors.Is(context.Cause(stepCtx), runners.ErrShuttingDown) {
@@ -113,8 +113,9 @@ func (w *Worker) newJournal(meta runMeta, log *slog.Logger) journal {
 	return newMemJournal(meta, log, w.cfg.LogBuffer)
 }
 
-// execute finds the runner and workspace and runs the step.
-func (w *Worker) execute(ctx context.Context, a *Assignment, sink func(stream, line string)) Result {
+// execute finds the runner and workspace and runs the step, its output
+// going to sink and flush (see runners.Step).
+func (w *Worker) execute(ctx context.Context, a *Assignment, sink func(stream, line string), flush func()) Result {
 	name := a.Runner
 	if name == "" {
 		name = "local"
@@ -146,7 +147,8 @@ func (w *Worker) execute(ctx context.Context, a *Assignment, sink func(stream, l
 		WorkspaceToken: func(ctx context.Context) (string, error) {
 			return w.srv.StepToken(ctx, w.ID(), a.JobID, a.StepName)
 		},
-		Log: sink,
+		Log:   sink,
+		Flush: flush,
 	})
 }
 

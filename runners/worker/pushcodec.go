@@ -1,0 +1,71 @@
+package worker
+
+import (
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/appliance-sh/appliance/api/workerproto"
+)
+
+// encodedJSON is a request body already in JSON: call sends it as it is.
+type encodedJSON []byte
+
+// appendLogPush appends push as JSON, as encoding/json reads it back:
+// reflection was most of the worker's time coding a push, which holds
+// up to maxPushLines lines. False, with dst as it was, for what it leaves
+// to encoding/json: strings that are not valid UTF-8 (encoding/json puts
+// U+FFFD for the bad bytes), and times encoding/json refuses.
+func appendLogPush(dst []byte, push workerproto.LogPush) ([]byte, bool) {
+	if !utf8.ValidString(push.WorkerID) || !utf8.ValidString(push.StepName) || !utf8.ValidString(push.Run) {
+		return dst, false
+	}
+	start := len(dst)
+	dst = append(dst, `{"worker_id":`...)
+	dst = appendJSONString(dst, push.WorkerID)
+	dst = append(dst, `,"step_name":`...)
+	dst = appendJSONString(dst, push.StepName)
+	if push.Run != "" {
+		dst = append(dst, `,"run":`...)
+		dst = appendJSONString(dst, push.Run)
+	}
+	dst = append(dst, `,"lines":[`...)
+	for i, l := range push.Lines {
+		if !jsonTime(l.TS) || !utf8.ValidString(l.Stream) || !utf8.ValidString(l.Line) {
+			return dst[:start], false
+		}
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '{')
+		if l.Seq != 0 {
+			dst = append(dst, `"seq":`...)
+			dst = strconv.AppendInt(dst, l.Seq, 10)
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"ts":"`...)
+		dst = l.TS.AppendFormat(dst, time.RFC3339Nano)
+		dst = append(dst, `","stream":`...)
+		dst = appendJSONString(dst, l.Stream)
+		dst = append(dst, `,"line":`...)
+		dst = appendJSONString(dst, l.Line)
+		dst = append(dst, '}')
+	}
+	return append(dst, "]}"...), true
+}
+
+// jsonTime tells a time encoding/json codes: its year has four digits and
+// its zone is less than a day off UTC.
+func jsonTime(t time.Time) bool {
+	_, off := t.Zone()
+	return t.Year() >= 0 && t.Year() <= 9999 && off > -24*3600 && off < 24*3600
+}
+
+// logPushSize is about the bytes of push as JSON, to size its buffer.
+func logPushSize(push workerproto.LogPush) int {
+	n := 128 + len(push.WorkerID) + len(push.StepName) + len(push.Run)
+	for _, l := range push.Lines {
+		n += 80 + len(l.Stream) + len(l.Line)
+	}
+	return n
+}
