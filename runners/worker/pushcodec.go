@@ -3,9 +3,9 @@ package worker
 import (
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/appliance-sh/appliance/api/workerproto"
+	"github.com/appliance-sh/appliance/engine/jsonstr"
 )
 
 // encodedJSON is a request body already in JSON: call sends it as it is.
@@ -14,24 +14,21 @@ type encodedJSON []byte
 // appendLogPush appends push as JSON, as encoding/json reads it back:
 // reflection was most of the worker's time coding a push, which holds
 // up to maxPushLines lines. False, with dst as it was, for what it leaves
-// to encoding/json: strings that are not valid UTF-8 (encoding/json puts
-// U+FFFD for the bad bytes), and times encoding/json refuses.
+// to encoding/json: times encoding/json refuses. (jsonstr puts U+FFFD for
+// bytes that are not UTF-8, as encoding/json does.)
 func appendLogPush(dst []byte, push workerproto.LogPush) ([]byte, bool) {
-	if !utf8.ValidString(push.WorkerID) || !utf8.ValidString(push.StepName) || !utf8.ValidString(push.Run) {
-		return dst, false
-	}
 	start := len(dst)
 	dst = append(dst, `{"worker_id":`...)
-	dst = appendJSONString(dst, push.WorkerID)
+	dst = jsonstr.AppendString(dst, push.WorkerID)
 	dst = append(dst, `,"step_name":`...)
-	dst = appendJSONString(dst, push.StepName)
+	dst = jsonstr.AppendString(dst, push.StepName)
 	if push.Run != "" {
 		dst = append(dst, `,"run":`...)
-		dst = appendJSONString(dst, push.Run)
+		dst = jsonstr.AppendString(dst, push.Run)
 	}
 	dst = append(dst, `,"lines":[`...)
 	for i, l := range push.Lines {
-		if !jsonTime(l.TS) || !utf8.ValidString(l.Stream) || !utf8.ValidString(l.Line) {
+		if !jsonTime(l.TS) {
 			return dst[:start], false
 		}
 		if i > 0 {
@@ -46,9 +43,9 @@ func appendLogPush(dst []byte, push workerproto.LogPush) ([]byte, bool) {
 		dst = append(dst, `"ts":"`...)
 		dst = l.TS.AppendFormat(dst, time.RFC3339Nano)
 		dst = append(dst, `","stream":`...)
-		dst = appendJSONString(dst, l.Stream)
+		dst = jsonstr.AppendString(dst, l.Stream)
 		dst = append(dst, `,"line":`...)
-		dst = appendJSONString(dst, l.Line)
+		dst = jsonstr.AppendString(dst, l.Line)
 		dst = append(dst, '}')
 	}
 	return append(dst, "]}"...), true
