@@ -3,6 +3,8 @@ package worker
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -215,11 +217,18 @@ func TestAResultIsNotHeldBehindALongPoll(t *testing.T) {
 // (the worker drains) claims no more: the result it held for that claim
 // goes on its own, and the worker stops.
 func TestAStoppingSlotsResultGoesOnItsOwn(t *testing.T) {
-	s := newChainServer(t, "sleep 0.3", "s1", "s2")
+	// The step marks that it runs: the server's answer handing it out may
+	// still be on its way when the stop cancels the claim, and a step whose
+	// answer is lost is the server's to put back, not the worker's to run.
+	started := filepath.Join(t.TempDir(), "started")
+	s := newChainServer(t, "touch '"+started+"'; sleep 0.3", "s1", "s2")
 	cfg := testWorkerConfig()
 	cfg.MaxConcurrent = 1
 	stop, done := startWorker(t, pairingClient(t, s), cfg)
-	eventually(t, 10*time.Second, "the step handed out", func() bool { return len(s.answered()) == 1 })
+	eventually(t, 10*time.Second, "the step running", func() bool {
+		_, err := os.Stat(started)
+		return err == nil
+	})
 	stop()
 	select {
 	case err := <-done:
