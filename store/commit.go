@@ -20,6 +20,7 @@ type encoded struct {
 	key, val []byte
 	index    []indexEntry
 	what     string // "job X", for errors
+	ended    bool   // the record is in its last state: seldom written again
 }
 
 // A kind of record: where it goes and how it is keyed and indexed.
@@ -29,6 +30,7 @@ type recordKind[T any] struct {
 	key      func(*T) []byte
 	indexes  func(*T) []indexEntry
 	what     func(*T) string
+	ended    func(*T) bool // see encoded.ended
 	// previous decodes the stored record's index entries.
 	previous func(val []byte) ([]indexEntry, error)
 }
@@ -36,8 +38,9 @@ type recordKind[T any] struct {
 var (
 	jobKind = recordKind[engine.Job]{
 		bucket: bucketJobs, validate: validateJob, indexes: jobIndexes,
-		key:  func(j *engine.Job) []byte { return []byte(j.ID) },
-		what: func(j *engine.Job) string { return "job " + j.ID },
+		key:   func(j *engine.Job) []byte { return []byte(j.ID) },
+		what:  func(j *engine.Job) string { return "job " + j.ID },
+		ended: func(j *engine.Job) bool { return j.Terminal() && !j.HooksPending },
 		previous: func(val []byte) ([]indexEntry, error) {
 			var p struct {
 				engine.Job
@@ -51,8 +54,9 @@ var (
 	}
 	stepKind = recordKind[engine.Step]{
 		bucket: bucketSteps, validate: validateStep, indexes: stepIndexes,
-		key:  func(s *engine.Step) []byte { return stepKey(s.JobID, s.Seq, s.Name) },
-		what: func(s *engine.Step) string { return "step " + s.JobID + "/" + s.Name },
+		key:   func(s *engine.Step) []byte { return stepKey(s.JobID, s.Seq, s.Name) },
+		what:  func(s *engine.Step) string { return "step " + s.JobID + "/" + s.Name },
+		ended: func(s *engine.Step) bool { return engine.StepTerminal(s.Status) },
 		previous: func(val []byte) ([]indexEntry, error) {
 			var p struct {
 				engine.Step
@@ -66,8 +70,9 @@ var (
 	}
 	workerKind = recordKind[engine.Worker]{
 		bucket: bucketWorkers, validate: validateWorker, indexes: workerIndexes,
-		key:  func(w *engine.Worker) []byte { return []byte(w.ID) },
-		what: func(w *engine.Worker) string { return "worker " + w.ID },
+		key:   func(w *engine.Worker) []byte { return []byte(w.ID) },
+		what:  func(w *engine.Worker) string { return "worker " + w.ID },
+		ended: func(*engine.Worker) bool { return false },
 		previous: func(val []byte) ([]indexEntry, error) {
 			var p engine.Worker
 			err := json.Unmarshal(val, &p)
@@ -162,7 +167,7 @@ func encodeAll[T any](recs []*T, kind recordKind[T]) ([]encoded, error) {
 		if err != nil {
 			return nil, fmt.Errorf("commit batch: encode %T: %w", r, err)
 		}
-		out = append(out, encoded{key: kind.key(r), val: v, index: kind.indexes(r), what: kind.what(r)})
+		out = append(out, encoded{key: kind.key(r), val: v, index: kind.indexes(r), what: kind.what(r), ended: kind.ended(r)})
 	}
 	return out, nil
 }
@@ -200,14 +205,17 @@ func putAll[T any](tx *bolt.Tx, deltas counts, written *lastWritten, recs []enco
 // decoding its JSON (most of a commit's time, under a burst of steps).
 // An entry counts only while the stored bytes are the ones remembered, so
 // a write that failed, or a record changed by another path (a migration,
-// an import), falls back to decoding. Only bbolt's one writer uses it.
+// an import), falls back to decoding. A record written in its last state
+// (an ended job or step) is forgotten, so what it holds is about the
+// records in flight, which the engine holds in memory anyway. Only
+// bbolt's one writer uses it.
 type lastWritten struct {
 	recs  map[string]encoded
 	bytes int
 }
 
-// maxLastWritten bounds the bytes of records lastWritten holds; past it,
-// it starts afresh.
+// maxLastWritten bounds the bytes of records lastWritten holds (a burst
+// of thousands of jobs in flight); past it, it starts afresh.
 const maxLastWritten = 8 << 20
 
 func (l *lastWritten) indexes(bucket, key, stored []byte) ([]indexEntry, bool) {
@@ -222,7 +230,12 @@ func (l *lastWritten) remember(bucket []byte, e encoded) {
 	k := lastWrittenKey(bucket, e.key)
 	if prev, ok := l.recs[k]; ok {
 		l.bytes -= len(prev.val)
-	} else if l.recs == nil || l.bytes+len(e.val) > maxLastWritten {
+		delete(l.recs, k)
+	}
+	if e.ended {
+		return
+	}
+	if l.recs == nil || l.bytes+len(e.val) > maxLastWritten {
 		l.recs, l.bytes = make(map[string]encoded), 0
 	}
 	l.recs[k] = e

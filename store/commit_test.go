@@ -62,7 +62,8 @@ func TestACommitMovesTheIndexesARecordHasNotThoseLastWritten(t *testing.T) {
 }
 
 // Records written again a few commits later, as a burst's jobs and steps
-// are, keep their indexes and counters exact.
+// are, keep their indexes and counters exact; the ended ones are not
+// remembered.
 func TestRecordsWrittenAgainKeepIndexesExact(t *testing.T) {
 	ctx := context.Background()
 	db, _ := openTemp(t)
@@ -89,6 +90,15 @@ func TestRecordsWrittenAgainKeepIndexesExact(t *testing.T) {
 			t.Fatal(err)
 		}
 		assertCountsMatchIndexes(t, db)
+		// Remembered while they run; forgotten once ended, so the memory
+		// follows the records in flight.
+		want := 2 * len(jobs)
+		if phase.job == engine.JobCompleted {
+			want = 0
+		}
+		if n := len(db.written.recs); n != want {
+			t.Errorf("%s: %d records remembered, want %d", phase.job, n, want)
+		}
 	}
 	if _, total, err := db.Jobs(ctx, engine.JobFilter{Statuses: []string{engine.JobCompleted}}); err != nil || total != len(jobs) {
 		t.Errorf("completed jobs: %d (%v), want %d", total, err, len(jobs))
