@@ -9,6 +9,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/engine/storetest"
 )
 
 // A record changed outside the commits (as a migration changes one) is
@@ -75,14 +76,10 @@ func TestRecordsWrittenAgainKeepIndexesExact(t *testing.T) {
 		steps = append(steps, &engine.Step{JobID: j.ID, Name: "only", Status: engine.StepPending})
 	}
 	worker := "w1"
-	for _, phase := range []struct{ job, step string }{
-		{engine.JobPending, engine.StepPending},
-		{engine.JobRunning, engine.StepRunning},
-		{engine.JobCompleted, engine.StepCompleted},
-	} {
+	for _, phase := range storetest.Lifecycle {
 		for i := range jobs {
-			jobs[i].Status, steps[i].Status = phase.job, phase.step
-			if phase.step == engine.StepRunning {
+			jobs[i].Status, steps[i].Status = phase.Job, phase.Step
+			if phase.Step == engine.StepRunning {
 				steps[i].WorkerID = &worker
 			}
 		}
@@ -93,11 +90,11 @@ func TestRecordsWrittenAgainKeepIndexesExact(t *testing.T) {
 		// Remembered while they run; forgotten once ended, so the memory
 		// follows the records in flight.
 		want := 2 * len(jobs)
-		if phase.job == engine.JobCompleted {
+		if phase.Job == engine.JobCompleted {
 			want = 0
 		}
 		if n := len(db.written.recs); n != want {
-			t.Errorf("%s: %d records remembered, want %d", phase.job, n, want)
+			t.Errorf("%s: %d records remembered, want %d", phase.Job, n, want)
 		}
 	}
 	if _, total, err := db.Jobs(ctx, engine.JobFilter{Statuses: []string{engine.JobCompleted}}); err != nil || total != len(jobs) {

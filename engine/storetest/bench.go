@@ -59,6 +59,14 @@ func BenchCommitForEach(b *testing.B, open func(b *testing.B) engine.Store) {
 	}
 }
 
+// Lifecycle is the states a one-step job and its step are written in, in
+// turn: pending, running, completed.
+var Lifecycle = []struct{ Job, Step string }{
+	{engine.JobPending, engine.StepPending},
+	{engine.JobRunning, engine.StepRunning},
+	{engine.JobCompleted, engine.StepCompleted},
+}
+
 // BenchCommitLifecycle commits what a burst of one-step jobs costs the
 // store once they run: batches of 100 jobs, each job and its step written
 // three times in three commits (pending, running, completed), as the
@@ -81,13 +89,9 @@ func BenchCommitLifecycle(b *testing.B, open func(b *testing.B) engine.Store) {
 			steps[i] = step(id, "build", 0, engine.StepPending)
 			n++
 		}
-		for _, phase := range []struct{ job, step string }{
-			{engine.JobPending, engine.StepPending},
-			{engine.JobRunning, engine.StepRunning},
-			{engine.JobCompleted, engine.StepCompleted},
-		} {
+		for _, phase := range Lifecycle {
 			for i := range size {
-				jobs[i].Status, steps[i].Status = phase.job, phase.step
+				jobs[i].Status, steps[i].Status = phase.Job, phase.Step
 			}
 			if err := s.Commit(ctx, &engine.Batch{Jobs: jobs, Steps: steps}); err != nil {
 				b.Fatal(err)

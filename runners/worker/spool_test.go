@@ -74,6 +74,13 @@ func drain(t *testing.T, j journal, n int) ([]LogLine, *Result) {
 }
 
 // wantNumbered checks lines are "line 1".."line n", numbered 1..n.
+// logLines logs "line from" to "line to" on stdout.
+func logLines(j journal, from, to int) {
+	for i := from; i <= to; i++ {
+		j.Log(context.Background(), runners.Stdout, fmt.Sprintf("line %d", i))
+	}
+}
+
 func wantNumbered(t *testing.T, lines []LogLine, from, n int) {
 	t.Helper()
 	if len(lines) != n-from+1 {
@@ -90,9 +97,7 @@ func wantNumbered(t *testing.T, lines []LogLine, from, n int) {
 func TestSpoolDeliversLinesInOrderThenTheResult(t *testing.T) {
 	sp, _ := openTestSpool(t, t.TempDir(), 0)
 	r := newTestRun(t, sp)
-	for i := 1; i <= 10; i++ {
-		r.Log(context.Background(), runners.Stdout, fmt.Sprintf("line %d", i))
-	}
+	logLines(r, 1, 10)
 	b, err := r.Pending(4, maxPushBytes)
 	if err != nil || len(b.Lines) != 4 || b.Result != nil {
 		t.Fatalf("first batch: %+v %v; want 4 lines and no result", b, err)
@@ -161,9 +166,7 @@ func TestSpoolRecoversUndeliveredLinesAfterARestart(t *testing.T) {
 	dir := t.TempDir()
 	sp, _ := openTestSpool(t, dir, 0)
 	r := newTestRun(t, sp)
-	for i := 1; i <= 10; i++ {
-		r.Log(context.Background(), runners.Stdout, fmt.Sprintf("line %d", i))
-	}
+	logLines(r, 1, 10)
 	b, _ := r.Pending(6, maxPushBytes)
 	if err := r.Ack(b); err != nil {
 		t.Fatal(err)
@@ -212,9 +215,7 @@ func TestSpoolCutsAHalfWrittenRecordAndSkipsACorruptOne(t *testing.T) {
 	dir := t.TempDir()
 	sp, _ := openTestSpool(t, dir, 0)
 	r := newTestRun(t, sp)
-	for i := 1; i <= 3; i++ {
-		r.Log(context.Background(), runners.Stdout, fmt.Sprintf("line %d", i))
-	}
+	logLines(r, 1, 3)
 	r.Flush() // as the step's output reader does once it read all there was
 	sp.Close()
 	seg := segmentPath(r.dir, 1)

@@ -65,9 +65,7 @@ func TestSpoolWritesALinesGroupInOneCallWhenFlushed(t *testing.T) {
 	sp, _ := openTestSpool(t, dir, 0)
 	writes := countWrites(sp)
 	r := newTestRun(t, sp)
-	for i := 1; i <= 100; i++ {
-		r.Log(context.Background(), runners.Stdout, fmt.Sprintf("line %d", i))
-	}
+	logLines(r, 1, 100)
 	seg := segmentPath(r.dir, 1)
 	if writes.calls() != 0 || fileSize(t, seg) != 0 {
 		t.Fatalf("%d writes, %d bytes in the segment before the flush; want none", writes.calls(), fileSize(t, seg))
@@ -121,9 +119,7 @@ func TestSpoolWritesItsGroupBeforeReadingTheSegments(t *testing.T) {
 	dir := t.TempDir()
 	sp, _ := openTestSpool(t, dir, 0)
 	r := newTestRun(t, sp)
-	for i := 1; i <= 3; i++ {
-		r.Log(context.Background(), runners.Stdout, fmt.Sprintf("line %d", i))
-	}
+	logLines(r, 1, 3)
 	r.Flush()
 	sp.Close()
 
@@ -150,9 +146,7 @@ func TestSpoolWriteFailureDropsTheGroupUnderOneNotice(t *testing.T) {
 	sp, logs := openTestSpool(t, dir, 0)
 	writes := countWrites(sp)
 	r := newTestRun(t, sp)
-	for i := 1; i <= 5; i++ {
-		r.Log(context.Background(), runners.Stdout, fmt.Sprintf("line %d", i))
-	}
+	logLines(r, 1, 5)
 	r.Flush()
 	for i := 6; i <= 10; i++ {
 		r.Log(context.Background(), runners.Stdout, fmt.Sprintf("lost %d", i))
