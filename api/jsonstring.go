@@ -3,6 +3,8 @@ package api
 import (
 	"bufio"
 	"unicode/utf8"
+
+	"github.com/appliance-sh/appliance/engine/jsonstr"
 )
 
 // jsonString writes the bytes it is given as the inside of a JSON string,
@@ -15,9 +17,11 @@ type jsonString struct {
 	w       *bufio.Writer
 	pending [utf8.UTFMax]byte
 	held    int
+	scratch []byte // the escaped text of a write
 }
 
-const hexDigits = "0123456789abcdef"
+// maxScratch bounds the scratch kept between writes.
+const maxScratch = 64 << 10
 
 func (j *jsonString) Write(p []byte) (int, error) {
 	n := len(p)
@@ -45,62 +49,20 @@ func (j *jsonString) end() {
 }
 
 // escape writes p escaped and returns the start of a character it ends in
-// the middle of.
+// the middle of: only its last bytes can be one (a character is at most
+// utf8.UTFMax bytes, and a byte that starts one never lies inside another).
 func (j *jsonString) escape(p []byte) []byte {
-	start := 0
-	for i := 0; i < len(p); {
-		b := p[i]
-		if b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
-				i++
-				continue
-			}
-			j.w.Write(p[start:i])
-			switch b {
-			case '"', '\\':
-				j.w.WriteByte('\\')
-				j.w.WriteByte(b)
-			case '\n':
-				j.w.WriteString(`\n`)
-			case '\r':
-				j.w.WriteString(`\r`)
-			case '\t':
-				j.w.WriteString(`\t`)
-			case '\b':
-				j.w.WriteString(`\b`)
-			case '\f':
-				j.w.WriteString(`\f`)
-			default:
-				j.w.WriteString(`\u00`)
-				j.w.WriteByte(hexDigits[b>>4])
-				j.w.WriteByte(hexDigits[b&0xf])
-			}
-			i++
-			start = i
-			continue
+	cut := len(p)
+	for k := max(0, len(p)-utf8.UTFMax+1); k < len(p); k++ {
+		if p[k] >= utf8.RuneSelf && !utf8.FullRune(p[k:]) {
+			cut = k
+			break
 		}
-		if !utf8.FullRune(p[i:]) {
-			j.w.Write(p[start:i])
-			return p[i:]
-		}
-		r, size := utf8.DecodeRune(p[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			j.w.Write(p[start:i])
-			j.w.WriteString(`\ufffd`)
-		case r == '\u2028' || r == '\u2029':
-			// Valid JSON, but not valid JavaScript source; encoding/json
-			// escapes them too.
-			j.w.Write(p[start:i])
-			j.w.WriteString(`\u202`)
-			j.w.WriteByte(hexDigits[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
 	}
-	j.w.Write(p[start:])
-	return nil
+	j.scratch = jsonstr.AppendEscaped(j.scratch[:0], p[:cut])
+	j.w.Write(j.scratch)
+	if cap(j.scratch) > maxScratch {
+		j.scratch = nil // one big write's: not kept for the next
+	}
+	return p[cut:]
 }

@@ -1,7 +1,7 @@
 // Package jsonstr writes and reads JSON strings exactly as encoding/json
 // does, without reflection, for the few hot paths that encode or decode a
-// record by hand (log lines pushed by workers, the log files, a worker's
-// spool). It is a leaf: it imports only the standard library.
+// record by hand (log lines pushed by workers, the log files, a log read
+// as one string, a worker's spool). It is a leaf: it imports only the standard library.
 package jsonstr
 
 import (
@@ -17,6 +17,14 @@ const hex = "0123456789abcdef"
 // escaped (valid JSON, but not valid JavaScript source).
 func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
+	dst = AppendEscaped(dst, s)
+	return append(dst, '"')
+}
+
+// AppendEscaped appends s escaped as the inside of a JSON string, as
+// AppendString writes it between its quotes: for text that arrives in
+// pieces (a log streamed into one string), each cut between characters.
+func AppendEscaped[S string | []byte](dst []byte, s S) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		for i+8 <= len(s) && plain8(load8(s, i)) {
@@ -52,7 +60,8 @@ func AppendString(dst []byte, s string) []byte {
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		// At most 4 bytes: a string's copy stays on the stack.
+		r, size := utf8.DecodeRune([]byte(s[i:min(i+utf8.UTFMax, len(s))]))
 		switch {
 		case r == utf8.RuneError && size == 1:
 			dst = append(dst, s[start:i]...)
@@ -67,8 +76,7 @@ func AppendString(dst []byte, s string) []byte {
 		i += size
 		start = i
 	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return append(dst, s[start:]...)
 }
 
 // ReadString reads the JSON string b starts with (b[0] is its opening

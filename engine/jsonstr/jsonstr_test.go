@@ -106,3 +106,21 @@ func TestPlain8(t *testing.T) {
 		}
 	}
 }
+
+// Escaping allocates nothing beyond dst's growth, text with characters
+// past ASCII and bytes that are not UTF-8 included, from a string or
+// from bytes.
+func TestAppendEscapedAllocatesNothing(t *testing.T) {
+	s := "héllo \u2028 wörld \xff\"\\\n" + strings.Repeat("plain ascii ", 8)
+	dst := make([]byte, 0, 4*len(s))
+	if n := testing.AllocsPerRun(100, func() { dst = AppendString(dst[:0], s) }); n != 0 {
+		t.Errorf("AppendString: %v allocations a call", n)
+	}
+	b := []byte(s)
+	if n := testing.AllocsPerRun(100, func() { dst = AppendEscaped(dst[:0], b) }); n != 0 {
+		t.Errorf("AppendEscaped of bytes: %v allocations a call", n)
+	}
+	if got, want := string(AppendEscaped(nil, b)), string(AppendString(nil, s)); `"`+got+`"` != want {
+		t.Errorf("AppendEscaped(bytes) = %s, AppendString = %s", got, want)
+	}
+}
