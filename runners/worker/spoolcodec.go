@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/appliance-sh/appliance/engine/jsonstr"
 )
@@ -16,11 +15,9 @@ import (
 // reflection cost most of a flooding step's spool time. Anything else, and
 // any line this does not read, goes through encoding/json.
 
-// appendLineRecord appends the record of a log line numbered seq.
-func appendLineRecord(dst []byte, seq int64, ts time.Time, stream, line string) ([]byte, bool) {
-	if !utf8.ValidString(line) || !utf8.ValidString(stream) {
-		return dst, false // encoding/json replaces invalid bytes
-	}
+// appendLineRecord appends the record of a log line numbered seq, as
+// encoding/json writes it (bytes that are not UTF-8 become \ufffd).
+func appendLineRecord(dst []byte, seq int64, ts time.Time, stream, line string) []byte {
 	dst = append(dst, `{"seq":`...)
 	dst = strconv.AppendInt(dst, seq, 10)
 	dst = append(dst, `,"ts":"`...)
@@ -29,7 +26,7 @@ func appendLineRecord(dst []byte, seq int64, ts time.Time, stream, line string) 
 	dst = jsonstr.AppendString(dst, stream)
 	dst = append(dst, `,"line":`...)
 	dst = jsonstr.AppendString(dst, line)
-	return append(dst, "}\n"...), true
+	return append(dst, "}\n"...)
 }
 
 // decodeLineRecord reads a log line's record as appendLineRecord (or

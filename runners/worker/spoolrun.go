@@ -134,10 +134,7 @@ func (r *spoolRun) Log(ctx context.Context, stream, line string) {
 		freed := r.sp.room.next()
 		// Numbered here: the other stream's reader may add lines meanwhile.
 		seq := r.seq + 1 + int64(min(r.dropped, 1))
-		var ok bool
-		if rec, ok = appendLineRecord(rec[:0], seq, ts, stream, line); !ok {
-			rec = encodeRecord(record{TS: ts, Stream: stream, Line: line}, seq)
-		}
+		rec = appendLineRecord(rec[:0], seq, ts, stream, line)
 		if r.sp.reserve(int64(len(rec))) {
 			break
 		}
