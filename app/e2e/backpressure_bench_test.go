@@ -53,6 +53,11 @@ func BenchmarkStepLogDelivery(b *testing.B) {
 
 func runDeliveryBench(b *testing.B, f *serverFixture, w *workerProc) {
 	resetPeakRSS(b)
+	workerCPU := func() time.Duration { return 0 }
+	if w != nil {
+		workerCPU = func() time.Duration { return processCPU(b, w.cmd.Process.Pid) }
+	}
+	cpu0, wcpu0 := cpuTime(b), workerCPU()
 	b.ResetTimer()
 	var took time.Duration
 	for range b.N {
@@ -68,7 +73,14 @@ func runDeliveryBench(b *testing.B, f *serverFixture, w *workerProc) {
 		took += time.Since(began)
 	}
 	b.StopTimer()
+	lines := float64(benchLines * b.N)
 	b.ReportMetric(float64(benchLines*b.N)/took.Seconds(), "lines/s")
+	// The server's CPU a line: with the worker in this process
+	// (APPLIANCE_BENCH_WORKER_INPROC), both sides.
+	b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/lines, "server-us/line")
+	if w != nil {
+		b.ReportMetric(float64((workerCPU()-wcpu0).Microseconds())/lines, "worker-us/line")
+	}
 	b.ReportMetric(float64(peakRSS(b, os.Getpid()))/(1<<20), "server-peak-MB")
 	if w != nil {
 		b.ReportMetric(float64(peakRSS(b, w.cmd.Process.Pid))/(1<<20), "worker-peak-MB")

@@ -116,6 +116,55 @@ func ReadString(b []byte) (s string, n int, ok bool) {
 	return "", 0, false
 }
 
+// Skip returns the length, quotes included, of the JSON string b starts
+// with, without decoding it: for a string passed on as it is. ok is false
+// unless it is valid JSON and valid UTF-8 (what any JSON reader takes as
+// it is), so bytes that would have to be repaired are left to ReadString.
+func Skip(b []byte) (n int, ok bool) {
+	if len(b) == 0 || b[0] != '"' {
+		return 0, false
+	}
+	for i := 1; i < len(b); {
+		for i+8 <= len(b) && plain8(load8(b, i)) {
+			i += 8
+		}
+		if i == len(b) {
+			break
+		}
+		c := b[i]
+		switch {
+		case c == '"':
+			return i + 1, true
+		case c < 0x20:
+			return 0, false
+		case c == '\\':
+			if i+1 >= len(b) {
+				return 0, false
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if u4(b[i:]) < 0 {
+					return 0, false
+				}
+				i += 6
+			default:
+				return 0, false
+			}
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				return 0, false
+			}
+			i += size
+		}
+	}
+	return 0, false
+}
+
 // readEscaped reads the rest of the string b starts with from i, the
 // first byte that is not copied as it is, the way encoding/json's
 // unquote does.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // tricky are strings whose encoding or decoding has a rule of its own.
@@ -72,6 +73,34 @@ func FuzzReadString(f *testing.F) {
 			if in[end-1] == '"' && json.Unmarshal([]byte(in[:end]), &want) == nil {
 				t.Fatalf("ReadString(%q) refused it, encoding/json decodes its prefix %q as %q", in, in[:end], want)
 			}
+		}
+	})
+}
+
+// Skip passes over exactly the strings any JSON reader takes as they
+// are: where it says ok, ReadString reads the same length and the bytes
+// are valid JSON and UTF-8; where it does not, they are not both.
+func FuzzSkip(f *testing.F) {
+	for _, s := range tricky {
+		f.Add(string(encodingJSON(f, s)) + `}`)
+	}
+	for _, s := range []string{`"\u00e9\ud83c\udf89"`, `"\ud83c"`, `"\x"`, `"\u12g4"`, "\"raw\ttab\"", `"no end`, "\"\xff\"", `""`, `x`, "\"ok\"tail"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		n, ok := Skip([]byte(in))
+		_, rn, rok := ReadString([]byte(in))
+		if ok {
+			if !rok || rn != n {
+				t.Fatalf("Skip(%q) = %d, ReadString reads %d (ok %v)", in, n, rn, rok)
+			}
+			if !json.Valid([]byte(in[:n])) || !utf8.ValidString(in[:n]) {
+				t.Fatalf("Skip(%q) passed %q: not valid JSON and UTF-8", in, in[:n])
+			}
+			return
+		}
+		if rok && json.Valid([]byte(in[:rn])) && utf8.ValidString(in[:rn]) {
+			t.Fatalf("Skip(%q) refused %q, valid JSON and UTF-8", in, in[:rn])
 		}
 	})
 }

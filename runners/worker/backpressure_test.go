@@ -282,3 +282,49 @@ func TestDockerStepHeldBackByAFullJournalKeepsEveryLine(t *testing.T) {
 	}
 	wantNumbered(t, all, 1, n)
 }
+
+// A full push's worth of lines wakes delivery at once, as a writer
+// waiting for room does, rather than at the next LogPushInterval: a step
+// that floods is delivered while it runs (see fullPush).
+func TestAFullPushWakesDelivery(t *testing.T) {
+	journals := map[string]func() journal{
+		"memory": func() journal {
+			return newMemJournal(runMeta{JobID: "job-1", Step: "build"}, slog.New(slog.NewTextHandler(io.Discard, nil)), 0)
+		},
+		"spool": func() journal {
+			sp, _ := openTestSpool(t, t.TempDir(), 0)
+			return newTestRun(t, sp)
+		},
+	}
+	for name, open := range journals {
+		t.Run(name, func(t *testing.T) {
+			j := open()
+			wanted := j.Wanted()
+			logLines(j, 1, maxPushLines-1)
+			if closed(wanted) {
+				t.Fatalf("delivery woken with %d lines waiting, fewer than a push takes", maxPushLines-1)
+			}
+			logLines(j, maxPushLines, maxPushLines)
+			if !closed(wanted) {
+				t.Fatalf("delivery not woken with %d lines waiting", maxPushLines)
+			}
+			// Once delivery took them, the next full push wakes it again.
+			b, err := j.Pending(maxPushLines, 1<<30)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := j.Ack(b); err != nil {
+				t.Fatal(err)
+			}
+			wanted = j.Wanted()
+			logLines(j, maxPushLines+1, 2*maxPushLines-1)
+			if closed(wanted) {
+				t.Fatal("delivery woken again before a full push waits")
+			}
+			logLines(j, 2*maxPushLines, 2*maxPushLines)
+			if !closed(wanted) {
+				t.Fatal("delivery not woken by the second full push")
+			}
+		})
+	}
+}

@@ -335,6 +335,17 @@ func (c *Client) PushLogs(ctx context.Context, jobID string, push workerproto.Lo
 	return out.Cancelled, err
 }
 
+// pushRaw is PushLogs with the lines already coded: lines holds the
+// elements of the push's lines, comma-separated (see batch.raw).
+func (c *Client) pushRaw(ctx context.Context, jobID string, push workerproto.LogPush, lines []byte) (bool, error) {
+	body := appendPushHead(make([]byte, 0, 128+len(push.WorkerID)+len(push.StepName)+len(push.Run)+len(lines)), push)
+	body = append(append(body, lines...), "]}"...)
+	var out workerproto.Pushed
+	err := c.call(ctx, push.WorkerID, "push logs", http.MethodPost, "/worker/jobs/"+url.PathEscape(jobID)+"/logs", nil, requestTimeout,
+		encodedJSON(body), &out)
+	return out.Cancelled, err
+}
+
 // Cancelled implements Server.
 func (c *Client) Cancelled(ctx context.Context, jobID string, wait time.Duration) (bool, error) {
 	q := url.Values{"wait": {strconv.Itoa(int(wait.Round(time.Second) / time.Second))}}

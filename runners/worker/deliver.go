@@ -14,6 +14,13 @@ import (
 
 // Bounds of one log push: the server takes request bodies up to its
 // limits.request_body (10MB by default).
+//
+// fullPush: once maxPushLines lines wait, a journal wakes delivery as a
+// writer waiting for room does (room.waiting), rather than leaving them
+// to the next tick of LogPushInterval: the interval gathers the lines of
+// a step that prints a few into one push, and has nothing to gather for
+// one that floods, whose lines it only held back (a step printing lines
+// for half a second waited for its end before any went out).
 const (
 	maxPushLines = 5_000
 	maxPushBytes = 4 << 20
@@ -190,17 +197,33 @@ func (w *Worker) releaseHeld(d *delivery) {
 // one. done is true once the run is delivered or refused, and removed.
 func (w *Worker) deliverOnce(ctx context.Context, d *delivery) (done bool, err error) {
 	meta := d.j.Meta()
+	// Lines go as the spool holds them when the server is one that sends
+	// them over HTTP as they are (a wrapper may want them decoded).
+	client, _ := w.srv.(*Client)
+	rj, _ := d.j.(rawJournal)
 	for {
-		b, err := d.j.Pending(maxPushLines, maxPushBytes)
+		var b batch
+		var err error
+		if client != nil && rj != nil {
+			b, err = rj.PendingRaw(maxPushLines, maxPushBytes)
+		} else {
+			b, err = d.j.Pending(maxPushLines, maxPushBytes)
+		}
 		if err != nil {
 			return false, fmt.Errorf("read the spool: %w", err)
 		}
-		if len(b.Lines) > 0 {
+		if b.lines() > 0 {
 			if d.refused || d.dropLines {
 				_ = d.j.Ack(b)
 				continue
 			}
-			cancelled, err := w.srv.PushLogs(ctx, meta.JobID, LogPush{WorkerID: meta.WorkerID, StepName: meta.Step, Run: meta.Run, Lines: b.Lines})
+			push := LogPush{WorkerID: meta.WorkerID, StepName: meta.Step, Run: meta.Run, Lines: b.Lines}
+			var cancelled bool
+			if b.raw != nil {
+				cancelled, err = client.pushRaw(ctx, meta.JobID, push, b.raw)
+			} else {
+				cancelled, err = w.srv.PushLogs(ctx, meta.JobID, push)
+			}
 			switch {
 			case err == nil:
 				if err := d.j.Ack(b); err != nil {

@@ -51,9 +51,38 @@ type journal interface {
 
 // batch is what one delivery attempt sends.
 type batch struct {
-	Lines  []LogLine
-	Result *Result // the run's result, once Lines reach it
+	Lines []LogLine
+	// raw, from a journal asked for it (see rawJournal), holds the lines
+	// instead of Lines: the elements of a push's lines, comma-separated,
+	// n of them, the last numbered last.
+	raw    []byte
+	n      int
+	last   int64
+	Result *Result // the run's result, once the lines reach it
 	end    spoolPos
+}
+
+// lines is how many lines b holds.
+func (b batch) lines() int {
+	if b.raw != nil {
+		return b.n
+	}
+	return len(b.Lines)
+}
+
+// lastSeq is the number of b's last line (b holds lines).
+func (b batch) lastSeq() int64 {
+	if b.raw != nil {
+		return b.last
+	}
+	return b.Lines[len(b.Lines)-1].Seq
+}
+
+// rawJournal is a journal that can hand out its lines already coded for
+// a push: the spool keeps them so, and decoding them only to code them
+// again was most of the worker's time delivering a flood of lines.
+type rawJournal interface {
+	PendingRaw(maxLines, maxBytes int) (batch, error)
 }
 
 // runMeta names a step run: the claim it came from and the id that numbers
@@ -176,6 +205,9 @@ func (j *memJournal) add(l LogLine) {
 	l.Seq = j.seq
 	j.lines = append(j.lines, l)
 	j.size += int64(len(l.Line)) + lineOverhead
+	if len(j.lines) == maxPushLines {
+		j.room.waiting() // a full push waits: see fullPush
+	}
 }
 
 // noticeLocked appends the notice of dropped lines, if any were.

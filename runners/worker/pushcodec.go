@@ -18,15 +18,7 @@ type encodedJSON []byte
 // bytes that are not UTF-8, as encoding/json does.)
 func appendLogPush(dst []byte, push workerproto.LogPush) ([]byte, bool) {
 	start := len(dst)
-	dst = append(dst, `{"worker_id":`...)
-	dst = jsonstr.AppendString(dst, push.WorkerID)
-	dst = append(dst, `,"step_name":`...)
-	dst = jsonstr.AppendString(dst, push.StepName)
-	if push.Run != "" {
-		dst = append(dst, `,"run":`...)
-		dst = jsonstr.AppendString(dst, push.Run)
-	}
-	dst = append(dst, `,"lines":[`...)
+	dst = appendPushHead(dst, push)
 	for i, l := range push.Lines {
 		if !jsonTime(l.TS) {
 			return dst[:start], false
@@ -49,6 +41,19 @@ func appendLogPush(dst []byte, push workerproto.LogPush) ([]byte, bool) {
 		dst = append(dst, '}')
 	}
 	return append(dst, "]}"...), true
+}
+
+// appendPushHead appends push up to the first of its lines.
+func appendPushHead(dst []byte, push workerproto.LogPush) []byte {
+	dst = append(dst, `{"worker_id":`...)
+	dst = jsonstr.AppendString(dst, push.WorkerID)
+	dst = append(dst, `,"step_name":`...)
+	dst = jsonstr.AppendString(dst, push.StepName)
+	if push.Run != "" {
+		dst = append(dst, `,"run":`...)
+		dst = jsonstr.AppendString(dst, push.Run)
+	}
+	return append(dst, `,"lines":[`...)
 }
 
 // jsonTime tells a time encoding/json codes: its year has four digits and

@@ -74,6 +74,75 @@ func decodeLineRecord(raw []byte, rec *record) bool {
 	return true
 }
 
+// lineElem tells whether rec, a record without its newline, is a log
+// line as appendLineRecord writes it, with values a push carries as they
+// are (see jsonstr.Skip), and its number: such a record is the element
+// of a push's lines, passed on neither decoded nor coded again. Any other
+// record is left to decodeRecord.
+func lineElem(rec []byte, ts *tsCheck) (seq int64, ok bool) {
+	rest, ok := bytes.CutPrefix(rec, []byte(`{"seq":`))
+	if !ok {
+		return 0, false
+	}
+	i := 0
+	for ; i < len(rest) && '0' <= rest[i] && rest[i] <= '9'; i++ {
+		if i == 18 {
+			return 0, false
+		}
+		seq = seq*10 + int64(rest[i]-'0')
+	}
+	if seq == 0 || rest[0] == '0' {
+		return 0, false
+	}
+	if rest, ok = bytes.CutPrefix(rest[i:], []byte(`,"ts":"`)); !ok {
+		return 0, false
+	}
+	if i = bytes.IndexByte(rest, '"'); i < 0 || !ts.valid(rest[:i]) {
+		return 0, false
+	}
+	rest = rest[i+1:]
+	if r, ok := bytes.CutPrefix(rest, []byte(`,"stream":"stdout","line":`)); ok {
+		rest = r
+	} else if rest, ok = bytes.CutPrefix(rest, []byte(`,"stream":"stderr","line":`)); !ok {
+		return 0, false
+	}
+	n, ok := jsonstr.Skip(rest)
+	if !ok || string(rest[n:]) != "}" {
+		return 0, false
+	}
+	return seq, true
+}
+
+// tsCheck checks the times of line records: one in full per second (as
+// encoding/json reads a time), the fraction and zone of the others, which
+// share their second, by hand.
+type tsCheck struct {
+	second []byte // "2006-01-02T15:04:05" of the last time checked in full
+}
+
+func (c *tsCheck) valid(ts []byte) bool {
+	const secLen = len("2006-01-02T15:04:05")
+	if len(ts) > secLen && c.second != nil && string(ts[:secLen]) == string(c.second) {
+		rest := ts[secLen:]
+		if rest[0] == '.' {
+			i := 1
+			for ; i < len(rest) && i <= 9 && '0' <= rest[i] && rest[i] <= '9'; i++ {
+			}
+			if i == 1 {
+				return false
+			}
+			rest = rest[i:]
+		}
+		return string(rest) == "Z"
+	}
+	var t time.Time
+	if len(ts) < secLen || t.UnmarshalJSON(append(append([]byte{'"'}, ts...), '"')) != nil {
+		return false
+	}
+	c.second = append(c.second[:0], ts[:secLen]...)
+	return true
+}
+
 // decodeRecord decodes any record of a segment.
 func decodeRecord(raw []byte, rec *record) bool {
 	return decodeLineRecord(raw, rec) || json.Unmarshal(raw, rec) == nil

@@ -37,8 +37,9 @@ type record struct {
 
 // recentLine is a line in spoolRun.recent.
 type recentLine struct {
-	line LogLine
-	end  spoolPos // just past its record
+	seq int64
+	to  int64    // just past its element and comma in recentBuf, from recentBase
+	end spoolPos // just past its record
 }
 
 // maxRecentBytes bounds the lines a run keeps in memory for delivery;
@@ -87,10 +88,13 @@ type spoolRun struct {
 	// recent holds the undelivered lines most recently written, with where
 	// each ends on disk, while they follow the last acknowledged line
 	// without a gap: Pending serves them from memory rather than reading
-	// and decoding the segments back (see remember).
-	recent      []recentLine
-	recentBytes int
-	pos         spoolPos // where the next batch starts
+	// the segments back (see remember). recentBuf holds their records as
+	// a push carries them, each followed by a comma, the first at its
+	// start; recentBase counts the bytes it dropped before that.
+	recent     []recentLine
+	recentBuf  []byte
+	recentBase int64
+	pos        spoolPos // where the next batch starts
 
 	// buf holds the records staged for the last segment, written out in
 	// one call at a flush point (flushLocked) rather than one call a line,
@@ -157,7 +161,7 @@ func (r *spoolRun) Log(ctx context.Context, stream, line string) {
 		r.drop(1, "", err)
 		return
 	}
-	if err := r.stage(rec, &LogLine{TS: ts, Stream: stream, Line: line}, 1); err != nil {
+	if err := r.stage(rec, 1); err != nil {
 		r.sp.used.Add(-int64(len(rec)))
 		r.drop(1, "", err)
 		return
@@ -173,21 +177,48 @@ func (r *spoolRun) Flush() {
 	_ = r.flushLocked()
 }
 
-// remember keeps a line just staged in recent, if recent reaches back to
-// the last acknowledged line and has room; a line that does not fit
-// empties it, so Pending reads the spool until delivery catches up.
-func (r *spoolRun) remember(l LogLine) {
-	if len(r.recent) == 0 && l.Seq != r.acked+1 {
+// remember keeps a line just staged, numbered seq, with its record rec,
+// in recent, if recent reaches back to the last acknowledged line and has
+// room; a line that does not fit empties it, so Pending reads the spool
+// until delivery catches up.
+func (r *spoolRun) remember(seq int64, rec []byte) {
+	if len(r.recent) == 0 && seq != r.acked+1 {
 		return // delivery is behind, reading the spool
 	}
-	if r.recentBytes+len(l.Line) > maxRecentBytes {
-		clear(r.recent)
-		r.recent, r.recentBytes = r.recent[:0], 0
+	if len(r.recentBuf)+len(rec) > maxRecentBytes {
+		r.forgetRecent(0)
 		return
 	}
 	s := r.segs[len(r.segs)-1]
-	r.recent = append(r.recent, recentLine{line: l, end: spoolPos{seg: s.num, off: s.size}})
-	r.recentBytes += len(l.Line)
+	r.recentBuf = append(append(r.recentBuf, rec[:len(rec)-1]...), ',')
+	r.recent = append(r.recent, recentLine{seq: seq, to: r.recentBase + int64(len(r.recentBuf)), end: spoolPos{seg: s.num, off: s.size}})
+}
+
+// forgetRecent keeps the first n lines of recent.
+func (r *spoolRun) forgetRecent(n int) {
+	to := r.recentBase
+	if n > 0 {
+		to = r.recent[n-1].to
+	}
+	r.recentBuf = r.recentBuf[:to-r.recentBase]
+	clear(r.recent[n:])
+	r.recent = r.recent[:n]
+}
+
+// ackRecent drops the lines of recent up to seq, delivered.
+func (r *spoolRun) ackRecent(seq int64) {
+	i := 0
+	for i < len(r.recent) && r.recent[i].seq <= seq {
+		i++
+	}
+	if i == 0 {
+		return
+	}
+	cut := r.recent[i-1].to - r.recentBase
+	r.recentBuf = r.recentBuf[cut:]
+	r.recentBase += cut
+	clear(r.recent[:i])
+	r.recent = r.recent[i:]
 }
 
 // drop counts n lines the spool could not take, why (or err, a failed
@@ -217,7 +248,7 @@ func (r *spoolRun) noticeLocked() error {
 	n := dropNotice(r.dropped, r.why)
 	rec := encodeRecord(record{TS: n.TS, Stream: n.Stream, Line: n.Line}, r.seq+1)
 	r.sp.used.Add(int64(len(rec)))
-	if err := r.stage(rec, &n, r.dropped); err != nil {
+	if err := r.stage(rec, r.dropped); err != nil {
 		r.sp.used.Add(-int64(len(rec)))
 		return err
 	}
@@ -250,7 +281,7 @@ func (r *spoolRun) Finish(res Result) {
 	// Not synced: a killed worker process loses nothing (the page cache
 	// keeps it), and the result goes to the server at once; only if the
 	// server does not take it does delivery sync it (Persist).
-	err := r.stage(rec, nil, 0)
+	err := r.stage(rec, 0)
 	if err != nil {
 		r.sp.used.Add(-int64(len(rec)))
 	} else {
@@ -267,10 +298,10 @@ func (r *spoolRun) Finish(res Result) {
 }
 
 // stage appends one record to the group for the last segment, beginning
-// a new segment when that one is full: rec is line l's, numbered next,
+// a new segment when that one is full: rec is a line's, numbered next,
 // standing for lines of the step (a notice stands for several), or, with
-// l nil, the result. The bytes are reserved by the caller.
-func (r *spoolRun) stage(rec []byte, l *LogLine, lines int) error {
+// lines 0, the result. The bytes are reserved by the caller.
+func (r *spoolRun) stage(rec []byte, lines int) error {
 	if !r.hasDir {
 		if err := r.sp.makeDir(r); err != nil {
 			return err
@@ -286,10 +317,12 @@ func (r *spoolRun) stage(rec []byte, l *LogLine, lines int) error {
 	r.buf = append(r.buf, rec...)
 	r.segs[len(r.segs)-1].size += int64(len(rec))
 	r.bufLines += lines
-	if l != nil {
+	if lines > 0 {
 		r.seq++
-		l.Seq = r.seq
-		r.remember(*l)
+		r.remember(r.seq, rec)
+		if r.seq-r.acked == maxPushLines {
+			r.sp.room.waiting() // a full push waits: see fullPush
+		}
 	}
 	return nil
 }
@@ -321,12 +354,10 @@ func (r *spoolRun) flushLocked() error {
 	s.size -= int64(len(r.buf))
 	r.sp.used.Add(-int64(len(r.buf)))
 	i := len(r.recent)
-	for i > 0 && r.recent[i-1].line.Seq > r.flushedSeq {
+	for i > 0 && r.recent[i-1].seq > r.flushedSeq {
 		i--
-		r.recentBytes -= len(r.recent[i].line.Line)
 	}
-	clear(r.recent[i:])
-	r.recent = r.recent[:i]
+	r.forgetRecent(i)
 	if terr := r.w.Truncate(s.size); terr == nil {
 		r.seq = r.flushedSeq
 	} else {
@@ -368,11 +399,21 @@ func (r *spoolRun) nextSegment() error {
 }
 
 func (r *spoolRun) Pending(maxLines, maxBytes int) (batch, error) {
+	return r.pending(batcher{maxLines: maxLines, maxBytes: maxBytes})
+}
+
+// PendingRaw is Pending with the lines as a push carries them: the
+// records of the spool, which are in that form, pass as they are.
+func (r *spoolRun) PendingRaw(maxLines, maxBytes int) (batch, error) {
+	return r.pending(batcher{maxLines: maxLines, maxBytes: maxBytes, raw: true})
+}
+
+func (r *spoolRun) pending(g batcher) (batch, error) {
 	r.mu.Lock()
 	// Written out first, in the same hold of the lock: the disk holds
 	// every line handed out (see flushLocked).
 	_ = r.flushLocked()
-	if b, ok := r.pendingRecent(maxLines, maxBytes); ok {
+	if b, ok := r.pendingRecent(g); ok {
 		r.mu.Unlock()
 		return b, nil
 	}
@@ -383,8 +424,9 @@ func (r *spoolRun) Pending(maxLines, maxBytes int) (batch, error) {
 	res, pos, acked := r.res, r.pos, r.acked
 	r.mu.Unlock()
 
-	b := batch{end: pos}
-	size := 0
+	g.b.end = pos
+	var ts tsCheck
+	var scratch []byte
 	for _, s := range segs {
 		if s.num < pos.seg {
 			continue
@@ -393,7 +435,7 @@ func (r *spoolRun) Pending(maxLines, maxBytes int) (batch, error) {
 		if s.num == pos.seg {
 			off = pos.off
 		}
-		b.end = spoolPos{seg: s.num, off: off}
+		g.b.end = spoolPos{seg: s.num, off: off}
 		if off >= s.size {
 			continue
 		}
@@ -401,15 +443,11 @@ func (r *spoolRun) Pending(maxLines, maxBytes int) (batch, error) {
 		if err != nil {
 			return batch{}, fmt.Errorf("read spool segment: %w", err)
 		}
-		full, err := readRecords(io.NewSectionReader(f, off, s.size-off), func(raw []byte, rec *record) bool {
-			if rec != nil && rec.Result == nil && rec.Seq > acked {
-				if len(b.Lines) == maxLines || (len(b.Lines) > 0 && size+len(rec.Line) > maxBytes) {
-					return false
-				}
-				size += len(rec.Line)
-				b.Lines = append(b.Lines, LogLine{Seq: rec.Seq, TS: rec.TS, Stream: rec.Stream, Line: rec.Line})
+		full, err := readRecordLines(io.NewSectionReader(f, off, s.size-off), func(rec []byte) bool {
+			if seq, elem := lineOf(rec[:len(rec)-1], &ts, &scratch); elem != nil && seq > acked && !g.add(seq, elem) {
+				return false
 			}
-			b.end.off += int64(len(raw))
+			g.b.end.off += int64(len(rec))
 			return true
 		})
 		_ = f.Close()
@@ -417,36 +455,91 @@ func (r *spoolRun) Pending(maxLines, maxBytes int) (batch, error) {
 			return batch{}, fmt.Errorf("read spool segment: %w", err)
 		}
 		if full {
-			return b, nil
+			return g.done(), nil
 		}
 	}
-	b.Result = res
-	return b, nil
+	g.b.Result = res
+	return g.done(), nil
 }
 
-// pendingRecent is Pending from recent, when it holds the next lines to
+// pendingRecent is pending from recent, when it holds the next lines to
 // deliver and the batch ends before the result (the last batch, with the
 // result, is read from the spool). r.mu is held.
-func (r *spoolRun) pendingRecent(maxLines, maxBytes int) (batch, bool) {
-	if len(r.recent) == 0 || r.recent[0].line.Seq != r.acked+1 {
+func (r *spoolRun) pendingRecent(g batcher) (batch, bool) {
+	if len(r.recent) == 0 || r.recent[0].seq != r.acked+1 {
 		return batch{}, false
 	}
-	n, size := 0, 0
-	for n < len(r.recent) && n < maxLines {
-		size += len(r.recent[n].line.Line)
-		if n > 0 && size > maxBytes {
+	if g.raw {
+		g.b.raw = make([]byte, 0, min(len(r.recentBuf), g.maxBytes+runners.MaxLine))
+	}
+	n, from := 0, r.recentBase
+	for ; n < len(r.recent); n++ {
+		l := r.recent[n]
+		if !g.add(l.seq, r.recentBuf[from-r.recentBase:l.to-r.recentBase-1]) {
 			break
 		}
-		n++
+		from = l.to
 	}
 	if n == len(r.recent) && (r.res != nil || r.dropped > 0) {
 		return batch{}, false
 	}
-	b := batch{Lines: make([]LogLine, n), end: r.recent[n-1].end}
-	for i := range n {
-		b.Lines[i] = r.recent[i].line
+	g.b.end = r.recent[n-1].end
+	return g.done(), true
+}
+
+// batcher gathers a batch's lines, at most maxLines of at most maxBytes
+// of records in all (at least one), as records (raw) or decoded.
+type batcher struct {
+	b                  batch
+	size               int
+	maxLines, maxBytes int
+	raw                bool
+}
+
+// add adds the line numbered seq whose record is elem, without its
+// newline; false, adding nothing, when the batch is full.
+func (g *batcher) add(seq int64, elem []byte) bool {
+	if n := g.b.lines(); n == g.maxLines || n > 0 && g.size+len(elem) > g.maxBytes {
+		return false
 	}
-	return b, true
+	g.size += len(elem)
+	if g.raw {
+		g.b.raw = append(append(g.b.raw, elem...), ',')
+		g.b.n++
+		g.b.last = seq
+		return true
+	}
+	var rec record
+	if decodeRecord(elem, &rec) { // elem is a line's record: it does
+		g.b.Lines = append(g.b.Lines, LogLine{Seq: seq, TS: rec.TS, Stream: rec.Stream, Line: rec.Line})
+	}
+	return true
+}
+
+func (g *batcher) done() batch {
+	if g.b.n > 0 {
+		g.b.raw = g.b.raw[:len(g.b.raw)-1] // the last comma
+	} else {
+		g.b.raw = nil
+	}
+	return g.b
+}
+
+// lineOf is the number and the record, as a push carries it, of the line
+// whose record is rec (without its newline); a nil record for what is no
+// numbered line: the result, or a record that does not decode (skipped).
+// A record in another form than appendLineRecord's is coded again into
+// scratch.
+func lineOf(rec []byte, ts *tsCheck, scratch *[]byte) (int64, []byte) {
+	if seq, ok := lineElem(rec, ts); ok {
+		return seq, rec
+	}
+	var d record
+	if !decodeRecord(rec, &d) || d.Result != nil || d.Seq <= 0 {
+		return 0, nil
+	}
+	*scratch = appendLineRecord((*scratch)[:0], d.Seq, d.TS, d.Stream, d.Line)
+	return d.Seq, (*scratch)[:len(*scratch)-1]
 }
 
 // readRecords calls f with each whole record of rd (rec nil when it does
@@ -500,15 +593,9 @@ func (r *spoolRun) Ack(b batch) error {
 	}
 	r.sp.release(r.between(r.pos, b.end))
 	r.pos = b.end
-	if len(b.Lines) > 0 {
-		r.acked = b.Lines[len(b.Lines)-1].Seq
-		i := 0
-		for i < len(r.recent) && r.recent[i].line.Seq <= r.acked {
-			r.recentBytes -= len(r.recent[i].line.Line)
-			i++
-		}
-		clear(r.recent[:i])
-		r.recent = r.recent[i:]
+	if b.lines() > 0 {
+		r.acked = b.lastSeq()
+		r.ackRecent(r.acked)
 		if err := writeFileAtomic(filepath.Join(r.dir, ackedFile), []byte(strconv.FormatInt(r.acked, 10))); err != nil {
 			// Only a restart would send these lines again, and the server
 			// skips lines it has.
@@ -565,7 +652,7 @@ func (r *spoolRun) Remove() {
 		return
 	}
 	r.removed = true
-	r.recent, r.recentBytes = nil, 0
+	r.recent, r.recentBuf = nil, nil
 	r.buf, r.bufLines = nil, 0 // their bytes are released with the rest below
 	if r.w != nil {
 		_ = r.w.Close()
