@@ -1,6 +1,7 @@
 package workerproto
 
 import (
+	"bytes"
 	"time"
 
 	"github.com/appliance-sh/appliance/engine/jsonstr"
@@ -182,7 +183,11 @@ func (d *decoder) lines(lines *[]LogLine) bool {
 		return false
 	}
 	d.i++
-	out := []LogLine{} // [] is an empty array, not none
+	// Sized once for the lines the body seems to hold (each but the last
+	// followed by "},{"; a line's text may hold it too, so the count is
+	// bounded as a push is), rather than grown by doubling: the slices
+	// given up were most of what a server allocated taking pushes.
+	out := make([]LogLine, 0, min(bytes.Count(d.b[d.i:], []byte("},{"))+1, MaxPushLines)) // [] is an empty array, not none
 	if d.peek() == ']' {
 		d.i++
 		*lines = out

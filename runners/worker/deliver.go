@@ -49,6 +49,8 @@ type delivery struct {
 	// server takes such a step back (see HandBacker): its result is not
 	// reported, the step is handed back instead.
 	handBack atomic.Bool
+	// raw is the space of the run's last raw batch, for the next.
+	raw []byte
 	// hold, when set, holds the result for the slot's next claim (see
 	// resultPairer); it is ready once the result is queued, or once
 	// delivering the finished run ended otherwise (an error, a refusal, a
@@ -205,7 +207,10 @@ func (w *Worker) deliverOnce(ctx context.Context, d *delivery) (done bool, err e
 		var b batch
 		var err error
 		if client != nil && rj != nil {
-			b, err = rj.PendingRaw(maxPushLines, maxPushBytes)
+			b, err = rj.PendingRaw(d.raw, maxPushLines, maxPushBytes)
+			if cap(b.raw) > cap(d.raw) {
+				d.raw = b.raw[:0] // kept for the next batch: it is not sent as it is
+			}
 		} else {
 			b, err = d.j.Pending(maxPushLines, maxPushBytes)
 		}

@@ -82,7 +82,8 @@ func (b batch) lastSeq() int64 {
 // a push: the spool keeps them so, and decoding them only to code them
 // again was most of the worker's time delivering a flood of lines.
 type rawJournal interface {
-	PendingRaw(maxLines, maxBytes int) (batch, error)
+	// PendingRaw is Pending with the lines in raw, appended to dst[:0].
+	PendingRaw(dst []byte, maxLines, maxBytes int) (batch, error)
 }
 
 // runMeta names a step run: the claim it came from and the id that numbers

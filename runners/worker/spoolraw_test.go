@@ -48,7 +48,7 @@ func asServerReads(t *testing.T, b batch) []workerproto.LogLine {
 // returns the raw one.
 func samePending(t *testing.T, r *spoolRun, maxLines int) batch {
 	t.Helper()
-	raw, err := r.PendingRaw(maxLines, maxPushBytes)
+	raw, err := r.PendingRaw([]byte("stale"), maxLines, maxPushBytes)
 	if err != nil {
 		t.Fatal(err)
 	}

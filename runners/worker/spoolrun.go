@@ -94,6 +94,7 @@ type spoolRun struct {
 	recent     []recentLine
 	recentBuf  []byte
 	recentBase int64
+	recentArr  []byte   // recentBuf's whole array
 	pos        spoolPos // where the next batch starts
 
 	// buf holds the records staged for the last segment, written out in
@@ -189,8 +190,18 @@ func (r *spoolRun) remember(seq int64, rec []byte) {
 		r.forgetRecent(0)
 		return
 	}
-	s := r.segs[len(r.segs)-1]
+	if len(r.recentBuf)+len(rec) > cap(r.recentBuf) && cap(r.recentBuf) < cap(r.recentArr) {
+		// What delivery took is cut from the front (recentBuf runs to the
+		// array's end, so it starts cap(recentArr)-cap(recentBuf) in):
+		// slide the rest back rather than grow a new array, which cost a
+		// copy of the whole window every few pushes.
+		r.recentBuf = r.recentArr[:copy(r.recentArr, r.recentBuf)]
+	}
 	r.recentBuf = append(append(r.recentBuf, rec[:len(rec)-1]...), ',')
+	if cap(r.recentBuf) > cap(r.recentArr) {
+		r.recentArr = r.recentBuf[:cap(r.recentBuf)]
+	}
+	s := r.segs[len(r.segs)-1]
 	r.recent = append(r.recent, recentLine{seq: seq, to: r.recentBase + int64(len(r.recentBuf)), end: spoolPos{seg: s.num, off: s.size}})
 }
 
@@ -217,8 +228,7 @@ func (r *spoolRun) ackRecent(seq int64) {
 	cut := r.recent[i-1].to - r.recentBase
 	r.recentBuf = r.recentBuf[cut:]
 	r.recentBase += cut
-	clear(r.recent[:i])
-	r.recent = r.recent[i:]
+	r.recent = r.recent[:copy(r.recent, r.recent[i:])] // kept in place: see remember
 }
 
 // drop counts n lines the spool could not take, why (or err, a failed
@@ -404,8 +414,8 @@ func (r *spoolRun) Pending(maxLines, maxBytes int) (batch, error) {
 
 // PendingRaw is Pending with the lines as a push carries them: the
 // records of the spool, which are in that form, pass as they are.
-func (r *spoolRun) PendingRaw(maxLines, maxBytes int) (batch, error) {
-	return r.pending(batcher{maxLines: maxLines, maxBytes: maxBytes, raw: true})
+func (r *spoolRun) PendingRaw(dst []byte, maxLines, maxBytes int) (batch, error) {
+	return r.pending(batcher{b: batch{raw: dst[:0]}, maxLines: maxLines, maxBytes: maxBytes, raw: true})
 }
 
 func (r *spoolRun) pending(g batcher) (batch, error) {
@@ -469,8 +479,8 @@ func (r *spoolRun) pendingRecent(g batcher) (batch, bool) {
 	if len(r.recent) == 0 || r.recent[0].seq != r.acked+1 {
 		return batch{}, false
 	}
-	if g.raw {
-		g.b.raw = make([]byte, 0, min(len(r.recentBuf), g.maxBytes+runners.MaxLine))
+	if n := min(len(r.recentBuf), g.maxBytes+runners.MaxLine); g.raw && cap(g.b.raw) < n {
+		g.b.raw = make([]byte, 0, n)
 	}
 	n, from := 0, r.recentBase
 	for ; n < len(r.recent); n++ {
@@ -519,8 +529,8 @@ func (g *batcher) add(seq int64, elem []byte) bool {
 func (g *batcher) done() batch {
 	if g.b.n > 0 {
 		g.b.raw = g.b.raw[:len(g.b.raw)-1] // the last comma
-	} else {
-		g.b.raw = nil
+	} else if g.raw {
+		g.b.raw = g.b.raw[:0:0] // no lines; a dst given stays the caller's
 	}
 	return g.b
 }
@@ -652,7 +662,7 @@ func (r *spoolRun) Remove() {
 		return
 	}
 	r.removed = true
-	r.recent, r.recentBuf = nil, nil
+	r.recent, r.recentBuf, r.recentArr = nil, nil, nil
 	r.buf, r.bufLines = nil, 0 // their bytes are released with the rest below
 	if r.w != nil {
 		_ = r.w.Close()
