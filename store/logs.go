@@ -125,22 +125,23 @@ func encodeLines(lines []engine.LogLine) (chunk []byte, ends []int) {
 	}
 	buf := make([]byte, 0, size)
 	ends = make([]int, len(lines))
+	var times jsonstr.Times
 	for i, ln := range lines {
 		ts := ln.TS
 		if ts.IsZero() {
 			ts = time.Now()
 		}
-		buf = appendWireLine(buf, ts, ln.Stream, ln.Step, ln.Line)
+		buf = appendWireLine(buf, &times, ts, ln.Stream, ln.Step, ln.Line)
 		ends[i] = len(buf)
 	}
 	return buf, ends
 }
 
 // appendWireLine appends one line of the file, as wireLine.
-func appendWireLine(dst []byte, ts time.Time, stream, step, line string) []byte {
+func appendWireLine(dst []byte, times *jsonstr.Times, ts time.Time, stream, step, line string) []byte {
 	// RFC 3339 text needs no escaping.
 	dst = append(dst, `{"ts":"`...)
-	dst = ts.UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = times.Append(dst, ts.UTC())
 	dst = append(dst, `","stream":`...)
 	dst = jsonstr.AppendString(dst, stream)
 	dst = append(dst, `,"step":`...)

@@ -58,8 +58,9 @@ func once(seen *bool) bool {
 
 // decoder reads a JSON body from b[i:].
 type decoder struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	times jsonstr.Times // the lines' times mostly share their second
 }
 
 // space skips JSON whitespace and returns where it ends.
@@ -273,9 +274,11 @@ func (d *decoder) time(t *time.Time) bool {
 	for j := d.i + 1; j < len(d.b); j++ {
 		switch c := d.b[j]; {
 		case c == '"':
-			if t.UnmarshalJSON(d.b[d.i:j+1]) != nil {
+			v, ok := d.times.Parse(d.b[d.i+1 : j])
+			if !ok {
 				return false
 			}
+			*t = v
 			d.i = j + 1
 			return true
 		case c == '\\' || c < 0x20:

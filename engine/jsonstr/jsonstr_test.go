@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -152,4 +153,38 @@ func TestAppendEscapedAllocatesNothing(t *testing.T) {
 	if got, want := string(AppendEscaped(nil, b)), string(AppendString(nil, s)); `"`+got+`"` != want {
 		t.Errorf("AppendEscaped(bytes) = %s, AppendString = %s", got, want)
 	}
+}
+
+// Times writes what time.RFC3339Nano writes and reads what encoding/json
+// reads, to the same value, whatever second it remembers.
+func FuzzTimes(f *testing.F) {
+	f.Add(int64(1795832694), int64(859745123), int64(1795832694), "2026-11-28T02:24:54.5Z")
+	f.Add(int64(1795832694), int64(0), int64(1795832695), "2026-11-28T02:24:54Z")
+	f.Add(int64(-62135596800), int64(100), int64(0), "0001-01-01T00:00:00.000000001Z")
+	f.Add(int64(253402300800), int64(5), int64(253402300799), "2026-11-28T02:24:54.1234567891Z")
+	f.Add(int64(1795832694), int64(10), int64(1795832694), "2026-11-28T02:24:54.Z")
+	f.Add(int64(1795832694), int64(10), int64(1795832694), "2026-11-28T02:24:54.5+01:00")
+	f.Fuzz(func(t *testing.T, sec, ns, seen int64, text string) {
+		var c Times
+		c.Append(nil, time.Unix(seen, 0).UTC()) // a second remembered
+		for _, tm := range []time.Time{time.Unix(sec, ns).UTC(), time.Unix(sec, ns).In(time.FixedZone("x", 3600))} {
+			got, want := c.Append([]byte("x"), tm), tm.AppendFormat([]byte("x"), time.RFC3339Nano)
+			if string(got) != string(want) {
+				t.Fatalf("Append(%v) = %s, want %s", tm, got, want)
+			}
+		}
+		for range 2 { // the second time, with text's second remembered
+			got, ok := c.Parse([]byte(text))
+			var want time.Time
+			err := json.Unmarshal([]byte(`"`+text+`"`), &want)
+			// A zone other than UTC is a new FixedZone each time: the same
+			// name and offset.
+			gn, goff := got.Zone()
+			wn, woff := want.Zone()
+			same := got == want || want.Location() != time.UTC && got.Equal(want) && gn == wn && goff == woff
+			if ok != (err == nil) || ok && !same {
+				t.Fatalf("Parse(%q) = %v, %v; encoding/json reads %v, %v", text, got, ok, want, err)
+			}
+		}
+	})
 }

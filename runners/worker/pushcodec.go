@@ -19,6 +19,7 @@ type encodedJSON []byte
 func appendLogPush(dst []byte, push workerproto.LogPush) ([]byte, bool) {
 	start := len(dst)
 	dst = appendPushHead(dst, push)
+	var times jsonstr.Times
 	for i, l := range push.Lines {
 		if !jsonTime(l.TS) {
 			return dst[:start], false
@@ -33,7 +34,7 @@ func appendLogPush(dst []byte, push workerproto.LogPush) ([]byte, bool) {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `"ts":"`...)
-		dst = l.TS.AppendFormat(dst, time.RFC3339Nano)
+		dst = times.Append(dst, l.TS)
 		dst = append(dst, `","stream":`...)
 		dst = jsonstr.AppendString(dst, l.Stream)
 		dst = append(dst, `,"line":`...)

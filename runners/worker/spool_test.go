@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appliance-sh/appliance/engine/jsonstr"
 	"github.com/appliance-sh/appliance/runners"
 )
 
@@ -453,7 +454,7 @@ func TestSpoolDeliversFromMemoryAndFromDiskAlike(t *testing.T) {
 func TestSpoolLineRecordsReadAsEncodingJSONReadsThem(t *testing.T) {
 	ts := time.Date(2026, 11, 27, 16, 10, 0, 123456789, time.UTC)
 	for _, line := range []string{"", "plain", `quo"te and back\slash`, "tab\tcr\rnul\x00 \x1f", "<html> & ünïcödé ✓", "OUTPUT: {\"a\": [1, 2]}", "bad \xff byte"} {
-		raw := appendLineRecord(nil, 42, ts, runners.Stderr, line)
+		raw := appendLineRecord(nil, new(jsonstr.Times), 42, ts, runners.Stderr, line)
 		var byJSON, byHand record
 		if err := json.Unmarshal(raw, &byJSON); err != nil {
 			t.Fatalf("%q: encoding/json cannot read %s: %v", line, raw, err)

@@ -17,11 +17,11 @@ import (
 
 // appendLineRecord appends the record of a log line numbered seq, as
 // encoding/json writes it (bytes that are not UTF-8 become \ufffd).
-func appendLineRecord(dst []byte, seq int64, ts time.Time, stream, line string) []byte {
+func appendLineRecord(dst []byte, times *jsonstr.Times, seq int64, ts time.Time, stream, line string) []byte {
 	dst = append(dst, `{"seq":`...)
 	dst = strconv.AppendInt(dst, seq, 10)
 	dst = append(dst, `,"ts":"`...)
-	dst = ts.AppendFormat(dst, time.RFC3339Nano)
+	dst = times.Append(dst, ts)
 	dst = append(dst, `","stream":`...)
 	dst = jsonstr.AppendString(dst, stream)
 	dst = append(dst, `,"line":`...)
@@ -79,7 +79,7 @@ func decodeLineRecord(raw []byte, rec *record) bool {
 // are (see jsonstr.Skip), and its number: such a record is the element
 // of a push's lines, passed on neither decoded nor coded again. Any other
 // record is left to decodeRecord.
-func lineElem(rec []byte, ts *tsCheck) (seq int64, ok bool) {
+func lineElem(rec []byte, times *jsonstr.Times) (seq int64, ok bool) {
 	rest, ok := bytes.CutPrefix(rec, []byte(`{"seq":`))
 	if !ok {
 		return 0, false
@@ -97,7 +97,10 @@ func lineElem(rec []byte, ts *tsCheck) (seq int64, ok bool) {
 	if rest, ok = bytes.CutPrefix(rest[i:], []byte(`,"ts":"`)); !ok {
 		return 0, false
 	}
-	if i = bytes.IndexByte(rest, '"'); i < 0 || !ts.valid(rest[:i]) {
+	if i = bytes.IndexByte(rest, '"'); i < 0 {
+		return 0, false
+	}
+	if _, ok := times.Parse(rest[:i]); !ok {
 		return 0, false
 	}
 	rest = rest[i+1:]
@@ -111,36 +114,6 @@ func lineElem(rec []byte, ts *tsCheck) (seq int64, ok bool) {
 		return 0, false
 	}
 	return seq, true
-}
-
-// tsCheck checks the times of line records: one in full per second (as
-// encoding/json reads a time), the fraction and zone of the others, which
-// share their second, by hand.
-type tsCheck struct {
-	second []byte // "2006-01-02T15:04:05" of the last time checked in full
-}
-
-func (c *tsCheck) valid(ts []byte) bool {
-	const secLen = len("2006-01-02T15:04:05")
-	if len(ts) > secLen && c.second != nil && string(ts[:secLen]) == string(c.second) {
-		rest := ts[secLen:]
-		if rest[0] == '.' {
-			i := 1
-			for ; i < len(rest) && i <= 9 && '0' <= rest[i] && rest[i] <= '9'; i++ {
-			}
-			if i == 1 {
-				return false
-			}
-			rest = rest[i:]
-		}
-		return string(rest) == "Z"
-	}
-	var t time.Time
-	if len(ts) < secLen || t.UnmarshalJSON(append(append([]byte{'"'}, ts...), '"')) != nil {
-		return false
-	}
-	c.second = append(c.second[:0], ts[:secLen]...)
-	return true
 }
 
 // decodeRecord decodes any record of a segment.

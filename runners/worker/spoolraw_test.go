@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/api/workerproto"
+	"github.com/appliance-sh/appliance/engine/jsonstr"
 	"github.com/appliance-sh/appliance/runners"
 )
 
@@ -158,7 +159,7 @@ func TestSpoolHandsOutItsRecordsAsTheServerReadsTheLines(t *testing.T) {
 func FuzzLineElem(f *testing.F) {
 	ts := time.Date(2026, 11, 28, 1, 2, 3, 400, time.UTC)
 	for _, s := range []string{"plain", `q"b\`, "bad \xff", "☃", ""} {
-		f.Add(string(appendLineRecord(nil, 7, ts, runners.Stdout, s)))
+		f.Add(string(appendLineRecord(nil, new(jsonstr.Times), 7, ts, runners.Stdout, s)))
 	}
 	f.Add(string(encodeRecord(record{TS: ts, Stream: runners.Stderr, Line: "<&>"}, 9)))
 	for _, s := range []string{
@@ -173,9 +174,9 @@ func FuzzLineElem(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, rec string) {
-		var check tsCheck // knowing a second, as after a first record
-		check.valid([]byte(ts.Format(time.RFC3339Nano)))
-		seq, ok := lineElem([]byte(rec), &check)
+		var times jsonstr.Times // knowing a second, as after a first record
+		times.Append(nil, ts)
+		seq, ok := lineElem([]byte(rec), &times)
 		if !ok {
 			return
 		}

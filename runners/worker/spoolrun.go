@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/appliance-sh/appliance/engine/jsonstr"
 	"github.com/appliance-sh/appliance/runners"
 )
 
@@ -114,8 +115,9 @@ type spoolRun struct {
 	bufLines   int
 	flushedSeq int64
 	// rec is Log's record, kept for the next: growing a new one each line
-	// cost more than coding it.
-	rec []byte
+	// cost more than coding it; times remembers its time's second.
+	rec   []byte
+	times jsonstr.Times
 }
 
 func (r *spoolRun) Meta() runMeta { return r.meta }
@@ -139,7 +141,7 @@ func (r *spoolRun) Log(ctx context.Context, stream, line string) {
 		freed := r.sp.room.next()
 		// Numbered here: the other stream's reader may add lines meanwhile.
 		seq := r.seq + 1 + int64(min(r.dropped, 1))
-		rec = appendLineRecord(rec[:0], seq, ts, stream, line)
+		rec = appendLineRecord(rec[:0], &r.times, seq, ts, stream, line)
 		if r.sp.reserve(int64(len(rec))) {
 			break
 		}
@@ -435,7 +437,7 @@ func (r *spoolRun) pending(g batcher) (batch, error) {
 	r.mu.Unlock()
 
 	g.b.end = pos
-	var ts tsCheck
+	var times jsonstr.Times
 	var scratch []byte
 	for _, s := range segs {
 		if s.num < pos.seg {
@@ -454,7 +456,7 @@ func (r *spoolRun) pending(g batcher) (batch, error) {
 			return batch{}, fmt.Errorf("read spool segment: %w", err)
 		}
 		full, err := readRecordLines(io.NewSectionReader(f, off, s.size-off), func(rec []byte) bool {
-			if seq, elem := lineOf(rec[:len(rec)-1], &ts, &scratch); elem != nil && seq > acked && !g.add(seq, elem) {
+			if seq, elem := lineOf(rec[:len(rec)-1], &times, &scratch); elem != nil && seq > acked && !g.add(seq, elem) {
 				return false
 			}
 			g.b.end.off += int64(len(rec))
@@ -540,15 +542,15 @@ func (g *batcher) done() batch {
 // numbered line: the result, or a record that does not decode (skipped).
 // A record in another form than appendLineRecord's is coded again into
 // scratch.
-func lineOf(rec []byte, ts *tsCheck, scratch *[]byte) (int64, []byte) {
-	if seq, ok := lineElem(rec, ts); ok {
+func lineOf(rec []byte, times *jsonstr.Times, scratch *[]byte) (int64, []byte) {
+	if seq, ok := lineElem(rec, times); ok {
 		return seq, rec
 	}
 	var d record
 	if !decodeRecord(rec, &d) || d.Result != nil || d.Seq <= 0 {
 		return 0, nil
 	}
-	*scratch = appendLineRecord((*scratch)[:0], d.Seq, d.TS, d.Stream, d.Line)
+	*scratch = appendLineRecord((*scratch)[:0], times, d.Seq, d.TS, d.Stream, d.Line)
 	return d.Seq, (*scratch)[:len(*scratch)-1]
 }
 
