@@ -49,8 +49,11 @@ type delivery struct {
 	// server takes such a step back (see HandBacker): its result is not
 	// reported, the step is handed back instead.
 	handBack atomic.Bool
-	// raw is the space of the run's last raw batch, for the next.
-	raw []byte
+	// raw is the space of the run's raw batches, for the next: two, the
+	// batch being pushed in raw[cur] and the one read meanwhile in the
+	// other.
+	raw [2][]byte
+	cur int
 	// hold, when set, holds the result for the slot's next claim (see
 	// resultPairer); it is ready once the result is queued, or once
 	// delivering the finished run ended otherwise (an error, a refusal, a
@@ -203,15 +206,18 @@ func (w *Worker) deliverOnce(ctx context.Context, d *delivery) (done bool, err e
 	// them over HTTP as they are (a wrapper may want them decoded).
 	client, _ := w.srv.(*Client)
 	rj, _ := d.j.(rawJournal)
+	var next *batch // read while the push before was on its way
 	for {
 		var b batch
 		var err error
-		if client != nil && rj != nil {
-			b, err = rj.PendingRaw(d.raw, maxPushLines, maxPushBytes)
-			if cap(b.raw) > cap(d.raw) {
-				d.raw = b.raw[:0] // kept for the next batch: it is not sent as it is
-			}
-		} else {
+		switch {
+		case next != nil:
+			b, next = *next, nil
+			d.cur = 1 - d.cur
+		case client != nil && rj != nil:
+			b, err = rj.PendingRaw(d.raw[d.cur], maxPushLines, maxPushBytes)
+			d.keepRaw(d.cur, b)
+		default:
 			b, err = d.j.Pending(maxPushLines, maxPushBytes)
 		}
 		if err != nil {
@@ -224,8 +230,21 @@ func (w *Worker) deliverOnce(ctx context.Context, d *delivery) (done bool, err e
 			}
 			push := LogPush{WorkerID: meta.WorkerID, StepName: meta.Step, Run: meta.Run, Lines: b.Lines}
 			var cancelled bool
+			var ahead readAhead
 			if b.raw != nil {
+				// The batch after b is read while the server takes b: the
+				// worker's part of a push (reading the spool, coding the
+				// body) then overlaps the server's rather than following
+				// it. Pushes stay one at a time, in order; the batch read is
+				// used only once b's push succeeded.
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					ahead.b, ahead.err = rj.PendingRawAfter(d.raw[1-d.cur], b, maxPushLines, maxPushBytes)
+				}()
 				cancelled, err = client.pushRaw(ctx, meta.JobID, push, b.raw)
+				<-done // its buffer is the next read's
+				d.keepRaw(1-d.cur, ahead.b)
 			} else {
 				cancelled, err = w.srv.PushLogs(ctx, meta.JobID, push)
 			}
@@ -233,6 +252,9 @@ func (w *Worker) deliverOnce(ctx context.Context, d *delivery) (done bool, err e
 			case err == nil:
 				if err := d.j.Ack(b); err != nil {
 					return false, err
+				}
+				if ahead.err == nil && ahead.b.lines() > 0 {
+					next = &ahead.b
 				}
 				if cancelled && d.kill != nil {
 					d.kill(runners.ErrStepCancelled)
@@ -284,6 +306,19 @@ func (w *Worker) deliverOnce(ctx context.Context, d *delivery) (done bool, err e
 		}
 		d.j.Remove()
 		return true, nil
+	}
+}
+
+// readAhead is the batch read while the one before was pushed.
+type readAhead struct {
+	b   batch
+	err error
+}
+
+// keepRaw keeps the space of b, read into raw[i], if it grew.
+func (d *delivery) keepRaw(i int, b batch) {
+	if cap(b.raw) > cap(d.raw[i]) {
+		d.raw[i] = b.raw[:0]
 	}
 }
 

@@ -84,6 +84,9 @@ func (b batch) lastSeq() int64 {
 type rawJournal interface {
 	// PendingRaw is Pending with the lines in raw, appended to dst[:0].
 	PendingRaw(dst []byte, maxLines, maxBytes int) (batch, error)
+	// PendingRawAfter is PendingRaw as if after, a batch with lines on its
+	// way to the server, were acknowledged.
+	PendingRawAfter(dst []byte, after batch, maxLines, maxBytes int) (batch, error)
 }
 
 // runMeta names a step run: the claim it came from and the id that numbers

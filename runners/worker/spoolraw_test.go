@@ -74,6 +74,27 @@ func samePending(t *testing.T, r *spoolRun, maxLines int) batch {
 	return raw
 }
 
+// ackAhead acknowledges b, checking first that the batch read after it
+// while it was on its way is the batch read once it is acknowledged.
+func ackAhead(t *testing.T, r *spoolRun, b batch, maxLines int) {
+	t.Helper()
+	ahead, err := r.PendingRawAfter([]byte("stale"), b, maxLines, maxPushBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Ack(b); err != nil {
+		t.Fatal(err)
+	}
+	now, err := r.PendingRaw(nil, maxLines, maxPushBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ahead.lines() != now.lines() || ahead.end != now.end || string(ahead.raw) != string(now.raw) || !reflect.DeepEqual(ahead.Result, now.Result) {
+		t.Fatalf("read ahead of line %d: %d lines to %+v, result %v; once acknowledged: %d lines to %+v, result %v",
+			b.lastSeq(), ahead.lines(), ahead.end, ahead.Result, now.lines(), now.end, now.Result)
+	}
+}
+
 // The spool's records pass to the server as they are, and mean there
 // what the lines they were decoded to meant: lines of every kind, a
 // notice of dropped lines, from memory and from disk, across a restart,
@@ -107,9 +128,7 @@ func TestSpoolHandsOutItsRecordsAsTheServerReadsTheLines(t *testing.T) {
 	if b.lines() != 3 || string(b.raw[:len(`{"seq":1,`)]) != `{"seq":1,` {
 		t.Fatalf("first batch: %d lines, %.40s", b.lines(), b.raw)
 	}
-	if err := r.Ack(b); err != nil {
-		t.Fatal(err)
-	}
+	ackAhead(t, r, b, 3) // from memory
 	samePending(t, r, 100)
 	r.Flush()
 	sp.Close()
@@ -134,12 +153,10 @@ func TestSpoolHandsOutItsRecordsAsTheServerReadsTheLines(t *testing.T) {
 	for range 100 {
 		b := samePending(t, got, 4) // from disk
 		all = append(all, asServerReads(t, b)...)
-		if err := got.Ack(b); err != nil {
-			t.Fatal(err)
-		}
 		if b.Result != nil {
 			break
 		}
+		ackAhead(t, got, b, 4) // from disk
 	}
 	if n := len(texts) + 4; len(all) != n-3 {
 		t.Fatalf("%d lines from disk after the restart, want %d: %+v", len(all), n-3, all)

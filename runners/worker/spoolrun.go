@@ -411,21 +411,29 @@ func (r *spoolRun) nextSegment() error {
 }
 
 func (r *spoolRun) Pending(maxLines, maxBytes int) (batch, error) {
-	return r.pending(batcher{maxLines: maxLines, maxBytes: maxBytes})
+	return r.pending(batcher{maxLines: maxLines, maxBytes: maxBytes}, nil)
 }
 
 // PendingRaw is Pending with the lines as a push carries them: the
 // records of the spool, which are in that form, pass as they are.
 func (r *spoolRun) PendingRaw(dst []byte, maxLines, maxBytes int) (batch, error) {
-	return r.pending(batcher{b: batch{raw: dst[:0]}, maxLines: maxLines, maxBytes: maxBytes, raw: true})
+	return r.pending(batcher{b: batch{raw: dst[:0]}, maxLines: maxLines, maxBytes: maxBytes, raw: true}, nil)
 }
 
-func (r *spoolRun) pending(g batcher) (batch, error) {
+func (r *spoolRun) PendingRawAfter(dst []byte, after batch, maxLines, maxBytes int) (batch, error) {
+	return r.pending(batcher{b: batch{raw: dst[:0]}, maxLines: maxLines, maxBytes: maxBytes, raw: true}, &after)
+}
+
+func (r *spoolRun) pending(g batcher, after *batch) (batch, error) {
 	r.mu.Lock()
 	// Written out first, in the same hold of the lock: the disk holds
 	// every line handed out (see flushLocked).
 	_ = r.flushLocked()
-	if b, ok := r.pendingRecent(g); ok {
+	pos, acked := r.pos, r.acked
+	if after != nil {
+		pos, acked = after.end, after.lastSeq()
+	}
+	if b, ok := r.pendingRecent(g, acked); ok {
 		r.mu.Unlock()
 		return b, nil
 	}
@@ -433,7 +441,7 @@ func (r *spoolRun) pending(g batcher) (batch, error) {
 	for i, s := range r.segs {
 		segs[i] = *s
 	}
-	res, pos, acked := r.res, r.pos, r.acked
+	res := r.res
 	r.mu.Unlock()
 
 	g.b.end = pos
@@ -474,17 +482,28 @@ func (r *spoolRun) pending(g batcher) (batch, error) {
 	return g.done(), nil
 }
 
-// pendingRecent is pending from recent, when it holds the next lines to
-// deliver and the batch ends before the result (the last batch, with the
-// result, is read from the spool). r.mu is held.
-func (r *spoolRun) pendingRecent(g batcher) (batch, bool) {
-	if len(r.recent) == 0 || r.recent[0].seq != r.acked+1 {
+// pendingRecent is pending from recent, when it holds the lines to
+// deliver after the one numbered acked and the batch ends before the
+// result (the last batch, with the result, is read from the spool). r.mu
+// is held.
+func (r *spoolRun) pendingRecent(g batcher, acked int64) (batch, bool) {
+	if len(r.recent) == 0 {
+		return batch{}, false
+	}
+	// The line after acked: recent must reach back to it, the first
+	// line or one after a line it holds.
+	k := sort.Search(len(r.recent), func(i int) bool { return r.recent[i].seq > acked })
+	if k == len(r.recent) || k == 0 && r.recent[0].seq != acked+1 || k > 0 && r.recent[k-1].seq != acked {
 		return batch{}, false
 	}
 	if n := min(len(r.recentBuf), g.maxBytes+runners.MaxLine); g.raw && cap(g.b.raw) < n {
 		g.b.raw = make([]byte, 0, n)
 	}
-	n, from := 0, r.recentBase
+	from := r.recentBase
+	if k > 0 {
+		from = r.recent[k-1].to
+	}
+	n := k
 	for ; n < len(r.recent); n++ {
 		l := r.recent[n]
 		if !g.add(l.seq, r.recentBuf[from-r.recentBase:l.to-r.recentBase-1]) {
