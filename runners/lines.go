@@ -19,13 +19,23 @@ const ReaderGrace = 2 * time.Second
 // separate lines rather than dropped or held in memory without bound.
 const MaxLine = 64 << 10
 
+// lineReaders keeps the readers of finished steps' streams: two buffers
+// of MaxLine allocated and cleared for every step, most of which print
+// little or nothing, were a tenth of a worker's CPU for a burst of steps.
+var lineReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, MaxLine) }}
+
 // readLines sends each line of r to log until EOF or a read error (the pipe
 // closed under it once the step is over), and calls flush (if not nil)
 // whenever it has passed on all it read: its next read may wait for the
 // step, so lines a sink holds back must not wait with it. Until then they
 // are no worse off held than the bytes still in the buffer or the pipe.
 func readLines(r io.Reader, stream string, log func(stream, line string), flush func()) {
-	br := bufio.NewReaderSize(r, MaxLine)
+	br := lineReaders.Get().(*bufio.Reader)
+	br.Reset(r)
+	defer func() {
+		br.Reset(nil)
+		lineReaders.Put(br)
+	}()
 	for {
 		chunk, isPrefix, err := br.ReadLine()
 		if err != nil {

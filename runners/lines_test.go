@@ -2,7 +2,9 @@ package runners
 
 import (
 	"io"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -27,5 +29,22 @@ func TestReadLinesFlushesOnceItHasPassedOnAllItRead(t *testing.T) {
 	want := []string{"a", "b", "c", "<flush>", "d", "<flush>", "ef", "g", "<flush>"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("reader passed on %q, want %q", got, want)
+	}
+}
+
+// A step's stream reader is not allocated afresh for each step: most
+// steps print little, and two buffers of MaxLine each were most of what
+// a step cost to read.
+func TestReadingAStreamReusesItsBuffer(t *testing.T) {
+	readLines(strings.NewReader("warm\n"), Stdout, func(string, string) {}, nil)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const n = 100
+	for range n {
+		readLines(strings.NewReader("one line\n"), Stdout, func(string, string) {}, nil)
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > MaxLine/4 {
+		t.Fatalf("reading a one-line stream allocates %d bytes, want far less than its %d-byte buffer", per, MaxLine)
 	}
 }
