@@ -1,5 +1,6 @@
-// Package jsonstr writes and reads JSON strings exactly as encoding/json
-// does, without reflection, for the few hot paths that encode or decode a
+// Package jsonstr writes, reads and checks JSON strings (and the times
+// JSON carries as strings, see Times) exactly as encoding/json does,
+// without reflection, for the few hot paths that encode or decode a
 // record by hand (log lines pushed by workers, the log files, a log read
 // as one string, a worker's spool). It is a leaf: it imports only the standard library.
 package jsonstr
