@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -131,6 +132,17 @@ func BenchmarkLogPushDecode(b *testing.B) {
 		}
 		perLine(b)
 	})
+	escaped := escapedPush(500)
+	b.Run("fast-escaped", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var got LogPush
+			if !got.DecodeFast(escaped) {
+				b.Fatal("declined")
+			}
+		}
+		perLine(b)
+	})
 	b.Run("fast", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -141,4 +153,38 @@ func BenchmarkLogPushDecode(b *testing.B) {
 		}
 		perLine(b)
 	})
+}
+
+// escapedPush is a push of n lines that need unescaping (a tab, a
+// terminal colour), as a CI step's output has them.
+func escapedPush(n int) []byte {
+	ts := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	p := LogPush{WorkerID: "4f9c2b7e-worker", StepName: "build", Run: "r-1"}
+	for i := range n {
+		p.Lines = append(p.Lines, LogLine{Seq: int64(i + 1), TS: ts, Stream: Stdout, Line: "\x1b[32mok\x1b[0m\t" + strings.Repeat("x", 80)})
+	}
+	body, _ := json.Marshal(p)
+	return body
+}
+
+// A line with an escape costs about its size to decode: its text was
+// once given room for all the body left after it, so a push of escaped
+// lines allocated about its size times its lines.
+func TestDecodingEscapedLinesAllocatesAboutTheirSize(t *testing.T) {
+	body := escapedPush(2000)
+	var got LogPush
+	if !got.DecodeFast(body) || len(got.Lines) != 2000 || !strings.HasPrefix(got.Lines[0].Line, "\x1b[32mok") {
+		t.Fatal("the push is not decoded")
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const runs = 5
+	for range runs {
+		var p LogPush
+		p.DecodeFast(body)
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / runs; per > 4*uint64(len(body)) {
+		t.Fatalf("decoding a %d-byte push of escaped lines allocates %d bytes", len(body), per)
+	}
 }

@@ -87,10 +87,31 @@ func AppendEscaped[S string | []byte](dst []byte, s S) []byte {
 // string in b, quotes included; ok is false when b does not start with a
 // valid JSON string (a raw control character, a bad escape, no end).
 func ReadString(b []byte) (s string, n int, ok bool) {
-	if len(b) == 0 || b[0] != '"' {
+	i, ok := plainRun(b)
+	if !ok {
 		return "", 0, false
 	}
 	// Most strings need no unescaping: they are a slice of b, copied once.
+	if b[i] == '"' {
+		return string(b[1:i]), i + 1, true
+	}
+	// Sized for a short escaped tail (b may run on far past the string:
+	// the rest of a request's body), grown as needed.
+	out, n, ok := unquote(append(make([]byte, 0, i-1+64), b[1:i]...), b, i)
+	if !ok {
+		return "", 0, false
+	}
+	return string(out), n, true
+}
+
+// plainRun returns where the string b starts with stops being copied as
+// it is: the index of its closing quote, or of the first byte to unquote
+// (an escape, a control character, a byte that is not UTF-8); false when
+// b starts with no string, or it has no end.
+func plainRun(b []byte) (int, bool) {
+	if len(b) == 0 || b[0] != '"' {
+		return 0, false
+	}
 	for i := 1; i < len(b); {
 		for i+8 <= len(b) && plain8(load8(b, i)) {
 			i += 8
@@ -100,21 +121,19 @@ func ReadString(b []byte) (s string, n int, ok bool) {
 		}
 		c := b[i]
 		switch {
-		case c == '"':
-			return string(b[1:i]), i + 1, true
-		case c == '\\' || c < 0x20:
-			return readEscaped(b, i)
+		case c == '"' || c == '\\' || c < 0x20:
+			return i, true
 		case c < utf8.RuneSelf:
 			i++
 		default:
 			r, size := utf8.DecodeRune(b[i:])
 			if r == utf8.RuneError && size == 1 {
-				return readEscaped(b, i)
+				return i, true
 			}
 			i += size
 		}
 	}
-	return "", 0, false
+	return 0, false
 }
 
 // Skip returns the length, quotes included, of the JSON string b starts
@@ -166,22 +185,20 @@ func Skip(b []byte) (n int, ok bool) {
 	return 0, false
 }
 
-// readEscaped reads the rest of the string b starts with from i, the
-// first byte that is not copied as it is, the way encoding/json's
-// unquote does.
-func readEscaped(b []byte, i int) (string, int, bool) {
-	out := make([]byte, i-1, len(b))
-	copy(out, b[1:i])
+// unquote appends to out the rest of the string b starts with from i,
+// the first byte that is not copied as it is, the way encoding/json's
+// unquote does, and returns the length of the string in b.
+func unquote(out, b []byte, i int) ([]byte, int, bool) {
 	for i < len(b) {
 		c := b[i]
 		switch {
 		case c == '"':
-			return string(out), i + 1, true
+			return out, i + 1, true
 		case c < 0x20:
-			return "", 0, false
+			return nil, 0, false
 		case c == '\\':
 			if i+1 >= len(b) {
-				return "", 0, false
+				return nil, 0, false
 			}
 			switch e := b[i+1]; e {
 			case '"', '\\', '/':
@@ -199,7 +216,7 @@ func readEscaped(b []byte, i int) (string, int, bool) {
 			case 'u':
 				r := u4(b[i:])
 				if r < 0 {
-					return "", 0, false
+					return nil, 0, false
 				}
 				i += 6
 				if utf16.IsSurrogate(r) {
@@ -213,7 +230,7 @@ func readEscaped(b []byte, i int) (string, int, bool) {
 				out = utf8.AppendRune(out, r)
 				continue
 			default:
-				return "", 0, false
+				return nil, 0, false
 			}
 			i += 2
 		case c < utf8.RuneSelf:
@@ -225,7 +242,7 @@ func readEscaped(b []byte, i int) (string, int, bool) {
 			i += size
 		}
 	}
-	return "", 0, false
+	return nil, 0, false
 }
 
 // u4 is the character of the \uXXXX escape b starts with, or -1.
