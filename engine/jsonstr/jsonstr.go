@@ -112,7 +112,12 @@ func plainRun(b []byte) (int, bool) {
 	if len(b) == 0 || b[0] != '"' {
 		return 0, false
 	}
-	for i := 1; i < len(b); {
+	return plainFrom(b, 1)
+}
+
+// plainFrom is plainRun from i, inside the string.
+func plainFrom(b []byte, i int) (int, bool) {
+	for i < len(b) {
 		for i+8 <= len(b) && plain8(load8(b, i)) {
 			i += 8
 		}
@@ -141,23 +146,12 @@ func plainRun(b []byte) (int, bool) {
 // unless it is valid JSON and valid UTF-8 (what any JSON reader takes as
 // it is), so bytes that would have to be repaired are left to ReadString.
 func Skip(b []byte) (n int, ok bool) {
-	if len(b) == 0 || b[0] != '"' {
-		return 0, false
-	}
-	for i := 1; i < len(b); {
-		for i+8 <= len(b) && plain8(load8(b, i)) {
-			i += 8
-		}
-		if i == len(b) {
-			break
-		}
-		c := b[i]
-		switch {
-		case c == '"':
+	i, ok := plainRun(b)
+	for ok {
+		switch b[i] {
+		case '"':
 			return i + 1, true
-		case c < 0x20:
-			return 0, false
-		case c == '\\':
+		case '\\':
 			if i+1 >= len(b) {
 				return 0, false
 			}
@@ -172,15 +166,10 @@ func Skip(b []byte) (n int, ok bool) {
 			default:
 				return 0, false
 			}
-		case c < utf8.RuneSelf:
-			i++
-		default:
-			r, size := utf8.DecodeRune(b[i:])
-			if r == utf8.RuneError && size == 1 {
-				return 0, false
-			}
-			i += size
+		default: // a control character, or a byte that is not UTF-8
+			return 0, false
 		}
+		i, ok = plainFrom(b, i)
 	}
 	return 0, false
 }
