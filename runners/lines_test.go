@@ -44,7 +44,9 @@ func TestReadingAStreamReusesItsBuffer(t *testing.T) {
 		readLines(strings.NewReader("one line\n"), Stdout, func(string, string) {}, nil)
 	}
 	runtime.ReadMemStats(&after)
-	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > MaxLine/4 {
+	// Under the race detector a pool drops a quarter of what it is given:
+	// a quarter of the reads then allocate a buffer.
+	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > MaxLine/2 {
 		t.Fatalf("reading a one-line stream allocates %d bytes, want far less than its %d-byte buffer", per, MaxLine)
 	}
 }
