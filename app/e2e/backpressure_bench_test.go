@@ -21,6 +21,17 @@ var benchFlood = fmt.Sprintf(`tasks:
         script: seq -f "%%09.0f $(head -c 90 /dev/zero | tr '\0' x)" 1 %d
 `, benchLines)
 
+// benchFloodColoured is benchFlood with each line in a terminal colour
+// and a tab, bytes a push escapes (a CI step's output is full of them),
+// for BenchmarkStepLogDelivery/remote-escaped.
+var benchFloodColoured = fmt.Sprintf(`tasks:
+  flood:
+    flow:
+      big:
+        type: script
+        script: seq -f "$(printf '\033[32m\t')%%09.0f $(head -c 80 /dev/zero | tr '\0' x)$(printf '\033[0m')" 1 %d
+`, benchLines)
+
 // BenchmarkStepLogDelivery measures the lines per second a worker delivers
 // from one step to the stored log, from the job's start to its end, with
 // the default buffers (8 MB in process, a 1 GB spool remote), and the
@@ -36,19 +47,21 @@ func BenchmarkStepLogDelivery(b *testing.B) {
 		f := startFixture(b, map[string]string{"main": ws}, 1, bigLog)
 		runDeliveryBench(b, f, nil)
 	})
-	b.Run("remote", func(b *testing.B) {
-		ws := b.TempDir()
-		writeWorkspace(b, ws, benchFlood)
-		f := startFixture(b, map[string]string{"main": ws}, 0, bigLog, func(c *config.Server) { c.WorkerToken = workerToken })
-		var w *workerProc
-		if os.Getenv("APPLIANCE_BENCH_WORKER_INPROC") == "1" { // for profiles, see BenchmarkRemotePath
-			runWorkerInTest(b, f.url, "bench-1", fastIntervals)
-		} else {
-			w = startWorkerProcess(b, f.url, workerToken, "bench-1", "")
-		}
-		waitUntil(b, "the worker to register", func() bool { return len(f.workers()) > 0 })
-		runDeliveryBench(b, f, w)
-	})
+	for _, c := range []struct{ name, flood string }{{"remote", benchFlood}, {"remote-escaped", benchFloodColoured}} {
+		b.Run(c.name, func(b *testing.B) {
+			ws := b.TempDir()
+			writeWorkspace(b, ws, c.flood)
+			f := startFixture(b, map[string]string{"main": ws}, 0, bigLog, func(c *config.Server) { c.WorkerToken = workerToken })
+			var w *workerProc
+			if os.Getenv("APPLIANCE_BENCH_WORKER_INPROC") == "1" { // for profiles, see BenchmarkRemotePath
+				runWorkerInTest(b, f.url, "bench-1", fastIntervals)
+			} else {
+				w = startWorkerProcess(b, f.url, workerToken, "bench-1", "")
+			}
+			waitUntil(b, "the worker to register", func() bool { return len(f.workers()) > 0 })
+			runDeliveryBench(b, f, w)
+		})
+	}
 }
 
 func runDeliveryBench(b *testing.B, f *serverFixture, w *workerProc) {
