@@ -13,24 +13,19 @@ import (
 // 500,000 numbered lines of 100 bytes (50 MB).
 const benchLines = 500_000
 
-var benchFlood = fmt.Sprintf(`tasks:
-  flood:
-    flow:
-      big:
-        type: script
-        script: seq -f "%%09.0f $(head -c 90 /dev/zero | tr '\0' x)" 1 %d
-`, benchLines)
+// benchFloodOf is a workspace whose task flood prints benchLines lines
+// of seq's format (in which %09.0f is the line's number).
+func benchFloodOf(format string) string {
+	return fmt.Sprintf("tasks:\n  flood:\n    flow:\n      big:\n        type: script\n        script: seq -f \"%s\" 1 %d\n", format, benchLines)
+}
 
-// benchFloodColoured is benchFlood with each line in a terminal colour
-// and a tab, bytes a push escapes (a CI step's output is full of them),
-// for BenchmarkStepLogDelivery/remote-escaped.
-var benchFloodColoured = fmt.Sprintf(`tasks:
-  flood:
-    flow:
-      big:
-        type: script
-        script: seq -f "$(printf '\033[32m\t')%%09.0f $(head -c 80 /dev/zero | tr '\0' x)$(printf '\033[0m')" 1 %d
-`, benchLines)
+// benchFlood's lines are 100 bytes of plain text; benchFloodColoured's
+// are in a terminal colour with a tab, bytes a push escapes (a CI step's
+// output is full of them), for BenchmarkStepLogDelivery/remote-escaped.
+var (
+	benchFlood         = benchFloodOf(`%09.0f $(head -c 90 /dev/zero | tr '\0' x)`)
+	benchFloodColoured = benchFloodOf(`$(printf '\033[32m\t')%09.0f $(head -c 80 /dev/zero | tr '\0' x)$(printf '\033[0m')`)
+)
 
 // BenchmarkStepLogDelivery measures the lines per second a worker delivers
 // from one step to the stored log, from the job's start to its end, with
