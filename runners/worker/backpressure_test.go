@@ -285,7 +285,7 @@ func TestDockerStepHeldBackByAFullJournalKeepsEveryLine(t *testing.T) {
 
 // A full push's worth of lines wakes delivery at once, as a writer
 // waiting for room does, rather than at the next LogPushInterval: a step
-// that floods is delivered while it runs (see fullPush).
+// that floods is delivered while it runs (see maxPushLines).
 func TestAFullPushWakesDelivery(t *testing.T) {
 	journals := map[string]func() journal{
 		"memory": func() journal {

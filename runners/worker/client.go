@@ -329,20 +329,21 @@ func (c *Client) PushLogs(ctx context.Context, jobID string, push workerproto.Lo
 	if body, ok := appendLogPush(make([]byte, 0, logPushSize(push)), push); ok {
 		in = encodedJSON(body)
 	}
-	var out workerproto.Pushed
-	err := c.call(ctx, push.WorkerID, "push logs", http.MethodPost, "/worker/jobs/"+url.PathEscape(jobID)+"/logs", nil, requestTimeout,
-		in, &out)
-	return out.Cancelled, err
+	return c.sendPush(ctx, jobID, push.WorkerID, in)
 }
 
 // pushRaw is PushLogs with the lines already coded: lines holds the
 // elements of the push's lines, comma-separated (see batch.raw).
 func (c *Client) pushRaw(ctx context.Context, jobID string, push workerproto.LogPush, lines []byte) (bool, error) {
-	body := appendPushHead(make([]byte, 0, 128+len(push.WorkerID)+len(push.StepName)+len(push.Run)+len(lines)), push)
-	body = append(append(body, lines...), "]}"...)
+	body := appendPushHead(make([]byte, 0, logPushSize(workerproto.LogPush{WorkerID: push.WorkerID, StepName: push.StepName, Run: push.Run})+len(lines)), push)
+	return c.sendPush(ctx, jobID, push.WorkerID, encodedJSON(append(append(body, lines...), "]}"...)))
+}
+
+// sendPush sends a push's body and tells whether the job was cancelled.
+func (c *Client) sendPush(ctx context.Context, jobID, workerID string, body any) (bool, error) {
 	var out workerproto.Pushed
-	err := c.call(ctx, push.WorkerID, "push logs", http.MethodPost, "/worker/jobs/"+url.PathEscape(jobID)+"/logs", nil, requestTimeout,
-		encodedJSON(body), &out)
+	err := c.call(ctx, workerID, "push logs", http.MethodPost, "/worker/jobs/"+url.PathEscape(jobID)+"/logs", nil, requestTimeout,
+		body, &out)
 	return out.Cancelled, err
 }
 

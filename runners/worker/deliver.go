@@ -15,7 +15,7 @@ import (
 // Bounds of one log push: the server takes request bodies up to its
 // limits.request_body (10MB by default).
 //
-// fullPush: once maxPushLines lines wait, a journal wakes delivery as a
+// Once maxPushLines lines wait, a journal wakes delivery as a
 // writer waiting for room does (room.waiting), rather than leaving them
 // to the next tick of LogPushInterval: the interval gathers the lines of
 // a step that prints a few into one push, and has nothing to gather for

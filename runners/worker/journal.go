@@ -210,7 +210,7 @@ func (j *memJournal) add(l LogLine) {
 	j.lines = append(j.lines, l)
 	j.size += int64(len(l.Line)) + lineOverhead
 	if len(j.lines) == maxPushLines {
-		j.room.waiting() // a full push waits: see fullPush
+		j.room.waiting() // a full push waits: see maxPushLines
 	}
 }
 

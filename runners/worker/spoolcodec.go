@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/engine/jsonstr"
+	"github.com/appliance-sh/appliance/runners"
 )
 
 // A spool record of a log line, the bulk of what the spool writes and
@@ -29,91 +30,71 @@ func appendLineRecord(dst []byte, times *jsonstr.Times, seq int64, ts time.Time,
 	return append(dst, "}\n"...)
 }
 
-// decodeLineRecord reads a log line's record as appendLineRecord (or
-// encoding/json) wrote it; false when raw is anything else, or a line it
-// leaves to encoding/json (one with escapes).
+// decodeLineRecord reads a log line's record as appendLineRecord wrote
+// it; false when raw is anything else (left to encoding/json).
 func decodeLineRecord(raw []byte, rec *record) bool {
-	raw = bytes.TrimRight(raw, "\n")
-	rest, ok := bytes.CutPrefix(raw, []byte(`{"seq":`))
+	p, ok := parseLineRecord(bytes.TrimRight(raw, "\n"), new(jsonstr.Times))
 	if !ok {
 		return false
 	}
-	i := bytes.IndexByte(rest, ',')
-	if i < 0 {
-		return false
-	}
-	seq, err := strconv.ParseInt(string(rest[:i]), 10, 64)
-	if err != nil {
-		return false
-	}
-	if rest, ok = bytes.CutPrefix(rest[i:], []byte(`,"ts":"`)); !ok {
-		return false
-	}
-	if i = bytes.IndexByte(rest, '"'); i < 0 {
-		return false
-	}
-	ts, err := time.Parse(time.RFC3339Nano, string(rest[:i]))
-	if err != nil {
-		return false
-	}
-	if rest, ok = bytes.CutPrefix(rest[i:], []byte(`","stream":"`)); !ok {
-		return false
-	}
-	if i = bytes.IndexByte(rest, '"'); i < 0 {
-		return false
-	}
-	stream := rest[:i]
-	if rest, ok = bytes.CutPrefix(rest[i:], []byte(`","line":"`)); !ok {
-		return false
-	}
-	line, ok := bytes.CutSuffix(rest, []byte(`"}`))
-	if !ok || bytes.IndexByte(line, '\\') >= 0 || bytes.IndexByte(line, '"') >= 0 || bytes.IndexByte(stream, '\\') >= 0 {
-		return false
-	}
-	*rec = record{Seq: seq, TS: ts, Stream: string(stream), Line: string(line)}
+	line, _, _ := jsonstr.ReadString(p.line) // valid: see parseLineRecord
+	*rec = record{Seq: p.seq, TS: p.ts, Stream: p.stream, Line: line}
 	return true
 }
 
-// lineElem tells whether rec, a record without its newline, is a log
-// line as appendLineRecord writes it, with values a push carries as they
-// are (see jsonstr.Skip), and its number: such a record is the element
-// of a push's lines, passed on neither decoded nor coded again. Any other
-// record is left to decodeRecord.
-func lineElem(rec []byte, times *jsonstr.Times) (seq int64, ok bool) {
+// lineParts are the parts of a line's record.
+type lineParts struct {
+	seq    int64
+	ts     time.Time
+	stream string
+	line   []byte // its JSON string, quotes included
+}
+
+// parseLineRecord finds the parts of rec, a record without its newline,
+// when it is a log line as appendLineRecord writes it, numbered, with
+// values any JSON reader takes as they are (see jsonstr.Skip): such a
+// record is also the element of a push's lines, passed on neither decoded
+// nor coded again. Any other record is left to encoding/json.
+func parseLineRecord(rec []byte, times *jsonstr.Times) (p lineParts, ok bool) {
 	rest, ok := bytes.CutPrefix(rec, []byte(`{"seq":`))
 	if !ok {
-		return 0, false
+		return p, false
 	}
 	i := 0
 	for ; i < len(rest) && '0' <= rest[i] && rest[i] <= '9'; i++ {
 		if i == 18 {
-			return 0, false
+			return p, false
 		}
-		seq = seq*10 + int64(rest[i]-'0')
+		p.seq = p.seq*10 + int64(rest[i]-'0')
 	}
-	if seq == 0 || rest[0] == '0' {
-		return 0, false
+	if p.seq == 0 || rest[0] == '0' {
+		return p, false
 	}
 	if rest, ok = bytes.CutPrefix(rest[i:], []byte(`,"ts":"`)); !ok {
-		return 0, false
+		return p, false
 	}
 	if i = bytes.IndexByte(rest, '"'); i < 0 {
-		return 0, false
+		return p, false
 	}
-	if _, ok := times.Parse(rest[:i]); !ok {
-		return 0, false
+	if p.ts, ok = times.Parse(rest[:i]); !ok {
+		return p, false
 	}
 	rest = rest[i+1:]
-	if r, ok := bytes.CutPrefix(rest, []byte(`,"stream":"stdout","line":`)); ok {
-		rest = r
-	} else if rest, ok = bytes.CutPrefix(rest, []byte(`,"stream":"stderr","line":`)); !ok {
-		return 0, false
+	for _, stream := range [...]string{runners.Stdout, runners.Stderr} {
+		if r, ok := bytes.CutPrefix(rest, []byte(`,"stream":"`+stream+`","line":`)); ok {
+			p.stream, rest = stream, r
+			break
+		}
+	}
+	if p.stream == "" {
+		return p, false
 	}
 	n, ok := jsonstr.Skip(rest)
 	if !ok || string(rest[n:]) != "}" {
-		return 0, false
+		return p, false
 	}
-	return seq, true
+	p.line = rest[:n]
+	return p, true
 }
 
 // decodeRecord decodes any record of a segment.

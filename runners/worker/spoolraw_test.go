@@ -3,9 +3,15 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -171,9 +177,9 @@ func TestSpoolHandsOutItsRecordsAsTheServerReadsTheLines(t *testing.T) {
 	}
 }
 
-// lineElem passes on a record only when the server reads it as the line
+// parseLineRecord passes on a record only when the server reads it as the line
 // it decodes to; anything else is decoded and coded again.
-func FuzzLineElem(f *testing.F) {
+func FuzzParseLineRecord(f *testing.F) {
 	ts := time.Date(2026, 11, 28, 1, 2, 3, 400, time.UTC)
 	for _, s := range []string{"plain", `q"b\`, "bad \xff", "☃", ""} {
 		f.Add(string(appendLineRecord(nil, new(jsonstr.Times), 7, ts, runners.Stdout, s)))
@@ -193,7 +199,8 @@ func FuzzLineElem(f *testing.F) {
 	f.Fuzz(func(t *testing.T, rec string) {
 		var times jsonstr.Times // knowing a second, as after a first record
 		times.Append(nil, ts)
-		seq, ok := lineElem([]byte(rec), &times)
+		p, ok := parseLineRecord([]byte(rec), &times)
+		seq := p.seq
 		if !ok {
 			return
 		}
@@ -212,4 +219,70 @@ func FuzzLineElem(f *testing.F) {
 			t.Fatalf("%s passes, the server refuses it: %v", rec, err)
 		}
 	})
+}
+
+// A run's lines go to a real server over HTTP as the spool holds them,
+// each batch read while the one before is on its way: when a push fails
+// the batch read ahead is dropped, and the next attempt sends again from
+// the last line the server took, so the server gets every line once, in
+// order, from memory and from the spool alike.
+func TestDeliveryReadingAheadSendsEveryLineOnceInOrderAcrossAFailedPush(t *testing.T) {
+	for name, pad := range map[string]int{"from memory": 10, "from the spool": 1000} {
+		t.Run(name, func(t *testing.T) {
+			const n = 2*maxPushLines + 2000
+			var mu sync.Mutex
+			var got []workerproto.LogLine
+			pushes, completed := 0, false
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case strings.HasSuffix(r.URL.Path, "/logs"):
+					pushes++
+					if pushes == 2 {
+						writeJSON(w, http.StatusServiceUnavailable, `{"error": "a moment"}`)
+						return
+					}
+					var p workerproto.LogPush
+					if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
+						writeJSON(w, http.StatusBadRequest, `{"error": "bad push"}`)
+						return
+					}
+					got = append(got, p.Lines...)
+					writeJSON(w, http.StatusOK, `{"status": "ok", "cancelled": false}`)
+				case r.URL.Path == "/worker/reports": // the result, on its own
+					completed = true
+					writeJSON(w, http.StatusOK, `{"results": [{"status": 200}]}`)
+				default:
+					writeJSON(w, http.StatusNotFound, `{"error": "no such endpoint"}`)
+				}
+			}))
+			t.Cleanup(srv.Close)
+
+			sp, _ := openTestSpool(t, t.TempDir(), 0)
+			r := newTestRun(t, sp)
+			for i := 1; i <= n; i++ {
+				r.Log(context.Background(), runners.Stdout, fmt.Sprintf("line %d %s", i, strings.Repeat("x", pad)))
+			}
+			r.Finish(Result{})
+			w := New(NewClient(srv.URL, "t", nil), Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			d := &delivery{j: r, log: w.log}
+			if done, err := w.deliverOnce(context.Background(), d); done || err == nil {
+				t.Fatalf("first attempt: done %v, err %v; want the failed push's error", done, err)
+			}
+			if done, err := w.deliverOnce(context.Background(), d); !done || err != nil {
+				t.Fatalf("second attempt: done %v, err %v", done, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !completed || len(got) != n {
+				t.Fatalf("the server has %d lines of %d (result: %v)", len(got), n, completed)
+			}
+			for i, l := range got {
+				if l.Seq != int64(i+1) || !strings.HasPrefix(l.Line, fmt.Sprintf("line %d ", i+1)) {
+					t.Fatalf("line %d is %d %.20q", i+1, l.Seq, l.Line)
+				}
+			}
+		})
+	}
 }

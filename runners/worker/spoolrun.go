@@ -333,7 +333,7 @@ func (r *spoolRun) stage(rec []byte, lines int) error {
 		r.seq++
 		r.remember(r.seq, rec)
 		if r.seq-r.acked == maxPushLines {
-			r.sp.room.waiting() // a full push waits: see fullPush
+			r.sp.room.waiting() // a full push waits: see maxPushLines
 		}
 	}
 	return nil
@@ -562,8 +562,8 @@ func (g *batcher) done() batch {
 // A record in another form than appendLineRecord's is coded again into
 // scratch.
 func lineOf(rec []byte, times *jsonstr.Times, scratch *[]byte) (int64, []byte) {
-	if seq, ok := lineElem(rec, times); ok {
-		return seq, rec
+	if p, ok := parseLineRecord(rec, times); ok {
+		return p.seq, rec
 	}
 	var d record
 	if !decodeRecord(rec, &d) || d.Result != nil || d.Seq <= 0 {
