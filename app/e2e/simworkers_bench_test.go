@@ -63,10 +63,10 @@ func BenchmarkSimulatedWorkers(b *testing.B) {
 				// by then the workers with nothing left to carry are
 				// long-polling for work that will not come, and their wait
 				// (a second at most) is no part of the steps' time. It is
-				// not cut short: a claim given up by its worker can still be
-				// answered with a step of the next round's jobs, which only
-				// a heartbeat listing the worker's running steps (not sent
-				// here) would recover.
+				// not cut short: a claim given up just as the next round's
+				// jobs come can be answered with one of their steps, which
+				// only a heartbeat listing the worker's running steps (not
+				// sent here) would bring back, and the round would stall.
 				finished := make(chan time.Time, 1)
 				start := time.Now()
 				var wg sync.WaitGroup
