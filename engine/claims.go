@@ -370,6 +370,20 @@ func (e *Engine) hand(b *batch, js *jobState, ss *stepState, wk *workerState, w 
 		ss.rec.Unconfirmed = true
 		e.markJobStarted(b, js)
 		b.dirtyStep(ss.rec)
+	} else if wk.rec.InProcess {
+		// Started with its claim: an in-process worker runs the step at
+		// once and the step cannot outlive the server, so the claim's
+		// batch records the start, and the start report needs no commit
+		// of its own (see StartStepApplied). A claim parked before the
+		// step became ready (the in-process pool's, along a chain) lands
+		// in the batch of the result that made it ready: one commit a
+		// step. Unconfirmed until the report, in memory, so a claim its
+		// pool gave up is put back (release).
+		now := b.now
+		ss.rec.StartedAt = &now
+		ss.rec.Unconfirmed = true
+		e.markJobStarted(b, js)
+		b.dirtyStep(ss.rec)
 	} else {
 		e.st.claimed = append(e.st.claimed, ss.rec) // written with the next commit (see state.claimed)
 	}

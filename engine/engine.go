@@ -261,18 +261,20 @@ func (e *Engine) Heartbeat(ctx context.Context, workerID string, running []StepR
 // StartStep records that the worker started a claimed step. The rules of
 // CompleteStep apply.
 func (e *Engine) StartStep(ctx context.Context, workerID, jobID, step string) error {
-	_, err := e.do(ctx, func(b *batch) (any, error) { return nil, e.startStep(ctx, b, workerID, jobID, step) })
+	_, err := e.do(ctx, func(b *batch) (any, error) { return nil, e.startStep(ctx, b, workerID, jobID, step, false) })
 	return err
 }
 
 // StartStepApplied is StartStep answered as soon as the loop has applied
-// it, before it is durable: the refusals are the same, but a crash can
-// lose a start it accepted. Only for a worker whose steps cannot outlive
-// the server (the in-process workers, whose steps the step keeper kills
-// with it): a start lost that way leaves a step that was claimed and never
-// started, which nobody runs any more, and recovery treats it as such.
+// it, before it is durable: the refusals are the same (a step cancelled
+// since its claim, say), but a crash can lose a start it accepted. Only
+// for a worker whose steps cannot outlive the server (the in-process
+// workers, whose steps the step keeper kills with it): recovery fails
+// their running steps whatever their records say. Their claims record
+// the step's start already (see hand), so the report only confirms it,
+// in memory, and costs no commit.
 func (e *Engine) StartStepApplied(ctx context.Context, workerID, jobID, step string) error {
-	_, err := e.doApplied(ctx, func(b *batch) (any, error) { return nil, e.startStep(ctx, b, workerID, jobID, step) })
+	_, err := e.doApplied(ctx, func(b *batch) (any, error) { return nil, e.startStep(ctx, b, workerID, jobID, step, true) })
 	return err
 }
 

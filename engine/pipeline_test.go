@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/engine/enginetest"
@@ -92,17 +93,31 @@ b: {action: ok, depends_on: [a]}`))
 
 // A failed write that had accepted in-process starts stops the engine:
 // reloaded from the store, it would hand those running steps out again.
+// An in-process claim carries its step's start (see hand), answered from
+// memory; the start report that lets the worker run it rides the batch
+// after the claim's, answered once applied.
 func TestFailedWriteAfterInProcessStartsStopsTheEngine(t *testing.T) {
 	f := enginetest.New(t, flowYAML(`
 a: {action: ok}`))
 	job := f.Execute("t", nil)
-	f.ClaimJobStep(job, "a")
+	f.Settle()
 	disk := errors.New("disk full")
+	entered, release := holdCommits(f)
 	f.Store.FailNextCommit(disk)
+	c, err := f.Engine.Claim(t.Context(), f.Worker, 0)
+	if err != nil || c == nil || c.StepName != "a" {
+		t.Fatalf("claim = %+v, %v; want a", c, err)
+	}
+	select {
+	case <-entered: // the claim's batch, with a's start, is being written and held
+	case <-time.After(10 * time.Second):
+		t.Fatal("the claim's batch was not written: an in-process claim carries its step's start")
+	}
 	if err := f.Engine.StartStepApplied(t.Context(), f.Worker, job, "a"); err != nil {
 		t.Fatalf("in-process start: %v", err)
 	}
-	err := f.RunEnded()
+	release()
+	err = f.RunEnded()
 	if !errors.Is(err, disk) || !strings.Contains(err.Error(), "in-process step starts") {
 		t.Fatalf("engine ended with %v, want the failed write named, and why it stopped", err)
 	}
@@ -216,4 +231,81 @@ func createHeld(t *testing.T, f *enginetest.Fixture) (created <-chan createResul
 	}()
 	<-entered
 	return ch, release
+}
+
+// An in-process step starts with its claim (see hand), so its start
+// report needs no commit of its own: along a chain run by the in-process
+// pool, whose claims wait parked for the next step, each step's result
+// and the next step's claim and start are one commit, where the start
+// report made a second.
+func TestInProcessStartsNeedNoCommitOfTheirOwn(t *testing.T) {
+	f := enginetest.New(t, flowYAML(`
+a: {action: ok}
+b: {action: ok, depends_on: [a]}
+c: {action: ok, depends_on: [b]}`))
+	job := f.Execute("t", nil)
+	f.Settle()
+	claim := func() <-chan *engine.Claim {
+		got := make(chan *engine.Claim, 1)
+		go func() {
+			c, err := f.Engine.Claim(t.Context(), f.Worker, 10*time.Second)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- c
+		}()
+		return got
+	}
+	before := f.Store.Commits()
+	next := claim()
+	for _, step := range []string{"a", "b", "c"} {
+		if c := <-next; c == nil || c.StepName != step {
+			t.Fatalf("claim = %+v, want %s", c, step)
+		}
+		if err := f.Engine.StartStepApplied(t.Context(), f.Worker, job, step); err != nil {
+			t.Fatalf("start %s: %v", step, err)
+		}
+		f.Settle()
+		stored := storedStep(t, f, job, step)
+		if stored.Status != engine.StepRunning || stored.StartedAt == nil {
+			t.Fatalf("stored %s = %s (started %v), want running with its start time", step, stored.Status, stored.StartedAt)
+		}
+		if step != "c" {
+			next = claim()
+			f.Eventually(func() bool { return f.Engine.ParkedClaims() == 1 }, func() string { return "claim never parked" })
+		}
+		if err := f.Engine.CompleteStepApplied(t.Context(), f.Worker, job, step, enginetest.Ok(nil)); err != nil {
+			t.Fatalf("complete %s: %v", step, err)
+		}
+		f.Settle()
+	}
+	if j := f.Job(job); j.Status != engine.JobCompleted || j.StartedAt == nil {
+		t.Fatalf("job = %s (started %v), want completed with its start stored", j.Status, j.StartedAt)
+	}
+	// a's claim and start (the job's start), then each result with the
+	// next step's claim and start; the start reports made three more.
+	if n := f.Store.Commits() - before; n != 4 {
+		t.Errorf("%d commits for three steps, want 4", n)
+	}
+	for _, step := range []string{"a", "b", "c"} {
+		if s := storedStep(t, f, job, step); s.StartedAt == nil || s.Unconfirmed {
+			t.Errorf("stored %s: started %v, unconfirmed %v; want its start stored, confirmed", step, s.StartedAt, s.Unconfirmed)
+		}
+	}
+}
+
+// storedStep reads a step's record from the fixture's store.
+func storedStep(t *testing.T, f *enginetest.Fixture, jobID, name string) *engine.Step {
+	t.Helper()
+	steps, err := f.Store.Steps(t.Context(), jobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range steps {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("no stored step %q", name)
+	return nil
 }

@@ -20,12 +20,13 @@ type state struct {
 	// the store) is dropped.
 	hooking map[string]*jobState
 	events  eventMemory // event sources' marks (see Emit)
-	// claimed holds the step records that claims changed since the last
-	// commit. A claim is answered from memory: it needs no commit of its
-	// own, since a worker runs a step only once its start report is
-	// durable, and a claim lost to a crash leaves the step ready (the
-	// start report is then refused). Each is written with the next commit,
-	// normally its start report's.
+	// claimed holds the step records that remote workers' claims of one
+	// changed since the last commit. A claim is answered from memory: it
+	// needs no commit of its own, since such a worker runs a step only once
+	// its start report is durable, and a claim lost to a crash leaves the
+	// step ready (the start report is then refused). Each is written with
+	// the next commit, normally its start report's. (An in-process claim
+	// records its step's start in its own batch: see hand.)
 	claimed []*Step
 	// agentsInFlight counts the agent calls holding a slot (at most
 	// Config.AgentSlots); agentQueue holds the calls waiting for one.

@@ -26,14 +26,19 @@ func (e *Engine) heldStep(ctx context.Context, workerID, jobID, name string) (*j
 	return js, ss, nil
 }
 
-func (e *Engine) startStep(ctx context.Context, b *batch, workerID, jobID, name string) error {
+func (e *Engine) startStep(ctx context.Context, b *batch, workerID, jobID, name string, inProcess bool) error {
 	js, ss, err := e.heldStep(ctx, workerID, jobID, name)
 	if err != nil {
 		return err
 	}
 	if ss.rec.Unconfirmed {
 		ss.rec.Unconfirmed = false
-		b.dirtyStep(ss.rec)
+		if !inProcess {
+			// A restarted server puts an unconfirmed step back; it fails
+			// the in-process workers' steps whatever their records say
+			// (see recover), so theirs needs no commit.
+			b.dirtyStep(ss.rec)
+		}
 	}
 	if ss.rec.StartedAt != nil {
 		return nil

@@ -193,7 +193,9 @@ type Step struct {
 	// and its worker has not said it has it yet (a report, or a heartbeat
 	// naming it): lost on the way, it is put back, as an unstarted one.
 	// Stored, so that a claim whose answer a crash cut off is put back
-	// after the restart too.
+	// after the restart too. An in-process claim starts its step the same
+	// way; its confirmation is not stored, since a restart fails the
+	// in-process workers' steps whatever their records say.
 	Unconfirmed bool `json:"unconfirmed,omitempty"`
 }
 

@@ -65,9 +65,10 @@ tasks:
 			}
 		})
 	}
-	// A claim is durable, and so shown, only with its start report.
-	if s := f.job(id).step("held"); s.Status != "ready" || s.StartedAt != nil || s.WorkerID != nil || s.Output != nil {
-		t.Fatalf("after forged reports: %+v, want it ready as stored before the holder's start report", s)
+	// An in-process claim starts its step (engine.StartStepApplied): the
+	// step is as the holder's claim left it.
+	if s := f.job(id).step("held"); s.Status != "running" || s.StartedAt == nil || s.WorkerID == nil || *s.WorkerID != holder || s.Output != nil {
+		t.Fatalf("after forged reports: %+v, want it running, held by the holder as its claim left it", s)
 	}
 	if logs := f.logs(id, "held"); strings.Contains(logs, "forged") {
 		t.Fatalf("log has a forged line: %q", logs)

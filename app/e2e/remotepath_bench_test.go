@@ -104,9 +104,11 @@ func runWorkerInTest(b *testing.B, url, name, settings string) {
 	})
 }
 
-// timeChain40 runs the 40-step chain b.N times; reports created -> completed.
+// timeChain40 runs the 40-step chain b.N times; reports created ->
+// completed, and the commits a step.
 func timeChain40(b *testing.B, f *serverFixture) {
 	var total time.Duration
+	commits := f.srv.engine.Commits()
 	for b.Loop() {
 		id := f.execute("bench", "chain", nil)
 		f.waitDone(id)
@@ -118,6 +120,7 @@ func timeChain40(b *testing.B, f *serverFixture) {
 	}
 	b.ReportMetric(float64(total.Microseconds())/float64(b.N)/1000, "ms/chain")
 	b.ReportMetric(float64(total.Microseconds())/float64(b.N*40)/1000, "ms/step")
+	b.ReportMetric(float64(f.srv.engine.Commits()-commits)/float64(b.N*40), "commits/step")
 }
 
 // requestTimer wraps http.DefaultTransport (what the in-test worker's
