@@ -362,23 +362,16 @@ func (e *Engine) hand(b *batch, js *jobState, ss *stepState, wk *workerState, w 
 		ss.rec.Deadline = &d
 		b.afterCommit(func() { e.armStepTimer(js, ss) })
 	}
-	if w.many {
-		// Answered once durable, and started: the worker runs it at once
-		// (see ClaimSteps).
-		now := b.now
-		ss.rec.StartedAt = &now
-		ss.rec.Unconfirmed = true
-		e.markJobStarted(b, js)
-		b.dirtyStep(ss.rec)
-	} else if wk.rec.InProcess {
-		// Started with its claim: an in-process worker runs the step at
-		// once and the step cannot outlive the server, so the claim's
-		// batch records the start, and the start report needs no commit
-		// of its own (see StartStepApplied). A claim parked before the
-		// step became ready (the in-process pool's, along a chain) lands
-		// in the batch of the result that made it ready: one commit a
-		// step. Unconfirmed until the report, in memory, so a claim its
-		// pool gave up is put back (release).
+	if w.many || wk.rec.InProcess {
+		// Started with its claim, unconfirmed until its worker says it
+		// has it. A claim of several is answered once durable: the worker
+		// runs the steps at once (see ClaimSteps). An in-process worker
+		// runs its step at once too, and the step cannot outlive the
+		// server, so its start report needs no commit of its own (see
+		// StartStepApplied): the pool's claims wait parked, so along a
+		// chain the next step's start rides the commit of the result that
+		// made it ready. An unconfirmed step whose claim was given up is
+		// put back (release).
 		now := b.now
 		ss.rec.StartedAt = &now
 		ss.rec.Unconfirmed = true
