@@ -332,8 +332,7 @@ func (c *Client) PushLogs(ctx context.Context, jobID string, push workerproto.Lo
 	return c.sendPush(ctx, jobID, push.WorkerID, in)
 }
 
-// pushRaw is PushLogs with the lines already coded: lines holds the
-// elements of the push's lines, comma-separated (see batch.raw).
+// pushRaw implements rawPusher.
 func (c *Client) pushRaw(ctx context.Context, jobID string, push workerproto.LogPush, lines []byte) (bool, error) {
 	body := appendPushHead(make([]byte, 0, logPushSize(workerproto.LogPush{WorkerID: push.WorkerID, StepName: push.StepName, Run: push.Run})+len(lines)), push)
 	return c.sendPush(ctx, jobID, push.WorkerID, encodedJSON(append(append(body, lines...), "]}"...)))

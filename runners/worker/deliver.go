@@ -202,9 +202,9 @@ func (w *Worker) releaseHeld(d *delivery) {
 // one. done is true once the run is delivered or refused, and removed.
 func (w *Worker) deliverOnce(ctx context.Context, d *delivery) (done bool, err error) {
 	meta := d.j.Meta()
-	// Lines go as the spool holds them when the server is one that sends
-	// them over HTTP as they are (a wrapper may want them decoded).
-	client, _ := w.srv.(*Client)
+	// Lines go as the spool holds them when the server sends them so (a
+	// wrapper may want them decoded).
+	rp, _ := w.srv.(rawPusher)
 	rj, _ := d.j.(rawJournal)
 	var next *batch // read while the push before was on its way
 	for {
@@ -214,7 +214,7 @@ func (w *Worker) deliverOnce(ctx context.Context, d *delivery) (done bool, err e
 		case next != nil:
 			b, next = *next, nil
 			d.cur = 1 - d.cur
-		case client != nil && rj != nil:
+		case rp != nil && rj != nil:
 			b, err = rj.PendingRaw(d.raw[d.cur], maxPushLines, maxPushBytes)
 			d.keepRaw(d.cur, b)
 		default:
@@ -242,7 +242,7 @@ func (w *Worker) deliverOnce(ctx context.Context, d *delivery) (done bool, err e
 					defer close(done)
 					ahead.b, ahead.err = rj.PendingRawAfter(d.raw[1-d.cur], b, maxPushLines, maxPushBytes)
 				}()
-				cancelled, err = client.pushRaw(ctx, meta.JobID, push, b.raw)
+				cancelled, err = rp.pushRaw(ctx, meta.JobID, push, b.raw)
 				<-done // its buffer is the next read's
 				d.keepRaw(1-d.cur, ahead.b)
 			} else {

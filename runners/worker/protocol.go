@@ -46,6 +46,14 @@ type StepsClaimer interface {
 	ClaimSteps(ctx context.Context, workerID string, max int) ([]*workerproto.Assignment, error)
 }
 
+// rawPusher is a Server that sends a push's lines as the spool holds them
+// (the HTTP transport), rather than decoded: see rawJournal.
+type rawPusher interface {
+	// pushRaw is PushLogs with the lines already coded: lines holds the
+	// elements of the push's lines, comma-separated (see batch.raw).
+	pushRaw(ctx context.Context, jobID string, push workerproto.LogPush, lines []byte) (cancelled bool, err error)
+}
+
 // resultPairer is a StepsClaimer whose claims carry the worker's results
 // (the HTTP transport): a slot holds its step's result for its next claim,
 // so the result and the claim share one request and one commit, and the

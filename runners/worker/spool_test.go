@@ -459,7 +459,7 @@ func TestSpoolLineRecordsReadAsEncodingJSONReadsThem(t *testing.T) {
 		if err := json.Unmarshal(raw, &byJSON); err != nil {
 			t.Fatalf("%q: encoding/json cannot read %s: %v", line, raw, err)
 		}
-		if !decodeRecord(raw, &byHand) {
+		if !decodeRecord(raw, new(jsonstr.Times), &byHand) {
 			t.Fatalf("%q: not decoded", line)
 		}
 		// Bytes that are not UTF-8 read as U+FFFD, as encoding/json writes them.

@@ -31,9 +31,10 @@ func appendLineRecord(dst []byte, times *jsonstr.Times, seq int64, ts time.Time,
 }
 
 // decodeLineRecord reads a log line's record as appendLineRecord wrote
-// it; false when raw is anything else (left to encoding/json).
-func decodeLineRecord(raw []byte, rec *record) bool {
-	p, ok := parseLineRecord(bytes.TrimRight(raw, "\n"), new(jsonstr.Times))
+// it; false when raw is anything else (left to encoding/json). times
+// remembers the second of the records read before.
+func decodeLineRecord(raw []byte, times *jsonstr.Times, rec *record) bool {
+	p, ok := parseLineRecord(bytes.TrimRight(raw, "\n"), times)
 	if !ok {
 		return false
 	}
@@ -97,7 +98,8 @@ func parseLineRecord(rec []byte, times *jsonstr.Times) (p lineParts, ok bool) {
 	return p, true
 }
 
-// decodeRecord decodes any record of a segment.
-func decodeRecord(raw []byte, rec *record) bool {
-	return decodeLineRecord(raw, rec) || json.Unmarshal(raw, rec) == nil
+// decodeRecord decodes any record of a segment; times remembers the
+// second of the records read before (a segment's lines mostly share it).
+func decodeRecord(raw []byte, times *jsonstr.Times, rec *record) bool {
+	return decodeLineRecord(raw, times, rec) || json.Unmarshal(raw, rec) == nil
 }

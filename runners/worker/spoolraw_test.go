@@ -209,7 +209,7 @@ func FuzzParseLineRecord(f *testing.F) {
 			t.Fatalf("%s passes, the server cannot read it: %v", rec, err)
 		}
 		var want record
-		if !decodeRecord([]byte(rec), &want) || want.Seq != seq || want.Result != nil {
+		if !decodeRecord([]byte(rec), new(jsonstr.Times), &want) || want.Seq != seq || want.Result != nil {
 			t.Fatalf("%s passes as line %d, decodes as %+v", rec, seq, want)
 		}
 		if l.Seq != want.Seq || !l.TS.Equal(want.TS) || l.Stream != want.Stream || l.Line != want.Line {
@@ -284,5 +284,22 @@ func TestDeliveryReadingAheadSendsEveryLineOnceInOrderAcrossAFailedPush(t *testi
 				}
 			}
 		})
+	}
+}
+
+// Decoding a segment's line records remembers their second: a line
+// record costs its text alone, not a parse of its time each (what a new
+// jsonstr.Times a record cost), on the paths that decode the spool.
+func TestDecodingLineRecordsAllocatesOnlyTheirText(t *testing.T) {
+	ts := time.Date(2026, 11, 28, 6, 30, 0, 0, time.UTC)
+	var times jsonstr.Times
+	raw := appendLineRecord(nil, &times, 7, ts.Add(123456789), runners.Stdout, "a line of output")
+	var rec record
+	var read jsonstr.Times
+	if !decodeRecord(raw, &read, &rec) || rec.Seq != 7 || rec.Line != "a line of output" || !rec.TS.Equal(ts.Add(123456789)) {
+		t.Fatalf("decoded %+v", rec)
+	}
+	if n := testing.AllocsPerRun(100, func() { decodeRecord(raw, &read, &rec) }); n > 1 {
+		t.Fatalf("decoding a line record allocates %v times, want its text alone", n)
 	}
 }

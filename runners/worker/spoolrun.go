@@ -445,7 +445,6 @@ func (r *spoolRun) pending(g batcher, after *batch) (batch, error) {
 	r.mu.Unlock()
 
 	g.b.end = pos
-	var times jsonstr.Times
 	var scratch []byte
 	for _, s := range segs {
 		if s.num < pos.seg {
@@ -464,7 +463,7 @@ func (r *spoolRun) pending(g batcher, after *batch) (batch, error) {
 			return batch{}, fmt.Errorf("read spool segment: %w", err)
 		}
 		full, err := readRecordLines(io.NewSectionReader(f, off, s.size-off), func(rec []byte) bool {
-			if seq, elem := lineOf(rec[:len(rec)-1], &times, &scratch); elem != nil && seq > acked && !g.add(seq, elem) {
+			if seq, elem := lineOf(rec[:len(rec)-1], &g.times, &scratch); elem != nil && seq > acked && !g.add(seq, elem) {
 				return false
 			}
 			g.b.end.off += int64(len(rec))
@@ -525,6 +524,7 @@ type batcher struct {
 	size               int
 	maxLines, maxBytes int
 	raw                bool
+	times              jsonstr.Times // of the records read
 }
 
 // add adds the line numbered seq whose record is elem, without its
@@ -541,7 +541,7 @@ func (g *batcher) add(seq int64, elem []byte) bool {
 		return true
 	}
 	var rec record
-	if decodeRecord(elem, &rec) { // elem is a line's record: it does
+	if decodeRecord(elem, &g.times, &rec) { // elem is a line's record: it does
 		g.b.Lines = append(g.b.Lines, LogLine{Seq: seq, TS: rec.TS, Stream: rec.Stream, Line: rec.Line})
 	}
 	return true
@@ -566,7 +566,7 @@ func lineOf(rec []byte, times *jsonstr.Times, scratch *[]byte) (int64, []byte) {
 		return p.seq, rec
 	}
 	var d record
-	if !decodeRecord(rec, &d) || d.Result != nil || d.Seq <= 0 {
+	if !decodeRecord(rec, times, &d) || d.Result != nil || d.Seq <= 0 {
 		return 0, nil
 	}
 	*scratch = appendLineRecord((*scratch)[:0], times, d.Seq, d.TS, d.Stream, d.Line)
@@ -577,10 +577,11 @@ func lineOf(rec []byte, times *jsonstr.Times, scratch *[]byte) (int64, []byte) {
 // not decode) until f returns false, which readRecords then returns as
 // true ("stopped early").
 func readRecords(rd io.Reader, f func(raw []byte, rec *record) bool) (bool, error) {
+	var times jsonstr.Times
 	return readRecordLines(rd, func(raw []byte) bool {
 		var rec record
 		p := &rec
-		if !decodeRecord(raw, &rec) {
+		if !decodeRecord(raw, &times, &rec) {
 			p = nil
 		}
 		return f(raw, p)
