@@ -38,7 +38,10 @@ type LogChunk struct {
 	// medium that keeps them (so the step_log limit holds across a
 	// restart) overwrites its copies with these.
 	Runs StepRuns
-	// Ended are the step runs closed since the job's last write, to forget.
+	// Ended are the step runs closed since the job's last write, to forget;
+	// a medium that keeps runs keeps an ended run's mark (StepRun.Mark)
+	// with its counts zeroed, for the pushes that still come from it, and
+	// returns it from Runs.
 	Ended []string
 	// Note marks a line about the log (retention's), which keeps the log's
 	// last-written time.
@@ -47,7 +50,8 @@ type LogChunk struct {
 	// (Runs[Marked].Mark), "" when it advances none. A medium that saves
 	// Runs in the same write as the lines needs nothing more; one that
 	// cannot (the files) also gets the mark Marked had before (Prev) and
-	// every open run's mark (Marks, Marked's new one included), to tell
+	// every step's last mark, its run open or ended (Marks, Marked's new
+	// one included; the hub's own map, to read during Write only), to tell
 	// after a restart whether the lines reached the log.
 	Marked string
 	Prev   RunMark
@@ -218,23 +222,24 @@ func (h *LogHub) append(jobID string, lines []engine.LogLine, note bool, pr *pus
 	}
 	var keep []bool
 	var run *StepRun
-	var prev RunMark
+	var prev, next RunMark
 	if pr != nil {
-		run = counts.runs.step(pr.step)
+		run = counts.run(pr.step)
 		prev = run.Mark
-		if keep, run.Mark = freshLines(prev, pr.run, lines); keep == nil {
+		if keep, next = freshLines(prev, pr.run, lines); keep == nil {
 			return nil // the log has every line
 		}
+		counts.setMark(pr.step, run, next)
 	}
 	c := h.admit(counts, lines, chunk, ends, keep)
 	c.Note = note
-	if run != nil && run.Mark != prev {
+	if run != nil && next != prev {
 		cp := *run
 		if c.Runs == nil {
 			c.Runs = StepRuns{}
 		}
 		c.Runs[pr.step] = &cp
-		c.Marked, c.Prev, c.Marks = pr.step, prev, counts.runs.marks()
+		c.Marked, c.Prev, c.Marks = pr.step, prev, counts.marks
 	}
 	if len(c.Data) == 0 && !c.savesRuns() {
 		return nil
@@ -242,7 +247,7 @@ func (h *LogHub) append(jobID string, lines []engine.LogLine, note bool, pr *pus
 	c.Ended, counts.ended = counts.ended, nil
 	if err := h.write(jobID, jl, c); err != nil {
 		if run != nil {
-			run.Mark = prev // the lines are not in: a repeat must bring them
+			counts.setMark(pr.step, run, prev) // the lines are not in: a repeat must bring them
 		}
 		return fmt.Errorf("append log of job %s: %w", jobID, err)
 	}
@@ -273,17 +278,6 @@ func freshLines(mark RunMark, run string, lines []engine.LogLine) (keep []bool, 
 		return keep, mark // only unnumbered lines: the mark stays
 	}
 	return keep, next
-}
-
-// marks returns the marks of the runs that have one.
-func (runs StepRuns) marks() map[string]RunMark {
-	out := map[string]RunMark{}
-	for step, r := range runs {
-		if r.Mark.Run != "" {
-			out[step] = r.Mark
-		}
-	}
-	return out
 }
 
 // write stores a chunk and hands its lines to the job's live subscribers.

@@ -128,8 +128,8 @@ func TestPushWhoseLinesMissedTheFileIsAppendedAgain(t *testing.T) {
 }
 
 // The marks file beside a log grows by a record a push and is rewritten
-// with the open runs' marks once it is big; the marks hold across that and
-// a restart.
+// with each step's last mark once it is big, an ended run's too (it may
+// still push); the marks hold across that and a restart.
 func TestLogMarksFileStaysSmallAndKeepsTheMarks(t *testing.T) {
 	dir := logDir(filepath.Join(t.TempDir(), "logs"))
 	l := dir.Open(t)
@@ -145,6 +145,9 @@ func TestLogMarksFileStaysSmallAndKeepsTheMarks(t *testing.T) {
 	}
 	const n = 2000
 	push(l, "early", 1, 1)
+	if err := l.EndStep("j1", "early"); err != nil {
+		t.Fatal(err)
+	}
 	for seq := int64(1); seq <= n; seq++ {
 		push(l, "busy", seq, seq)
 	}

@@ -55,9 +55,9 @@ func (h *LogHub) SetLimits(lim LogLimits) { h.limits = lim.withDefaults() }
 
 // jobCounts is the per-step count of one job's log.
 //
-// It lives in memory from the job's first append until the step run ends
-// (EndStep) or the job does (Finish), when the warning of a capped run is
-// written. A server that restarts loses it, so the first append to a job
+// A run's count lives in memory from the job's first append until the
+// step run ends (EndStep) or the job does (Finish), when the warning of a
+// capped run is written; the steps' marks live until the job ends. A server that restarts loses it, so the first append to a job
 // after a restart asks the medium for the runs still open: the files
 // recount the job's log once (a sequential read of no more than the limits
 // allow per step), so a run that reached the limit before the restart
@@ -69,6 +69,36 @@ type jobCounts struct {
 	// ended are the runs closed since the job's last write, for a medium
 	// that saves runs to forget with the next one.
 	ended []string
+	// marks holds each step's last run mark (StepRun.Mark), whether its run
+	// is open or ended: a run the server ended (a cancel, a timeout) may
+	// still push, its worker's last words or a push repeated because its
+	// answer was lost, and must not write twice what the log has. A medium
+	// that forgets an ended run keeps its mark (see LogChunk.Ended).
+	marks map[string]RunMark
+}
+
+// run returns the step's open run, opening one that carries the step's
+// last mark.
+func (c *jobCounts) run(step string) *StepRun {
+	s := c.runs[step]
+	if s == nil {
+		s = &StepRun{Mark: c.marks[step]}
+		c.runs[step] = s
+	}
+	return s
+}
+
+// setMark records the step's run mark, in its open run and in marks.
+func (c *jobCounts) setMark(step string, s *StepRun, m RunMark) {
+	s.Mark = m
+	if m.Run == "" {
+		delete(c.marks, step)
+		return
+	}
+	if c.marks == nil {
+		c.marks = map[string]RunMark{}
+	}
+	c.marks[step] = m
 }
 
 // maxCountedJobs bounds the jobs whose counts are kept in memory.
@@ -91,6 +121,11 @@ func (h *LogHub) counts(jobID string) (*jobCounts, error) {
 		runs = StepRuns{}
 	}
 	c = &jobCounts{runs: runs}
+	for step, r := range runs {
+		if r.Mark.Run != "" {
+			c.setMark(step, r, r.Mark)
+		}
+	}
 	h.mu.Lock()
 	if len(h.stepCounts) >= maxCountedJobs {
 		// Finish forgets a job's counts; lines that reach a job after it
@@ -207,7 +242,7 @@ func (h *LogHub) admit(c *jobCounts, lines []engine.LogLine, chunk []byte, ends 
 			continue
 		}
 		if ln.Step != engine.ServerStep {
-			s := c.runs.step(ln.Step)
+			s := c.run(ln.Step)
 			if out.Runs == nil {
 				out.Runs = StepRuns{}
 			}

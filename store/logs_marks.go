@@ -23,10 +23,11 @@ import (
 // (else the mark before it does), so a server killed between the two
 // writes neither skips lines the log lacks nor writes twice those it has.
 // Once the file grows past marksCompactAt it is rewritten (aside, then
-// renamed over) with the open runs' marks alone.
+// renamed over) with each step's last mark alone, an ended run's included
+// (see jobCounts.marks).
 
 // marksCompactAt is the size past which a marks file is rewritten, plus
-// marksRoom bytes for each open run's mark it keeps.
+// marksRoom bytes for each mark it keeps.
 const (
 	marksCompactAt = 64 << 10
 	marksRoom      = 256
@@ -90,7 +91,7 @@ func writeMark(path string, c LogChunk, start int64) error {
 	return nil
 }
 
-// rewriteMarks replaces the marks file with the open runs' marks, rec
+// rewriteMarks replaces the marks file with each step's last mark, rec
 // last.
 func rewriteMarks(path string, c LogChunk, rec markRecord) error {
 	recs := make([]markRecord, 0, len(c.Marks))

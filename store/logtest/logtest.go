@@ -64,6 +64,7 @@ func Run(t *testing.T, cfg Config) {
 		{"StepLogLimitCountsPrintedBytes", testStepCapPrintedBytes},
 		{"LongLinesAreCutWithAMarker", testLongLines},
 		{"RepeatedPushAfterARestartAppendsOnlyTheLinesTheLogLacks", testRepeatedPushAfterRestart},
+		{"RepeatedPushAfterItsRunEndedAppendsOnlyTheLinesTheLogLacks", testRepeatedPushAfterTheRunEnded},
 		{"RemoveDeletesOnlyThatJobsLog", testRemove},
 		{"LastWrittenBeforeListsOldLogsAndNotesKeepTheirTime", testLastWritten},
 		{"ASecondBackendReadsTheLogTheFirstWrote", testSecondReader},

@@ -85,3 +85,35 @@ func testRepeatedPushAfterRestart(t *testing.T, cfg Config) {
 		t.Fatalf("a push of lines the log has changed it:\n%s\nthen\n%s", before, after)
 	}
 }
+
+// A run the server ended (a cancel, a timeout) may still push: its
+// worker sends the lines it printed until it was killed, and repeats a
+// push whose answer was lost. The run's mark outlives the run's end, the
+// job's end and a restart, so a repeat appends only the lines the log
+// lacks; a new run of the step still numbers afresh.
+func testRepeatedPushAfterTheRunEnded(t *testing.T, cfg Config) {
+	s := cfg.New(t)
+	l := s.Open(t)
+	appendRun(t, l, "j1", "work", "run-1", pushed("work", 1, 3)...)
+	if err := l.EndStep("j1", "work"); err != nil { // cancelled as the push was answered
+		t.Fatal(err)
+	}
+	appendRun(t, l, "j1", "work", "run-1", pushed("work", 1, 3)...) // the answer was lost
+	appendRun(t, l, "j1", "work", "run-1", pushed("work", 1, 4)...) // its last words
+	checkTexts(t, l, "j1", "work", "work 1", "work 2", "work 3", "work 4")
+
+	l.Finish("j1") // the job ended with the step
+	appendRun(t, l, "j1", "work", "run-1", pushed("work", 3, 5)...)
+	checkTexts(t, l, "j1", "work", "work 1", "work 2", "work 3", "work 4", "work 5")
+	l.Close()
+
+	l = s.Open(t) // a restart
+	appendRun(t, l, "j1", "work", "run-1", pushed("work", 1, 5)...)
+	checkTexts(t, l, "j1", "work", "work 1", "work 2", "work 3", "work 4", "work 5")
+	appendRun(t, l, "j1", "work", "run-2", pushed("work", 1, 1)...) // a retry numbers afresh
+	if err := l.EndStep("j1", "work"); err != nil {
+		t.Fatal(err)
+	}
+	appendRun(t, l, "j1", "work", "run-2", pushed("work", 1, 1)...)
+	checkTexts(t, l, "j1", "work", "work 1", "work 2", "work 3", "work 4", "work 5", "work 1")
+}

@@ -124,7 +124,10 @@ func (m *logMedium) write(ctx context.Context, jobID string, c store.LogChunk) e
 		b.Queue(fenceSQL, epoch)
 	}
 	if len(c.Ended) > 0 {
-		b.Queue(`DELETE FROM job_log_runs WHERE job_id = $1 AND step = ANY($2)`, jobID, c.Ended)
+		// An ended run's mark stays for its late pushes (see LogChunk.Ended).
+		b.Queue(`DELETE FROM job_log_runs WHERE job_id = $1 AND step = ANY($2) AND run = ''`, jobID, c.Ended)
+		b.Queue(`UPDATE job_log_runs SET bytes = 0, capped = false, dropped_bytes = 0, dropped_lines = 0
+			WHERE job_id = $1 AND step = ANY($2) AND run <> ''`, jobID, c.Ended)
 	}
 	if len(rows) > 0 {
 		lineEnds, stepEnds := make([]int64, len(rows)), make([]int64, len(rows))
