@@ -57,8 +57,9 @@ func (h *LogHub) SetLimits(lim LogLimits) { h.limits = lim.withDefaults() }
 //
 // A run's count lives in memory from the job's first append until the
 // step run ends (EndStep) or the job does (Finish), when the warning of a
-// capped run is written; the steps' marks live until the job ends. A server that restarts loses it, so the first append to a job
-// after a restart asks the medium for the runs still open: the files
+// capped run is written; the steps' marks live until the job ends. A
+// server that restarts loses it, so the first append to a job after a
+// restart asks the medium for the runs still open: the files
 // recount the job's log once (a sequential read of no more than the limits
 // allow per step), so a run that reached the limit before the restart
 // trips it again with its next line, and its warning then counts what was
