@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/store/dump"
 )
 
 // LogBackend is where job logs live: JSONL files (*Logs) or a database
@@ -36,6 +37,12 @@ type LogBackend interface {
 	AppendNote(jobID string, line engine.LogLine) error
 	// SetLimits sets the log limits; call it before the first Append.
 	SetLimits(LogLimits)
+	// RunMarks returns each step's last run mark in the job's log (see
+	// LogHub.AppendRun), by step: what an export carries, so that a push
+	// repeated to the server a dump moved to writes no line twice.
+	RunMarks(jobID string) ([]dump.Mark, error)
+	// RestoreRunMarks records an import's run marks, after the job's lines.
+	RestoreRunMarks(jobID string, marks []dump.Mark) error
 	// Close ends every live subscription.
 	Close() error
 }

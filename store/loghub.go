@@ -3,10 +3,13 @@ package store
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/appliance-sh/appliance/engine"
+	"github.com/appliance-sh/appliance/store/dump"
 )
 
 // subscriberBuffer is how many appended chunks a live viewer may fall
@@ -278,6 +281,55 @@ func freshLines(mark RunMark, run string, lines []engine.LogLine) (keep []bool, 
 		return keep, mark // only unnumbered lines: the mark stays
 	}
 	return keep, next
+}
+
+// RunMarks returns each step's last run mark in the job's log, by step
+// (see jobCounts.marks).
+func (h *LogHub) RunMarks(jobID string) ([]dump.Mark, error) {
+	if err := ValidJobID(jobID); err != nil {
+		return nil, fmt.Errorf("read log marks: %w", err)
+	}
+	jl := h.lock(jobID)
+	defer h.release(jobID, jl)
+	counts, err := h.counts(jobID)
+	if err != nil {
+		return nil, fmt.Errorf("read log marks: %w", err)
+	}
+	var out []dump.Mark
+	for _, step := range slices.Sorted(maps.Keys(counts.marks)) {
+		m := counts.marks[step]
+		out = append(out, dump.Mark{JobID: jobID, Step: step, Run: m.Run, Seq: m.Seq})
+	}
+	return out, nil
+}
+
+// RestoreRunMarks records marks as the steps' last run marks, each as a
+// push of no new line would (an import's, see RunMarks).
+func (h *LogHub) RestoreRunMarks(jobID string, marks []dump.Mark) error {
+	if err := ValidJobID(jobID); err != nil {
+		return fmt.Errorf("restore log marks: %w", err)
+	}
+	jl := h.lock(jobID)
+	defer h.release(jobID, jl)
+	counts, err := h.counts(jobID)
+	if err != nil {
+		return fmt.Errorf("restore log marks: %w", err)
+	}
+	for _, m := range marks {
+		if m.Run == "" || m.Step == "" || m.Step == engine.ServerStep || m.Seq < 0 {
+			return fmt.Errorf("restore log marks of job %s: step %q run %q seq %d: %w", jobID, m.Step, m.Run, m.Seq, engine.ErrInvalid)
+		}
+		run := counts.run(m.Step)
+		prev := run.Mark
+		counts.setMark(m.Step, run, RunMark{Run: m.Run, Seq: m.Seq})
+		cp := *run
+		c := LogChunk{Runs: StepRuns{m.Step: &cp}, Marked: m.Step, Prev: prev, Marks: counts.marks}
+		if err := h.write(jobID, jl, c); err != nil {
+			counts.setMark(m.Step, run, prev)
+			return fmt.Errorf("restore log marks of job %s: %w", jobID, err)
+		}
+	}
+	return nil
 }
 
 // write stores a chunk and hands its lines to the job's live subscribers.

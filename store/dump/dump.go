@@ -5,10 +5,12 @@
 // import commits through the same code as the server's own writes (the
 // indexes and counts are built as they are for a new record).
 //
-// What it carries: jobs with their steps and logs, workers, users, their
-// auth links and API keys (as hashes), trigger state, event-source marks,
-// and workspace revision snapshots. Not live sign-in sessions (refresh
-// tokens): users sign in again after a move.
+// What it carries: jobs with their steps and logs (with each step's last
+// run mark, so a worker's push repeated to the new server writes no line
+// twice), workers, users, their auth links and API keys (as hashes),
+// trigger state, event-source marks, and workspace revision snapshots.
+// Not live sign-in sessions (refresh tokens): users sign in again after a
+// move.
 //
 // The first line names the format and its version; the last counts the
 // records, so a dump cut short is refused rather than half-imported.
@@ -30,10 +32,11 @@ import (
 	"github.com/appliance-sh/appliance/engine"
 )
 
-// Format and Version head every dump.
+// Format and Version head every dump. Version 2 added log_mark records;
+// an import reads version 1 too (its logs carry no marks).
 const (
 	Format  = "appliance-dump"
-	Version = 1
+	Version = 2
 )
 
 // The kinds of record, one a line, in the order an export writes them.
@@ -46,6 +49,7 @@ const (
 	KindJob       = "job"
 	KindStep      = "step"
 	KindLog       = "log"
+	KindLogMark   = "log_mark"
 	KindFire      = "trigger_fire"
 	KindEventMark = "event_mark"
 	KindConsumed  = "events_consumed"
@@ -88,7 +92,9 @@ type Fire struct {
 	At        time.Time `json:"at"`
 }
 
-// Mark is an event-source step's last accepted line.
+// Mark is a step run's last accepted line: an event-source step's
+// (event_mark), or the last line a run pushed into its job's log
+// (log_mark).
 type Mark struct {
 	JobID string `json:"job_id"`
 	Step  string `json:"step"`
@@ -160,6 +166,10 @@ type Logs interface {
 	ReadLog(ctx context.Context, jobID string, q engine.LogQuery, w io.Writer) (engine.LogPage, error)
 	// Append writes lines as they are, times included.
 	Append(jobID string, lines []engine.LogLine) error
+	// RunMarks returns the job's log run marks, by step; RestoreRunMarks
+	// records them after the job's lines.
+	RunMarks(jobID string) ([]Mark, error)
+	RestoreRunMarks(jobID string, marks []Mark) error
 }
 
 // Snapshots lists, reads and writes revision snapshots.
@@ -315,6 +325,15 @@ func exportJobs(ctx context.Context, src Sources, put func(string, any) error) e
 			if src.Logs != nil {
 				if err := exportLog(ctx, src.Logs, j.ID, put); err != nil {
 					return err
+				}
+				marks, err := src.Logs.RunMarks(j.ID)
+				if err != nil {
+					return fmt.Errorf("read log marks of job %s: %w", j.ID, err)
+				}
+				for _, m := range marks {
+					if err := put(KindLogMark, m); err != nil {
+						return err
+					}
 				}
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -19,7 +20,7 @@ func TestBboltRoundTrip(t *testing.T) {
 	dumptest.Populate(t, from)
 	d := dumptest.RoundTrip(t, from, dumptest.Bbolt(t))
 	for _, kind := range []string{dump.KindUser, dump.KindAuthLink, dump.KindAPIKey, dump.KindWorker, dump.KindJob, dump.KindStep,
-		dump.KindLog, dump.KindFire, dump.KindEventMark, dump.KindConsumed, dump.KindSnapshot} {
+		dump.KindLog, dump.KindLogMark, dump.KindFire, dump.KindEventMark, dump.KindConsumed, dump.KindSnapshot} {
 		if !bytes.Contains(d, []byte(`{"kind":"`+kind+`"`)) {
 			t.Errorf("the dump has no %s record", kind)
 		}
@@ -41,7 +42,7 @@ func TestImportRefusesWithoutWriting(t *testing.T) {
 		"cut short":    cut,
 		"no header":    full[bytes.IndexByte(full, '\n')+1:],
 		"garbage line": append(append([]byte{}, cut...), []byte("{not json\n")...),
-		"newer":        []byte(strings.Replace(string(full), `"version":1`, `"version":99`, 1)),
+		"newer":        []byte(strings.Replace(string(full), fmt.Sprintf(`"version":%d`, dump.Version), `"version":99`, 1)),
 	} {
 		to := dumptest.Bbolt(t)
 		_, err := dump.Import(context.Background(), to, bytes.NewReader(bad), t.TempDir())
@@ -53,5 +54,32 @@ func TestImportRefusesWithoutWriting(t *testing.T) {
 		if users+jobs != 0 {
 			t.Fatalf("%s: the refused import wrote %d users and %d jobs", name, users, jobs)
 		}
+	}
+}
+
+// A version 1 dump (before log_mark records) still imports; its logs carry
+// no marks.
+func TestVersionOneDumpImports(t *testing.T) {
+	from := dumptest.Bbolt(t)
+	dumptest.Populate(t, from)
+	var v1 strings.Builder
+	records := 0
+	for _, line := range strings.Split(strings.TrimSuffix(string(dumptest.Export(t, from)), "\n"), "\n") {
+		switch {
+		case strings.HasPrefix(line, `{"kind":"`+dump.KindHeader+`"`):
+			v1.WriteString(strings.Replace(line, fmt.Sprintf(`"version":%d`, dump.Version), `"version":1`, 1) + "\n")
+		case strings.HasPrefix(line, `{"kind":"`+dump.KindLogMark+`"`), strings.HasPrefix(line, `{"kind":"`+dump.KindEnd+`"`):
+		default:
+			v1.WriteString(line + "\n")
+			records++
+		}
+	}
+	fmt.Fprintf(&v1, `{"kind":"%s","data":{"records":%d}}`+"\n", dump.KindEnd, records)
+	to := dumptest.Bbolt(t)
+	if _, err := dump.Import(context.Background(), to, strings.NewReader(v1.String()), t.TempDir()); err != nil {
+		t.Fatalf("import of a version 1 dump: %v", err)
+	}
+	if d := dumptest.Export(t, to); bytes.Contains(d, []byte(`{"kind":"`+dump.KindLogMark+`"`)) {
+		t.Fatal("the import of a dump without marks has marks")
 	}
 }

@@ -122,8 +122,8 @@ func check(r io.Reader) (int64, error) {
 	if first.Kind != KindHeader || json.Unmarshal(first.Data, &h) != nil || h.Format != Format {
 		return 0, fmt.Errorf("%w: the first line is no %s header", ErrBadDump, Format)
 	}
-	if h.Version != Version {
-		return 0, fmt.Errorf("%w: version %d, this binary reads version %d", ErrBadDump, h.Version, Version)
+	if h.Version < 1 || h.Version > Version {
+		return 0, fmt.Errorf("%w: version %d, this binary reads versions 1 to %d", ErrBadDump, h.Version, Version)
 	}
 	var n int64
 	for {
@@ -162,6 +162,7 @@ func load(ctx context.Context, dst Sources, r io.Reader) error {
 		// job), up to logBuffer bytes, which commits early.
 		logs      []LogChunk
 		logsBytes int
+		logMarks  []Mark // after their jobs' lines
 		// The audit trail, restored verbatim a page at a time.
 		auditAnchor audit.Head
 		entries     []audit.Entry
@@ -179,6 +180,17 @@ func load(ctx context.Context, dst Sources, r io.Reader) error {
 			}
 		}
 		logs, logsBytes = nil, 0
+		for i := 0; i < len(logMarks); {
+			j := i + 1
+			for j < len(logMarks) && logMarks[j].JobID == logMarks[i].JobID {
+				j++
+			}
+			if err := dst.Logs.RestoreRunMarks(logMarks[i].JobID, logMarks[i:j]); err != nil {
+				return fmt.Errorf("log of job %s: %w", logMarks[i].JobID, err)
+			}
+			i = j
+		}
+		logMarks = nil
 		return nil
 	}
 	for {
@@ -257,6 +269,14 @@ func load(ctx context.Context, dst Sources, r io.Reader) error {
 				if err := commit(); err != nil {
 					return fmt.Errorf("%s: %w", at, err)
 				}
+			}
+		case KindLogMark:
+			var m Mark
+			if err := decode(rec, &m, at); err != nil {
+				return err
+			}
+			if dst.Logs != nil {
+				logMarks = append(logMarks, m)
 			}
 		case KindFire:
 			var f Fire

@@ -141,12 +141,45 @@ func Populate(t *testing.T, src dump.Sources) {
 				t.Fatalf("append log: %v", err)
 			}
 		}
+		l := src.Logs.(store.LogBackend)
+		for _, p := range pushes {
+			if err := l.AppendRun(p.job, p.step, p.run, p.lines()); err != nil {
+				t.Fatalf("push: %v", err)
+			}
+			if p.ended {
+				if err := l.EndStep(p.job, p.step); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 	}
 	if src.Snapshots != nil {
 		if err := src.Snapshots.Put("main", "r1", bytes.NewReader([]byte("\x1f\x8b pretend tarball \x00\xff"))); err != nil {
 			t.Fatalf("put snapshot: %v", err)
 		}
 	}
+}
+
+// push is a step run's numbered lines, as a remote worker pushes them:
+// a dump carries each step's last run mark.
+type push struct {
+	job, step, run string
+	n              int64
+	ended          bool // the server ended the run; it may still push
+}
+
+var pushes = []push{
+	{jobID(0), "s0", "run-a", 3, false},
+	{jobID(1), "remote", "run-b", 2, true},
+	{jobID(1), "other", "run-c", 1, false},
+}
+
+func (p push) lines() []engine.LogLine {
+	var out []engine.LogLine
+	for seq := int64(1); seq <= p.n; seq++ {
+		out = append(out, engine.LogLine{TS: at(3000 + int(seq)), Stream: "stdout", Step: p.step, Line: fmt.Sprintf("pushed %d", seq), Seq: seq})
+	}
+	return out
 }
 
 // Bbolt opens a bbolt server's state in a new folder: its store, log
@@ -191,6 +224,15 @@ func RoundTrip(t *testing.T, from, to dump.Sources) []byte {
 	}
 	Same(t, a, Export(t, to))
 	SameKeys(t, to)
+	// A worker whose answer was lost before the move repeats its push to
+	// the new server: it adds nothing.
+	l := to.Logs.(store.LogBackend)
+	for _, p := range pushes {
+		if err := l.AppendRun(p.job, p.step, p.run, p.lines()); err != nil {
+			t.Fatalf("repeated push: %v", err)
+		}
+	}
+	Same(t, a, Export(t, to))
 	// The trail came over verbatim: it still verifies under its key.
 	if st, ok := to.Store.(audit.Store); ok {
 		if v, broken, err := audit.VerifyStore(context.Background(), AuditKey, st, nil); err != nil || broken != nil || v.Count() == 0 {
