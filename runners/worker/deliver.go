@@ -172,7 +172,11 @@ func (w *Worker) deliver(lt lifetimes, d *delivery, tick *time.Ticker) {
 				if _, onDisk := j.(*spoolRun); onDisk {
 					d.log.Warn("server unreachable at shutdown: the step's undelivered report stays in the spool for the next start", "err", err)
 				} else {
-					d.log.Error("server unreachable at shutdown: the step's undelivered report is lost", "err", err)
+					// In memory (an in-process worker's, or a spool that
+					// could not be written): the server fails the attempt
+					// as its vanished worker's, the next leader's recovery
+					// for an in-process one, a missed heartbeat otherwise.
+					d.log.Error("server unreachable at shutdown: the step's undelivered report is lost; the server fails this attempt with its worker, and the step's retries apply", "err", err)
 				}
 				return
 			}
