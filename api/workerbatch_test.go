@@ -91,6 +91,11 @@ func TestClaimCarriesResults(t *testing.T) {
 		t.Fatalf("claimed %v, want the step of %s", as, first)
 	}
 	second := f.execute("b")
+	// Its input renders off the loop: ready a moment after the execute.
+	eventually(t, "the second job's step to be ready", func() bool {
+		d := f.api("GET", "/api/jobs/"+second, nil).expect(200).object()
+		return d["steps"].([]any)[0].(map[string]any)["status"] == "ready"
+	})
 	result := func(job, step, worker string) map[string]any {
 		return map[string]any{"job_id": job, "step_name": step, "worker_id": worker, "output": map[string]any{"n": 1}, "exit_code": 0, "error": nil}
 	}
