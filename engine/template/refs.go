@@ -48,6 +48,9 @@ func References(src string) ([]Ref, error) {
 	if !IsTemplate(src) {
 		return nil, nil
 	}
+	if at := lexTrap(src); at >= 0 {
+		return nil, lexTrapError(src, at)
+	}
 	tpl, err := exec.NewTemplate(rootID, gonjaConfig, rootLoader{src: src}, environment)
 	if err != nil {
 		return nil, parseError(src, err)

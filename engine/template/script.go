@@ -171,6 +171,9 @@ func tagAt(src string, pos int) (Tag, bool) {
 func shape(src, prefix string) ([]Tag, *shapeText) {
 	var tags []Tag
 	out := &shapeText{}
+	if lexTrap(src) >= 0 {
+		return nil, out // Parse refuses it (a lexer that would hang)
+	}
 	stream := tokens.LexAll(src, gonjaConfig)
 	input := normalizedSource(src)
 	next := func() *tokens.Token {

@@ -49,6 +49,9 @@ type Template struct {
 // Parse parses src once; render it many times.
 func Parse(src string) (t *Template, err error) {
 	defer recoverError(src, &err)
+	if at := lexTrap(src); at >= 0 {
+		return nil, lexTrapError(src, at)
+	}
 	tpl, err := exec.NewTemplate(rootID, gonjaConfig, rootLoader{src: src}, environment)
 	if err != nil {
 		return nil, parseError(src, err)
