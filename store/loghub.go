@@ -26,6 +26,9 @@ type LogMedium interface {
 	// Runs returns the job's step runs still open, for a job whose counts
 	// the hub does not hold (its first append since the process started).
 	Runs(jobID string) (StepRuns, error)
+	// Marks returns each step's last run mark (StepRun.Mark), without
+	// counting the log: what an export reads of a job it does not hold.
+	Marks(jobID string) (map[string]RunMark, error)
 	// Backfill fixes the end of the job's log as it stands now and returns
 	// the part of it q selects (q.Step is ignored), read as the caller
 	// reads it. A job without a log has an empty backfill.
@@ -291,13 +294,21 @@ func (h *LogHub) RunMarks(jobID string) ([]dump.Mark, error) {
 	}
 	jl := h.lock(jobID)
 	defer h.release(jobID, jl)
-	counts, err := h.counts(jobID)
-	if err != nil {
-		return nil, fmt.Errorf("read log marks: %w", err)
+	h.mu.Lock()
+	counts := h.stepCounts[jobID]
+	h.mu.Unlock()
+	marks := map[string]RunMark(nil)
+	if counts != nil {
+		marks = counts.marks
+	} else {
+		var err error
+		if marks, err = h.medium.Marks(jobID); err != nil {
+			return nil, fmt.Errorf("read log marks: %w", err)
+		}
 	}
 	var out []dump.Mark
-	for _, step := range slices.Sorted(maps.Keys(counts.marks)) {
-		m := counts.marks[step]
+	for _, step := range slices.Sorted(maps.Keys(marks)) {
+		m := marks[step]
 		out = append(out, dump.Mark{JobID: jobID, Step: step, Run: m.Run, Seq: m.Seq})
 	}
 	return out, nil

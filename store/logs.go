@@ -88,6 +88,11 @@ func (m logFiles) writeMarked(jobID string, c LogChunk) error {
 	return f.Close()
 }
 
+// Marks reads the marks file beside the job's log.
+func (m logFiles) Marks(jobID string) (map[string]RunMark, error) {
+	return readMarks(m.l.marksPath(jobID), m.l.jsonlPath(jobID))
+}
+
 // Runs recounts the job's file and reads its runs' marks.
 func (m logFiles) Runs(jobID string) (StepRuns, error) {
 	runs, err := countFile(m.l.jsonlPath(jobID))

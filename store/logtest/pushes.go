@@ -7,6 +7,7 @@ import (
 
 	"github.com/appliance-sh/appliance/engine"
 	"github.com/appliance-sh/appliance/store"
+	"github.com/appliance-sh/appliance/store/dump"
 )
 
 // pushed returns the lines "<step> <seq>" numbered from..to, as a worker
@@ -108,6 +109,10 @@ func testRepeatedPushAfterTheRunEnded(t *testing.T, cfg Config) {
 	l.Close()
 
 	l = s.Open(t) // a restart
+	// What an export reads, from the medium: the ended run's mark.
+	if marks, err := l.RunMarks("j1"); err != nil || len(marks) != 1 || marks[0] != (dump.Mark{JobID: "j1", Step: "work", Run: "run-1", Seq: 5}) {
+		t.Fatalf("RunMarks after a restart: %v, %v; want work's run-1 at 5", marks, err)
+	}
 	appendRun(t, l, "j1", "work", "run-1", pushed("work", 1, 5)...)
 	checkTexts(t, l, "j1", "work", "work 1", "work 2", "work 3", "work 4", "work 5")
 	appendRun(t, l, "j1", "work", "run-2", pushed("work", 1, 1)...) // a retry numbers afresh

@@ -220,6 +220,26 @@ func (m *logMedium) forget(jobID string) {
 	m.mu.Unlock()
 }
 
+// Marks reads the job's steps' last run marks.
+func (m *logMedium) Marks(jobID string) (map[string]store.RunMark, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), logTimeout)
+	defer cancel()
+	rows, err := m.db.pool.Query(ctx, `SELECT step, run, seq FROM job_log_runs WHERE job_id = $1 AND run <> ''`, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("read log marks: %w", err)
+	}
+	marks := map[string]store.RunMark{}
+	var step string
+	var mark store.RunMark
+	if _, err := pgx.ForEachRow(rows, []any{&step, &mark.Run, &mark.Seq}, func() error {
+		marks[step] = mark
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read log marks: %w", err)
+	}
+	return marks, nil
+}
+
 // Runs reads the job's open step runs as the last write left them.
 func (m *logMedium) Runs(jobID string) (store.StepRuns, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), logTimeout)
