@@ -99,7 +99,7 @@ func (m logFiles) Runs(jobID string) (StepRuns, error) {
 	if err != nil {
 		return nil, err
 	}
-	marks, err := readMarks(m.l.marksPath(jobID), m.l.jsonlPath(jobID))
+	marks, err := m.Marks(jobID)
 	if err != nil {
 		return nil, err
 	}

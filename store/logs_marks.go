@@ -60,7 +60,7 @@ func (l *Logs) marksPath(jobID string) string { return filepath.Join(l.dir, jobI
 
 // writeMark appends the chunk's new mark to the job's marks file, its
 // lines going to the log file at start; a file grown too big is rewritten
-// with the open runs' marks instead.
+// with each step's last mark instead.
 func writeMark(path string, c LogChunk, start int64) error {
 	next := c.Marks[c.Marked]
 	rec := markRecord{Step: c.Marked, Run: next.Run, Seq: next.Seq, Lines: &markedLines{

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nikolalohinski/gonja/v2/exec"
 	"github.com/nikolalohinski/gonja/v2/nodes"
 	"github.com/nikolalohinski/gonja/v2/tokens"
 )
@@ -48,12 +47,9 @@ func References(src string) ([]Ref, error) {
 	if !IsTemplate(src) {
 		return nil, nil
 	}
-	if at := lexTrap(src); at >= 0 {
-		return nil, lexTrapError(src, at)
-	}
-	tpl, err := exec.NewTemplate(rootID, gonjaConfig, rootLoader{src: src}, environment)
+	tpl, err := compile(src)
 	if err != nil {
-		return nil, parseError(src, err)
+		return nil, err
 	}
 	c := &refCollector{seen: map[uintptr]bool{}}
 	c.walk(reflect.ValueOf(tpl.Root()))

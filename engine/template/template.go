@@ -46,15 +46,26 @@ type Template struct {
 	assigns bool
 }
 
-// Parse parses src once; render it many times.
-func Parse(src string) (t *Template, err error) {
+// compile reads src into gonja's tree, for Parse and References alike:
+// text gonja's lexer would hang on is refused first (see lexTrap), and a
+// panic in gonja is an error.
+func compile(src string) (tpl *exec.Template, err error) {
 	defer recoverError(src, &err)
 	if at := lexTrap(src); at >= 0 {
 		return nil, lexTrapError(src, at)
 	}
-	tpl, err := exec.NewTemplate(rootID, gonjaConfig, rootLoader{src: src}, environment)
-	if err != nil {
+	if tpl, err = exec.NewTemplate(rootID, gonjaConfig, rootLoader{src: src}, environment); err != nil {
 		return nil, parseError(src, err)
+	}
+	return tpl, nil
+}
+
+// Parse parses src once; render it many times.
+func Parse(src string) (t *Template, err error) {
+	defer recoverError(src, &err)
+	tpl, err := compile(src)
+	if err != nil {
+		return nil, err
 	}
 	t = &Template{src: src, tpl: tpl}
 	if o := singleOutput(tpl.Root()); o != nil {
